@@ -1,0 +1,86 @@
+"""Every name carve shares with Kubernetes, containers and users: one place, so they never drift."""
+
+from __future__ import annotations
+
+# The DRA driver name; also the domain of every attribute and capacity carve publishes.
+DRIVER_NAME = "gpu.carve.dev"
+CONFIG_API_VERSION = "gpu.carve.dev/v1alpha1"
+CRD_GROUP = "carve.dev"
+CRD_VERSION = "v1alpha1"
+
+# DeviceClasses, one per device type.
+CLASS_GPU = "gpu.carve.dev"
+CLASS_VGPU = "vgpu.carve.dev"
+CLASS_SLOT = "slot.carve.dev"
+CLASS_MIG = "mig.carve.dev"
+CLASS_TIMESLICE = "timeslice.carve.dev"
+DEVICE_CLASSES = (CLASS_GPU, CLASS_VGPU, CLASS_SLOT, CLASS_MIG, CLASS_TIMESLICE)
+
+# Device `type` attribute values.
+TYPE_GPU = "gpu"
+TYPE_VGPU = "vgpu"
+TYPE_MIG = "mig"
+TYPE_TIMESLICE = "timeslice"
+TYPE_SLOT = "slot"
+
+# Strategies (how one GPU is partitioned).
+STRATEGY_EXCLUSIVE = "exclusive"
+STRATEGY_SOFT = "soft"
+STRATEGY_SLOTS = "slots"
+STRATEGY_MIG = "mig"
+STRATEGY_TIMESLICE = "timeslice"
+
+# CDI.
+CDI_VENDOR = "k8s.gpu.carve.dev"
+CDI_CLASS = "claim"
+CDI_KIND = f"{CDI_VENDOR}/{CDI_CLASS}"
+
+
+def cdi_spec_file_name(claim_uid: str) -> str:
+    """Transient CDI spec file name for one claim: <vendor>-<class>_<claim-uid>.json."""
+    return f"{CDI_VENDOR}-{CDI_CLASS}_{claim_uid}.json"
+
+
+def cdi_device_name(claim_uid: str, device: str, share_id: str | None = None) -> str:
+    return f"{claim_uid}-{device}-{share_id}" if share_id else f"{claim_uid}-{device}"
+
+
+def cdi_device_id(claim_uid: str, device: str, share_id: str | None = None) -> str:
+    """Fully qualified CDI device id, as returned to the kubelet."""
+    return f"{CDI_KIND}={cdi_device_name(claim_uid, device, share_id)}"
+
+
+# Limiter.
+LIMITER_LIBRARY = "libcarve-limiter.so"
+LIMITER_BUILD_PATH = "native/build/libcarve-limiter.so"
+LIMITER_CONTAINER_DIR = "/usr/local/carve/lib"
+LIMITER_CONTAINER_PATH = f"{LIMITER_CONTAINER_DIR}/{LIMITER_LIBRARY}"
+
+# Kubelet plugin sockets.
+DEFAULT_PLUGIN_DIR = f"/var/lib/kubelet/plugins/{DRIVER_NAME}"
+DEFAULT_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
+DEFAULT_CDI_DIR = "/var/run/cdi"
+REGISTRATION_SOCKET = f"{DRIVER_NAME}-reg.sock"
+DRA_SOCKET = "dra.sock"
+CHECKPOINT_FILE = "checkpoint.json"
+
+# Legacy (device plugin) resources, HAMi-compatible.
+LEGACY_GPU = "nvidia.com/gpu"
+LEGACY_GPUMEM = "nvidia.com/gpumem"
+LEGACY_GPUMEM_PERCENTAGE = "nvidia.com/gpumem-percentage"
+LEGACY_GPUCORES = "nvidia.com/gpucores"
+LEGACY_PRIORITY = "nvidia.com/priority"
+
+# Environment contract between the plugin and the limiter (see docs/limiter.md).
+ENV_MEMORY_LIMIT = "CARVE_MEMORY_LIMIT"
+ENV_CORES_LIMIT = "CARVE_CORES_LIMIT"
+ENV_CORE_POLICY = "CARVE_CORE_POLICY"
+ENV_PRIORITY = "CARVE_PRIORITY"
+ENV_OOM_POLICY = "CARVE_OOM_POLICY"
+ENV_REGION = "CARVE_REGION"
+ENV_LOG = "CARVE_LOG"
+
+# Fake GPU libraries (native/fakes).
+ENV_FAKE_GPUS = "CARVE_FAKE_GPUS"
+ENV_FAKE_SEED = "CARVE_FAKE_SEED"
+ENV_FAKE_STATE = "CARVE_FAKE_STATE"

@@ -1,0 +1,38 @@
+"""Fixtures shared by every test: where the native build lives and an environment of fake GPUs.
+
+Component-specific fixtures live in the conftest.py of that component's test folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NATIVE_BUILD = REPO / "native" / "build"
+FAKE_LIB_DIR = NATIVE_BUILD / "fakes"
+LIMITER_LIB = NATIVE_BUILD / "libcarve-limiter.so"
+
+
+@pytest.fixture
+def fake_gpu_env(tmp_path: Path):
+    """Returns a function building the environment of a process that sees fake GPUs.
+
+    `fake_gpu_env("2xA100-80GB,1xT4")` -> dict for subprocess env: topology, seed, a state file in
+    tmp_path (so MIG instances and memory survive between processes of one test) and LD_LIBRARY_PATH
+    pointing at the fake libnvidia-ml.so.1 / libcuda.so.1.
+    """
+
+    def build(gpus: str = "2xA100-80GB,1xT4", seed: str = "test-node", state: Path | None = None) -> dict:
+        env = dict(os.environ)
+        env.update(
+            CARVE_FAKE_GPUS=gpus,
+            CARVE_FAKE_SEED=seed,
+            CARVE_FAKE_STATE=str(state or tmp_path / "fake-gpus.state"),
+            LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(FAKE_LIB_DIR), os.environ.get("LD_LIBRARY_PATH")])),
+        )
+        return env
+
+    return build
