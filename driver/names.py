@@ -84,3 +84,6 @@ ENV_LOG = "CARVE_LOG"
 ENV_FAKE_GPUS = "CARVE_FAKE_GPUS"
 ENV_FAKE_SEED = "CARVE_FAKE_SEED"
 ENV_FAKE_STATE = "CARVE_FAKE_STATE"
+
+# `carve allocate`: annotation on a claim that could not be allocated, saying why.
+ALLOCATE_REASON_ANNOTATION = "allocate.carve.dev/reason"

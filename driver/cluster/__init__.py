@@ -1,1 +1,40 @@
-"""carve cluster."""
+"""How carve talks to the API server: the `Cluster` interface, its errors, and two implementations.
+
+`KubeCluster` (kube.py) uses the `kubernetes` client; `LocalCluster` (local.py) keeps objects in memory.
+kube.py is imported lazily (`from driver.cluster.kube import KubeCluster`) so that pure code and tests
+using LocalCluster do not pay for the kubernetes client import.
+"""
+
+from driver.cluster.base import (
+    KIND_RESOURCE_CLAIM,
+    KIND_RESOURCE_SLICE,
+    RESOURCE_API_VERSION,
+    AlreadyExists,
+    Cluster,
+    ClusterError,
+    Conflict,
+    NotFound,
+)
+from driver.cluster.gates import (
+    ALPHA_GATES_1_34,
+    GATED_FIELDS,
+    drop_disabled_fields,
+    fields_of_disabled_gates,
+)
+from driver.cluster.local import LocalCluster
+
+__all__ = [
+    "ALPHA_GATES_1_34",
+    "GATED_FIELDS",
+    "KIND_RESOURCE_CLAIM",
+    "KIND_RESOURCE_SLICE",
+    "RESOURCE_API_VERSION",
+    "AlreadyExists",
+    "Cluster",
+    "ClusterError",
+    "Conflict",
+    "LocalCluster",
+    "NotFound",
+    "drop_disabled_fields",
+    "fields_of_disabled_gates",
+]

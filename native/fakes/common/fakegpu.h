@@ -1,7 +1,7 @@
 /*
  * fakegpu.h: the emulated GPUs shared by the fake libnvidia-ml.so.1 and the fake libcuda.so.1.
  *
- * Both fake libraries link fakes/common/*.c, so they see the same topology (CARVE_FAKE_GPUS) and the
+ * Both fake libraries link the sources in fakes/common, so they see the same topology (CARVE_FAKE_GPUS) and the
  * same shared state (CARVE_FAKE_STATE: an mmap'ed file, or process-local memory when unset). The state
  * holds what real hardware would keep across processes: MIG mode and instances, device memory in use
  * per process, and the kernel-occupancy timeline that NVML's utilization functions report.
@@ -48,6 +48,11 @@ typedef struct fake_gpu {
 /* Topology, parsed once per process (thread-safe). Returns 0, or -1 with *err set to a static message. */
 int fake_topology(const fake_gpu_t **gpus, unsigned *count, const char **err);
 const fake_model_t *fake_model_find(const char *key);
+/* The i-th known model (NULL past the end), for listings and error messages. */
+const fake_model_t *fake_model_at(unsigned i);
+/* Opens the shared state (called lazily by everything below). 0, or -1 with *err set to a static message;
+ * after a failure the functions below use process-local state (a warning is printed once). */
+int fake_state_init(const char **err);
 
 /* Monotonic clock in ns; the fake GPUs' notion of time. */
 uint64_t fake_now_ns(void);

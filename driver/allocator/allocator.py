@@ -1,0 +1,263 @@
+"""The Allocator: slices and classes indexed once, allocated claims recorded, claims allocated.
+
+`Allocator(slices, classes)` gathers pools (newest complete generation), keeps a ledger of what
+recorded claims hold (exclusive devices, shares with their consumed capacity, counters), and
+caches CEL results per (expression, device, pool generation) and candidate lists per (node,
+class, selectors). `allocate(claim, node)` returns the `status.allocation` dict or raises
+`Unallocatable`; it never records. `add_allocated` / `remove_allocated` update the ledger.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from driver.allocator import capacity as cap
+from driver.allocator import explain, pools, quantity, result
+from driver.allocator.cel import CelError, SelectorCache
+from driver.allocator.model import (
+    Claim,
+    Device,
+    DeviceClass,
+    ModelError,
+    Request,
+    claim_uid,
+    read_claim,
+    read_class,
+    read_slice,
+)
+from driver.allocator.search import Candidate, Ledger, Search, SearchAborted
+
+
+class Unallocatable(Exception):
+    """A claim that cannot be allocated; the message says which request and what ruled devices out."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Allocator:
+    def __init__(self, slices: Iterable[Mapping[str, Any]], classes: Iterable[Mapping[str, Any]],
+                 cel_cache: bool = True) -> None:
+        self._lock = threading.RLock()
+        self.selectors = SelectorCache(enabled=cel_cache)
+        self.classes: dict[str, DeviceClass] = {}
+        for c in classes:
+            dc = read_class(c)
+            self.classes[dc.name] = dc
+        self.ledger = Ledger()
+        self._claims: dict[str, list[tuple[tuple[str, str, str], dict[str, int] | None, bool]]] = {}
+        self._counts = {"claims_allocated": 0, "claims_unallocatable": 0, "search_steps": 0}
+        self._set_slices(slices)
+
+    # --- slices --------------------------------------------------------------------------------
+
+    def _set_slices(self, slices: Iterable[Mapping[str, Any]]) -> None:
+        parsed = [read_slice(s) for s in slices]
+        self.pools = pools.gather(parsed)
+        self.nodes = pools.nodes_of(self.pools)
+        self.devices: dict[tuple[str, str, str], tuple[pools.Pool, Device]] = {
+            d.key: (p, d) for p in self.pools for s in p.slices for d in s.devices}
+        self._node_devices: dict[str | None, list[tuple[pools.Pool, Device]]] = {}
+        self._candidates: dict[tuple, list[Candidate]] = {}
+        self._node_pools: dict[str | None, list[pools.Pool]] = {}
+        self._rebuild_counters()
+
+    def replace_slices(self, slices: Iterable[Mapping[str, Any]]) -> None:
+        """New pool generations: indices and counters are rebuilt; recorded claims stay recorded."""
+        with self._lock:
+            self._set_slices(slices)
+            current = {p.key: p.generation for p in self.pools}
+            self.selectors.forget(lambda k: current.get((k[0], k[1])) == k[2])
+
+    def _rebuild_counters(self) -> None:
+        self.ledger.counters = {}
+        self.ledger.oversubscribed = set()
+        for key in set(self.ledger.in_use) | {k for k, n in self.ledger.shares.items() if n > 0}:
+            self._count(key, +1)
+
+    def _count(self, key: tuple[str, str, str], sign: int) -> None:
+        found = self.devices.get(key)
+        if found and found[1].consumes:
+            pool, dev = found
+            used = self.ledger.counters.setdefault(pool.key, {})
+            cap.add_counters(used, dev, sign)
+            if cap.oversubscribed(pool.counter_sets, used):
+                self.ledger.oversubscribed.add(pool.key)
+            else:
+                self.ledger.oversubscribed.discard(pool.key)
+
+    # --- recorded claims -----------------------------------------------------------------------
+
+    def add_allocated(self, claim: Mapping[str, Any]) -> None:
+        """Record what a claim with status.allocation holds (admin access holds nothing)."""
+        uid = claim_uid(claim)
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        results = (allocation.get("devices") or {}).get("results") or []
+        with self._lock:
+            if uid in self._claims:
+                self.remove_allocated(uid)
+            held = []
+            for r in results:
+                if r.get("adminAccess"):
+                    continue
+                key = (r["driver"], r["pool"], r["device"])
+                if r.get("shareID"):
+                    consumed = {n: quantity.units(v) for n, v in (r.get("consumedCapacity") or {}).items()}
+                    self._share(key, consumed, +1)
+                    held.append((key, consumed, True))
+                else:
+                    if key not in self.ledger.in_use:
+                        self.ledger.in_use.add(key)
+                        self._count(key, +1)
+                    held.append((key, None, False))
+            self._claims[uid] = held
+
+    def remove_allocated(self, uid: str) -> None:
+        with self._lock:
+            for key, consumed, shared in self._claims.pop(uid, []):
+                if shared:
+                    self._share(key, consumed or {}, -1)
+                elif key in self.ledger.in_use:
+                    self.ledger.in_use.discard(key)
+                    self._count(key, -1)
+
+    def _share(self, key: tuple[str, str, str], consumed: dict[str, int], sign: int) -> None:
+        before = self.ledger.shares.get(key, 0)
+        after = before + sign
+        agg = self.ledger.shared.setdefault(key, {})
+        for n, v in consumed.items():
+            agg[n] = agg.get(n, 0) + sign * v
+        if after <= 0:
+            self.ledger.shares.pop(key, None)
+            self.ledger.shared.pop(key, None)
+        else:
+            self.ledger.shares[key] = after
+        # Counters of a shared device are consumed once, while it has any share.
+        if before == 0 and after > 0:
+            self._count(key, +1)
+        elif before > 0 and after <= 0:
+            self._count(key, -1)
+
+    # --- candidates ----------------------------------------------------------------------------
+
+    def node_devices(self, node: str | None) -> list[tuple[pools.Pool, Device]]:
+        found = self._node_devices.get(node)
+        if found is None:
+            found = self._node_devices[node] = pools.devices_for_node(self.pools, node)
+        return found
+
+    def device_class(self, req: Request) -> DeviceClass:
+        dc = self.classes.get(req.class_name)
+        if dc is None:
+            raise Unallocatable(f"request {req.name}: DeviceClass {req.class_name} not found")
+        return dc
+
+    def selection(self, req: Request, dc: DeviceClass, dev: Device, claim: Claim) -> bool | CelError:
+        """Class selectors, then request selectors; a CEL error is returned, not raised."""
+        for source, exprs in ((f"class {dc.name}", dc.selectors), (f"claim {claim.name}", req.selectors)):
+            for i, expr in enumerate(exprs):
+                try:
+                    if not self.selectors.matches(expr, dev.cel_key, dev.cel_value):
+                        return False
+                except CelError as e:
+                    return CelError(e.expression, f"{source}: selector #{i} on device "
+                                                  f"{'/'.join(dev.key)}: {e.message}")
+        return True
+
+    def candidates(self, req: Request, node: str | None, claim: Claim) -> list[Candidate]:
+        dc = self.device_class(req)
+        key = (node, dc.name, req.selectors)
+        found = self._candidates.get(key)
+        if found is None:
+            found = []
+            for pool, dev in self.node_devices(node):
+                if not pool.usable:
+                    continue
+                outcome = self.selection(req, dc, dev, claim)
+                if outcome is not False:
+                    found.append((pool, dev, outcome))
+            # CEL errors name the claim, so only cache lists without them across claims. Without
+            # the CEL result cache this list is not kept either: it is a cache of CEL results.
+            if self.selectors.enabled and not any(isinstance(o, CelError) for _, _, o in found):
+                self._candidates[key] = found
+        return found
+
+    # --- allocation ----------------------------------------------------------------------------
+
+    def allocate(self, claim_obj: Mapping[str, Any], node: str | None = None) -> dict:
+        try:
+            claim = read_claim(claim_obj)
+        except ModelError as e:
+            raise Unallocatable(str(e)) from None
+        with self._lock:
+            try:
+                out = self._allocate(claim, node)
+            except Unallocatable:
+                self._counts["claims_unallocatable"] += 1
+                raise
+            self._counts["claims_allocated"] += 1
+            return out
+
+    def _allocate(self, claim: Claim, node: str | None) -> dict:
+        if not claim.requests:
+            return result.build(claim, [], self.classes, node)
+        for alts in claim.requests:
+            for req in alts:
+                self.device_class(req)
+        if node is not None:
+            targets: list[str | None] = [node]
+        else:
+            targets = list(self.nodes) or [None]
+        failures: list[str | None] = []
+        for target in targets:
+            search = Search(claim, self.ledger, lambda r, t=target: self.candidates(r, t, claim),
+                            self._pools_for(target))
+            try:
+                picks = search.run()
+            except SearchAborted as e:
+                self._counts["search_steps"] += search.steps
+                raise Unallocatable(f"claim {claim.name}: {e}") from None
+            self._counts["search_steps"] += search.steps
+            if picks is not None:
+                return result.build(claim, picks, self.classes, target)
+            failures.append(target)
+        raise Unallocatable(explain.why(self, claim, failures))
+
+    def _pools_for(self, node: str | None) -> list[pools.Pool]:
+        found = self._node_pools.get(node)
+        if found is None:
+            seen: dict[tuple[str, str], pools.Pool] = {}
+            for p, _ in self.node_devices(node):
+                seen.setdefault(p.key, p)
+            found = self._node_pools[node] = list(seen.values())
+        return found
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        hits, misses = self.selectors.hits, self.selectors.misses
+        return {
+            "cel_cache_hits": hits,
+            "cel_cache_misses": misses,
+            "cel_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
+            "cel_evaluations": self.selectors.evaluations,
+            "cel_cache_entries": len(self.selectors),
+            **self._counts,
+            "claims_recorded": len(self._claims),
+            "pools": len(self.pools),
+            "devices": len(self.devices),
+        }
+
+
+
+
+def allocate(claim: Mapping[str, Any], slices: Iterable[Mapping[str, Any]],
+             classes: Iterable[Mapping[str, Any]], allocated: Iterable[Mapping[str, Any]] = (),
+             node: str | None = None) -> dict:
+    """Pure form: the claim's status.allocation, or Unallocatable."""
+    a = Allocator(slices, classes)
+    for c in allocated:
+        a.add_allocated(c)
+    return a.allocate(claim, node)

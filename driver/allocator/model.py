@@ -1,0 +1,314 @@
+"""The allocator's view of ResourceSlices, DeviceClasses and ResourceClaims (resource.k8s.io/v1).
+
+Objects arrive as plain dicts in the API's JSON shape (camelCase, as kubectl prints them); this
+module reads each once into small dataclasses the search works on, and raises `ModelError`
+naming the object and the field when something required is missing or malformed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from celpy import celtypes
+
+from driver.allocator import cel
+from driver.allocator import quantity as q
+
+# resource.k8s.io/v1: AllocationResultsMaxSize.
+MAX_RESULTS = 32
+_UID_NAMESPACE = uuid.UUID("6b1d4c9e-2f0a-4e55-9d3c-63617276652e")
+
+
+class ModelError(ValueError):
+    """An object that does not have the shape of its kind."""
+
+
+def _field(obj: Mapping[str, Any], name: str, what: str, kind: type = dict) -> Any:
+    value = obj.get(name)
+    if not isinstance(value, kind):
+        raise ModelError(f"{what}: {name} is missing or not a {kind.__name__}")
+    return value
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name', '?')}" if ns else str(meta.get("name", "?"))
+
+
+def claim_uid(claim: Mapping[str, Any]) -> str:
+    """metadata.uid, or a UUID derived from namespace/name so runs are reproducible."""
+    meta = claim.get("metadata") or {}
+    uid = meta.get("uid")
+    if uid:
+        return str(uid)
+    return str(uuid.uuid5(_UID_NAMESPACE, f"{meta.get('namespace', '')}/{meta.get('name', '')}"))
+
+
+def share_id(uid: str, index: int) -> str:
+    """Deterministic stand-in for the scheduler's random share UUID: same claim, same IDs."""
+    return str(uuid.uuid5(_UID_NAMESPACE, f"share/{uid}/{index}"))
+
+
+# --- slices --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class CapacitySpec:
+    value: int
+    default: int | None = None
+    valid_values: tuple[int, ...] = ()
+    range_min: int | None = None
+    range_max: int | None = None
+    range_step: int | None = None
+    has_policy: bool = False
+    fmt: q.Format = "BinarySI"
+
+
+def _capacity(raw: Mapping[str, Any], what: str) -> CapacitySpec:
+    try:
+        value = q.of(raw["value"])
+        policy = raw.get("requestPolicy")
+        if not policy:
+            return CapacitySpec(q.units(value), fmt=value.format)
+        rng = policy.get("validRange") or {}
+
+        def opt(v: Any) -> int | None:
+            return None if v is None else q.units(v)
+
+        return CapacitySpec(
+            q.units(value), opt(policy.get("default")),
+            tuple(q.units(v) for v in policy.get("validValues") or ()),
+            opt(rng.get("min")), opt(rng.get("max")), opt(rng.get("step")), True, value.format)
+    except (KeyError, TypeError, q.QuantityError) as e:
+        raise ModelError(f"{what}: {e}") from None
+
+
+@dataclass(eq=False, slots=True)
+class Device:
+    """One device of one slice, with everything the search needs precomputed."""
+
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    slice_name: str
+    index: int                                  # position in its slice
+    node_name: str | None                       # from the slice, or the device (perDeviceNodeSelection)
+    node_selector: dict | None
+    attributes: dict[str, Any]
+    capacity: dict[str, CapacitySpec]
+    allow_multiple: bool
+    consumes: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+    taints: tuple[dict, ...]
+    binds_to_node: bool
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    key: tuple[str, str, str] = ("", "", "")
+    cel_key: tuple[str, str, int, str] = ("", "", 0, "")
+    _cel: celtypes.MapType | None = None
+    raw_capacity: dict[str, Any] = field(default_factory=dict)
+
+    def cel_value(self) -> celtypes.MapType:
+        if self._cel is None:
+            self._cel = cel.device_value(self.driver, self.attributes, self.raw_capacity, self.allow_multiple)
+        return self._cel
+
+    def attribute(self, qualified: str) -> Any:
+        """matchAttribute/distinctAttribute lookup: full name, or the bare id in the driver's domain."""
+        if qualified in self.attributes:
+            return self.attributes[qualified]
+        domain, _, ident = qualified.rpartition("/")
+        if domain == self.driver and ident in self.attributes:
+            return self.attributes[ident]
+        return None
+
+
+@dataclass(slots=True)
+class Slice:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    slice_count: int
+    node_name: str | None
+    node_selector: dict | None
+    all_nodes: bool
+    per_device: bool
+    devices: list[Device]
+    counter_sets: dict[str, dict[str, int]]
+
+
+def read_slice(obj: Mapping[str, Any]) -> Slice:
+    name = (obj.get("metadata") or {}).get("name") or "?"
+    what = f"ResourceSlice {name}"
+    spec = _field(obj, "spec", what)
+    driver = _field(spec, "driver", what, str)
+    pool = _field(spec, "pool", f"{what}: spec")
+    pool_name = _field(pool, "name", f"{what}: spec.pool", str)
+    generation = int(pool.get("generation", 0))
+    count = int(pool.get("resourceSliceCount", 1))
+    per_device = bool(spec.get("perDeviceNodeSelection"))
+    counter_sets: dict[str, dict[str, int]] = {}
+    for i, cs in enumerate(spec.get("sharedCounters") or ()):
+        try:
+            counters = (cs.get("counters") or {}).items()
+            counter_sets[cs["name"]] = {c: q.units(v["value"]) for c, v in counters}
+        except (KeyError, TypeError, q.QuantityError) as e:
+            raise ModelError(f"{what}: spec.sharedCounters[{i}]: {e}") from None
+    s = Slice(name, driver, pool_name, generation, count, spec.get("nodeName") or None,
+              spec.get("nodeSelector"), bool(spec.get("allNodes")), per_device, [], counter_sets)
+    for i, d in enumerate(spec.get("devices") or ()):
+        s.devices.append(_read_device(d, s, i, f"{what}: spec.devices[{i}]"))
+    return s
+
+
+def _read_device(d: Mapping[str, Any], s: Slice, index: int, what: str) -> Device:
+    name = _field(d, "name", what, str)
+    attributes = d.get("attributes") or {}
+    raw_capacity = d.get("capacity") or {}
+    capacity = {n: _capacity(c, f"{what}.capacity[{n}]") for n, c in raw_capacity.items()}
+    consumes = []
+    for j, cc in enumerate(d.get("consumesCounters") or ()):
+        try:
+            counters = tuple((c, q.units(v["value"])) for c, v in (cc.get("counters") or {}).items())
+            consumes.append((cc["counterSet"], counters))
+        except (KeyError, TypeError, q.QuantityError) as e:
+            raise ModelError(f"{what}.consumesCounters[{j}]: {e}") from None
+    node_name, node_selector = s.node_name, s.node_selector
+    if s.per_device:
+        node_name, node_selector = d.get("nodeName") or None, d.get("nodeSelector")
+    dev = Device(
+        name=name, driver=s.driver, pool=s.pool, generation=s.generation, slice_name=s.name, index=index,
+        node_name=node_name, node_selector=node_selector, attributes=attributes, capacity=capacity,
+        allow_multiple=bool(d.get("allowMultipleAllocations")), consumes=tuple(consumes),
+        taints=tuple(d.get("taints") or ()), binds_to_node=bool(d.get("bindsToNode")),
+        binding_conditions=tuple(d.get("bindingConditions") or ()),
+        binding_failure_conditions=tuple(d.get("bindingFailureConditions") or ()),
+        raw_capacity=raw_capacity)
+    dev.key = (s.driver, s.pool, name)
+    dev.cel_key = (s.driver, s.pool, s.generation, name)
+    return dev
+
+
+# --- classes -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...]
+    config: tuple[dict, ...]
+
+
+def read_class(obj: Mapping[str, Any]) -> DeviceClass:
+    name = (obj.get("metadata") or {}).get("name")
+    if not name:
+        raise ModelError("DeviceClass: metadata.name is missing")
+    spec = obj.get("spec") or {}
+    return DeviceClass(name, _selectors(spec.get("selectors"), f"DeviceClass {name}: spec"),
+                       tuple(spec.get("config") or ()))
+
+
+def _selectors(raw: Any, what: str) -> tuple[str, ...]:
+    out = []
+    for i, s in enumerate(raw or ()):
+        expr = (s.get("cel") or {}).get("expression") if isinstance(s, Mapping) else None
+        if not isinstance(expr, str):
+            raise ModelError(f"{what}.selectors[{i}]: cel.expression is missing")
+        out.append(expr)
+    return tuple(out)
+
+
+# --- claims --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request with `exactly`, or one subrequest of `firstAvailable`."""
+
+    name: str                 # as it appears in results: "req" or "req/sub"
+    base: str                 # the top-level request name
+    sub: str | None
+    class_name: str
+    selectors: tuple[str, ...]
+    all_devices: bool
+    count: int
+    admin: bool
+    tolerations: tuple[dict, ...]
+    capacity: tuple[tuple[str, int], ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    requests: frozenset[str]
+    attribute: str
+    distinct: bool
+
+    def applies(self, request: Request) -> bool:
+        return not self.requests or request.base in self.requests or request.name in self.requests
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    uid: str
+    name: str                 # namespace/name, for messages
+    requests: tuple[tuple[Request, ...], ...]   # per top-level request: its alternatives in order
+    constraints: tuple[Constraint, ...]
+    config: tuple[dict, ...]
+
+
+def _request(raw: Mapping[str, Any], base: str, sub: str | None, what: str, admin_ok: bool) -> Request:
+    cls = raw.get("deviceClassName")
+    if not isinstance(cls, str) or not cls:
+        raise ModelError(f"{what}: deviceClassName is missing")
+    mode = raw.get("allocationMode") or "ExactCount"
+    if mode not in ("ExactCount", "All"):
+        raise ModelError(f"{what}: allocationMode {mode!r} is not ExactCount or All")
+    count = int(raw.get("count", 1)) if mode == "ExactCount" else 0
+    if mode == "ExactCount" and count < 1:
+        raise ModelError(f"{what}: count must be at least 1")
+    caps = None
+    if (raw.get("capacity") or {}).get("requests"):
+        try:
+            caps = tuple((n, q.units(v)) for n, v in raw["capacity"]["requests"].items())
+        except q.QuantityError as e:
+            raise ModelError(f"{what}: capacity.requests: {e}") from None
+    return Request(
+        name=f"{base}/{sub}" if sub else base, base=base, sub=sub, class_name=cls,
+        selectors=_selectors(raw.get("selectors"), what), all_devices=mode == "All", count=count,
+        admin=bool(raw.get("adminAccess")) and admin_ok, tolerations=tuple(raw.get("tolerations") or ()),
+        capacity=caps)
+
+
+def read_claim(obj: Mapping[str, Any]) -> Claim:
+    name = object_name(obj)
+    what = f"ResourceClaim {name}"
+    devices = (obj.get("spec") or {}).get("devices") or {}
+    requests = []
+    for i, r in enumerate(devices.get("requests") or ()):
+        rname = r.get("name")
+        if not isinstance(rname, str) or not rname:
+            raise ModelError(f"{what}: spec.devices.requests[{i}].name is missing")
+        if r.get("exactly"):
+            requests.append((_request(r["exactly"], rname, None, f"{what}: request {rname}", True),))
+        elif r.get("firstAvailable"):
+            alts = []
+            for j, s in enumerate(r["firstAvailable"]):
+                sname = s.get("name") or f"#{j}"
+                alts.append(_request(s, rname, sname, f"{what}: request {rname}/{sname}", False))
+            requests.append(tuple(alts))
+        elif r.get("deviceClassName"):  # v1beta1 shape, still accepted for convenience
+            requests.append((_request(r, rname, None, f"{what}: request {rname}", True),))
+        else:
+            raise ModelError(f"{what}: request {rname}: neither exactly nor firstAvailable is set")
+    constraints = []
+    for i, c in enumerate(devices.get("constraints") or ()):
+        attr = c.get("matchAttribute") or c.get("distinctAttribute")
+        if not attr:
+            raise ModelError(f"{what}: spec.devices.constraints[{i}]: "
+                             "neither matchAttribute nor distinctAttribute is set")
+        constraints.append(Constraint(frozenset(c.get("requests") or ()), attr,
+                                      bool(c.get("distinctAttribute"))))
+    config = tuple(devices.get("config") or ())
+    return Claim(claim_uid(obj), name, tuple(requests), tuple(constraints), config)

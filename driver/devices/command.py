@@ -1,0 +1,68 @@
+"""`carve slices`: print the ResourceSlices a node would publish, as a `List`, in YAML or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+
+import yaml
+
+from driver import names
+from driver.cli import CliError
+from driver.devices import LIMITS, ModelError, Settings, build_slices, limits_for, parse_strategy_spec
+from driver.gpu import InventoryError, discover
+
+# Strategies whose fields sit behind feature gates that are off by default before 1.36.
+_GATES = {
+    names.STRATEGY_SOFT: ("DRAConsumableCapacity", "consumable_capacity_default"),
+    names.STRATEGY_TIMESLICE: ("DRAConsumableCapacity", "consumable_capacity_default"),
+    names.STRATEGY_MIG: ("DRAPartitionableDevices", "partitionable_devices_default"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--node-name", default=None, help="node (and pool) name; default: this host's name")
+    parser.add_argument("--gpus", default="nvml", help="'nvml' (default) or 'fake:2xA100-80GB,1xT4'")
+    parser.add_argument(
+        "--strategy",
+        default="exclusive",
+        help="one strategy for all GPUs ('soft') or per GPU index ('0=mig,1=soft,2=exclusive')",
+    )
+    parser.add_argument(
+        "--k8s-version", default="1.34", help=f"target Kubernetes version: {', '.join(LIMITS)}"
+    )
+    parser.add_argument(
+        "--split-count",
+        type=int,
+        default=Settings.split_count,
+        help="shares per GPU for soft and slots (default 10)",
+    )
+    parser.add_argument("--generation", type=int, default=1, help="pool generation")
+    parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format")
+
+
+def run(args: argparse.Namespace) -> int:
+    node_name = args.node_name or socket.gethostname()
+    try:
+        limits = limits_for(args.k8s_version)
+        settings = Settings(split_count=args.split_count)
+        gpus = discover(args.gpus, node_name)
+        strategies = parse_strategy_spec(args.strategy, gpus)
+        slices = build_slices(node_name, gpus, strategies, settings, limits.version, args.generation)
+    except (InventoryError, ModelError) as e:
+        raise CliError(str(e)) from None
+    for gate, field in sorted({_GATES[s] for s in strategies.values() if s in _GATES}):
+        if not getattr(limits, field):
+            print(
+                f"carve slices: note: these slices need the {gate} feature gate, off by default on "
+                f"Kubernetes {limits.version}; without it the API server drops those fields",
+                file=sys.stderr,
+            )
+    document = {"apiVersion": "v1", "kind": "List", "items": slices}
+    if args.output == "json":
+        print(json.dumps(document, indent=2))
+    else:
+        print(yaml.safe_dump(document, sort_keys=False), end="")
+    return 0

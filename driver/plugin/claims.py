@@ -1,0 +1,170 @@
+"""From a ResourceClaim to what this node must prepare: pure, values in and values out.
+
+`plan_claim` checks the claim (UID, allocation, driver, pool), finds each allocated device in the node's
+catalog, resolves its opaque config and reads what it consumed. Every failure is a PrepareError whose
+message names the claim (ns/name/uid), the device and the field, because it is shown in the pod's events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from api.v1alpha1 import Config, ConfigError, resolve_configs, split_allocation_config
+from driver import names
+from driver.limits import ClaimLimits, DeviceLimit, LimitsError
+from driver.limits.env import validate
+from driver.plugin.catalog import NodeDevice, quantity_int
+
+
+class PrepareError(Exception):
+    """A claim that cannot be prepared; the message is what the user sees."""
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"claim {self.namespace}/{self.name} ({self.uid})"
+
+
+@dataclass(frozen=True)
+class PlannedDevice:
+    request: str  # the allocation result's request ("main" or "main/sub")
+    pool: str
+    device: NodeDevice
+    share_id: str | None
+    config: Config
+    consumed: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def request_name(self) -> str:
+        """The claim's request the container refers to (a subrequest counts as its main request)."""
+        return self.request.split("/", 1)[0]
+
+    @property
+    def cdi_name(self) -> str:
+        return self.device.name if not self.share_id else f"{self.device.name}-{self.share_id}"
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    ref: ClaimRef
+    devices: tuple[PlannedDevice, ...]
+
+
+def plan_claim(ref: ClaimRef, claim: dict, pool: str, catalog: dict[str, NodeDevice]) -> ClaimPlan:
+    meta = claim.get("metadata") or {}
+    if meta.get("uid") != ref.uid:
+        raise PrepareError(
+            f"{ref}: metadata.uid: the API server has {meta.get('uid')!r}; "
+            "the claim was deleted and recreated under the same name"
+        )
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not allocation:
+        raise PrepareError(f"{ref}: status.allocation: the claim is not allocated")
+    alloc_devices = allocation.get("devices") or {}
+    results = [r for r in alloc_devices.get("results") or [] if r.get("driver") == names.DRIVER_NAME]
+    if not results:
+        raise PrepareError(
+            f"{ref}: status.allocation.devices.results: no device of driver {names.DRIVER_NAME}"
+        )
+    class_configs, claim_configs = split_allocation_config(alloc_devices.get("config") or [])
+    planned = []
+    for i, result in enumerate(results):
+        where = f"{ref}: status.allocation.devices.results[{i}]"
+        device_name = result.get("device", "")
+        if result.get("pool") != pool:
+            raise PrepareError(
+                f"{where}: pool: device {device_name} is allocated from pool {result.get('pool')!r}, "
+                f"this node's pool is {pool!r}"
+            )
+        device = catalog.get(device_name)
+        if device is None:
+            raise PrepareError(f"{where}: device: {device_name!r} is not a device this node publishes")
+        try:
+            config = resolve_configs(class_configs, claim_configs, result.get("request", ""), device.type)
+        except ConfigError as e:
+            raise PrepareError(f"{ref}: device {device_name}: {e}") from None
+        consumed = {}
+        for key, value in (result.get("consumedCapacity") or {}).items():
+            try:
+                consumed[key.rpartition("/")[2]] = quantity_int(value)
+            except ValueError:
+                raise PrepareError(f"{where}: consumedCapacity.{key}: {value!r} is not a quantity") from None
+        planned.append(
+            PlannedDevice(
+                request=result.get("request", ""),
+                pool=pool,
+                device=device,
+                share_id=result.get("shareID") or None,
+                config=config,
+                consumed=consumed,
+            )
+        )
+    _check_one_slice_config(ref, planned)
+    return ClaimPlan(ref=ref, devices=tuple(planned))
+
+
+def _check_one_slice_config(ref: ClaimRef, planned: list[PlannedDevice]) -> None:
+    # The limiter applies one policy per claim (one region, one environment), so every soft slice and
+    # slot of the claim must resolve to the same SliceConfig.
+    limited = [p for p in planned if p.device.is_limited]
+    for p in limited[1:]:
+        if p.config != limited[0].config:
+            raise PrepareError(
+                f"{ref}: device {p.device.name}: config: differs from the config of device "
+                f"{limited[0].device.name}; soft slices and slots of one claim need the same SliceConfig"
+            )
+
+
+def claim_limits(plan: ClaimPlan, region_path: str) -> ClaimLimits | None:
+    """The limiter settings of a claim, or None when it has no soft slice or slot.
+
+    Soft slices: the memory and cores each share consumed. Slots: the sum of the slots taken on one GPU.
+    Several shares of one GPU in one claim add up. Devices are ordered by GPU minor number.
+    """
+    limited = [p for p in plan.devices if p.device.is_limited]
+    if not limited:
+        return None
+    per_gpu: dict[str, list[int]] = {}
+    minors: dict[str, int] = {}
+    for p in limited:
+        if p.device.type == names.TYPE_VGPU:
+            memory = p.consumed.get("memory", 0)
+            cores = p.consumed.get("cores", 0)
+            if memory <= 0:
+                raise PrepareError(
+                    f"{plan.ref}: device {p.device.name}: consumedCapacity.memory: missing; "
+                    "a soft slice needs a memory amount (is DRAConsumableCapacity enabled?)"
+                )
+        else:
+            memory = p.device.capacity.get("memory", 0)
+            cores = p.device.capacity.get("cores", 0)
+        acc = per_gpu.setdefault(p.device.gpu_uuid, [0, 0])
+        acc[0] += memory
+        acc[1] += cores
+        minors[p.device.gpu_uuid] = p.device.minor
+    config = limited[0].config
+    devices = tuple(
+        DeviceLimit(memory_bytes=mem, cores_percent=min(cores, 100), uuid=uuid)
+        for uuid, (mem, cores) in sorted(per_gpu.items(), key=lambda kv: minors[kv[0]])
+    )
+    # cores 100 (a whole GPU's worth of slots) means "no throttle": the limiter's 0.
+    devices = tuple(
+        DeviceLimit(d.memory_bytes, 0 if d.cores_percent >= 100 else d.cores_percent, d.uuid) for d in devices
+    )
+    limits = ClaimLimits(
+        devices=devices,
+        region_path=region_path,
+        core_policy=getattr(config, "corePolicy", "default"),
+        priority=getattr(config, "priority", "high"),
+        oom_policy=getattr(config, "oomPolicy", "error"),
+    )
+    try:
+        validate(limits)
+    except LimitsError as e:
+        raise PrepareError(f"{plan.ref}: devices {', '.join(p.device.name for p in limited)}: {e}") from None
+    return limits

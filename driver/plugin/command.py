@@ -1,0 +1,113 @@
+"""`carve plugin`: run the DRA kubelet plugin on this node until SIGTERM/SIGINT.
+
+Every flag has an env twin (`--node-name` <-> CARVE_NODE_NAME), applied by driver/cli.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+from pathlib import Path
+
+from driver import names
+from driver.cli import CliError
+from driver.plugin.logfmt import event, setup
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME", ""),
+        help="this node's name; also the pool name (default $NODE_NAME)",
+    )
+    p.add_argument("--gpus", default="nvml", help="'nvml' (real GPUs) or 'fake:2xA100-80GB,1xT4' (emulated)")
+    p.add_argument(
+        "--strategy",
+        default=names.STRATEGY_EXCLUSIVE,
+        help="sharing strategy per GPU index: 'soft', or '0=mig,1=soft,exclusive'",
+    )
+    p.add_argument(
+        "--kubeconfig", default="", help="kubeconfig file (default: in-cluster, else ~/.kube/config)"
+    )
+    p.add_argument(
+        "--cluster",
+        default="kube",
+        help="'kube' (the API server) or 'file:<dir>' (a directory-backed fake cluster, for demos/tests)",
+    )
+    p.add_argument(
+        "--plugin-dir", default=names.DEFAULT_PLUGIN_DIR, help="state dir: dra.sock, checkpoint.json, claims/"
+    )
+    p.add_argument("--registry-dir", default=names.DEFAULT_REGISTRY_DIR, help="kubelet plugin registry dir")
+    p.add_argument("--cdi-dir", default=names.DEFAULT_CDI_DIR, help="where CDI specs are written")
+    p.add_argument("--driver-root", default="/", help="root of the NVIDIA driver files and device nodes")
+    p.add_argument(
+        "--limiter-dir",
+        default="",
+        help=f"host dir holding {names.LIMITER_LIBRARY} (default <plugin-dir>/lib)",
+    )
+    p.add_argument("--healthz-addr", default="", help="HTTP health endpoint, e.g. ':51515' (default: off)")
+    p.add_argument("--k8s-version", default="", help="Kubernetes minor version for API limits (default: ask)")
+    p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots")
+    p.add_argument("--publish-interval", type=float, default=60.0, help="seconds between slice reconciles")
+    p.add_argument("--log-level", default="info", help="error, warn, info or debug")
+
+
+def _cluster(args: argparse.Namespace):
+    if args.cluster.startswith("file:"):
+        from driver.plugin.filecluster import FileCluster
+
+        return FileCluster(Path(args.cluster.removeprefix("file:")))
+    if args.cluster != "kube":
+        raise CliError(f"--cluster {args.cluster!r}: expected 'kube' or 'file:<dir>'")
+    from driver.cluster.kube import KubeCluster
+
+    return KubeCluster.from_config(args.kubeconfig or None)
+
+
+def run(args: argparse.Namespace) -> int:
+    setup(args.log_level)
+    if not args.node_name:
+        raise CliError("--node-name is required (or set CARVE_NODE_NAME / NODE_NAME)")
+    plugin_dir = Path(args.plugin_dir)
+    if args.gpus.startswith("fake:") and not os.environ.get(names.ENV_FAKE_STATE):
+        # Fake MIG instances must survive a plugin restart, as they do on hardware.
+        plugin_dir.mkdir(parents=True, exist_ok=True)
+        os.environ[names.ENV_FAKE_STATE] = str(plugin_dir / "fake-gpus.state")
+
+    from driver.gpu import InventoryError, discover
+    from driver.plugin.mig import NvmlMig, ensure_mig_mode
+    from driver.plugin.server import Plugin, PluginConfig
+
+    try:
+        gpus = discover(args.gpus, args.node_name)
+        gpus = ensure_mig_mode(gpus, args.strategy, args.gpus, args.node_name)
+    except InventoryError as e:
+        raise CliError(str(e)) from None
+    config = PluginConfig(
+        node_name=args.node_name,
+        plugin_dir=plugin_dir,
+        registry_dir=Path(args.registry_dir),
+        cdi_dir=Path(args.cdi_dir),
+        driver_root=Path(args.driver_root),
+        limiter_dir=Path(args.limiter_dir) if args.limiter_dir else None,
+        healthz_addr=args.healthz_addr,
+        strategy=args.strategy,
+        k8s_version=args.k8s_version,
+        split_count=args.split_count,
+        publish_interval_s=args.publish_interval,
+    )
+    plugin = Plugin(config, _cluster(args), gpus, NvmlMig())
+    try:
+        plugin.start()
+    except Exception as e:
+        event(log, logging.ERROR, "plugin.start-failed", exc_info=True, error=f"{type(e).__name__}: {e}")
+        return 1
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: plugin.request_stop())
+    plugin.wait()
+    plugin.stop()
+    return 0

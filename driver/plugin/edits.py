@@ -1,0 +1,153 @@
+"""Container edits that depend on the host: device nodes, driver files, and the limiter's mounts.
+
+The host is read once at startup (`HostLayout.scan`): which device nodes exist and which driver libraries
+and binaries are under `--driver-root`. Only what exists is put into a CDI spec, because a runtime fails
+the container when a CDI device node or mount source is missing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from driver import names
+from driver.cdi.spec import ContainerEdits, DeviceNode, Mount
+from driver.limits import ClaimLimits, limiter_env
+
+# Where driver files are looked for under the driver root (same lists as the NVIDIA driver installers).
+LIBRARY_DIRS = (
+    "usr/lib64",
+    "usr/lib/x86_64-linux-gnu",
+    "usr/lib/aarch64-linux-gnu",
+    "lib64",
+    "lib/x86_64-linux-gnu",
+    "lib/aarch64-linux-gnu",
+    "usr/lib",
+)
+BINARY_DIRS = ("usr/bin", "usr/sbin", "bin", "sbin", "opt/bin")
+LIBRARIES = (
+    "libcuda.so.1",
+    "libnvidia-ml.so.1",
+    "libnvidia-ptxjitcompiler.so.1",
+    "libnvidia-nvvm.so.4",
+    "libcudadebugger.so.1",
+    "libnvidia-gpucomp.so",
+)
+BINARIES = ("nvidia-smi", "nvidia-debugdump", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server")
+COMMON_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+LIMITER_PRELOAD_PATH = "/etc/ld.so.preload"
+REGION_CONTAINER_DIR = "/var/run/carve"
+REGION_FILE = "region"
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    driver_root: Path
+    dev_root: Path  # where /dev/nvidia* are: <driver-root>/dev when it exists, else /dev
+    proc_root: Path  # /proc/driver/nvidia/capabilities lives under it (MIG capability minors)
+    driver_files: tuple[Mount, ...] = field(default=())
+    common_nodes: tuple[DeviceNode, ...] = field(default=())
+
+    @classmethod
+    def scan(cls, driver_root: Path, proc_root: Path = Path("/proc")) -> HostLayout:
+        driver_root = Path(driver_root)
+        dev_root = driver_root / "dev" if (driver_root / "dev").is_dir() else Path("/dev")
+        layout = cls(driver_root=driver_root, dev_root=dev_root, proc_root=Path(proc_root))
+        files = tuple(
+            _find_files(driver_root, LIBRARY_DIRS, LIBRARIES)
+            + _find_files(driver_root, BINARY_DIRS, BINARIES)
+        )
+        nodes = tuple(n for n in (layout._node(f"/dev/{name}") for name in COMMON_NODES) if n)
+        return cls(driver_root, dev_root, Path(proc_root), files, nodes)
+
+    def _node(self, container_path: str) -> DeviceNode | None:
+        host = self.dev_root / container_path.removeprefix("/dev/")
+        if not os.path.exists(host):
+            return None
+        return DeviceNode(path=container_path, host_path=str(host))
+
+    def gpu_nodes(self, minor: int) -> tuple[DeviceNode, ...]:
+        node = self._node(f"/dev/nvidia{minor}")
+        return (node,) if node else ()
+
+    def mig_nodes(self, minor: int, gpu_instance_id: int | None, compute_instance_id: int | None) -> tuple:
+        """The parent GPU's node plus the capability nodes of one MIG GPU and compute instance.
+
+        The minors of /dev/nvidia-caps/nvidia-cap<N> are published by the kernel driver in
+        /proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<G>[/ci<C>]/access ("DeviceFileMinor: N").
+        """
+        nodes = list(self.gpu_nodes(minor))
+        if gpu_instance_id is None:
+            return tuple(nodes)
+        base = self.proc_root / "driver/nvidia/capabilities" / f"gpu{minor}" / "mig" / f"gi{gpu_instance_id}"
+        for access in (base / "access", base / f"ci{compute_instance_id}" / "access"):
+            cap = _cap_minor(access)
+            if cap is not None:
+                node = self._node(f"/dev/nvidia-caps/nvidia-cap{cap}")
+                if node:
+                    nodes.append(node)
+        return tuple(nodes)
+
+    def base_edits(self) -> ContainerEdits:
+        """What every claim's containers get: common nodes, driver files, and no legacy runtime hook."""
+        return ContainerEdits(
+            env=("NVIDIA_VISIBLE_DEVICES=void",),
+            device_nodes=self.common_nodes,
+            mounts=self.driver_files,
+        )
+
+
+def _cap_minor(access: Path) -> int | None:
+    try:
+        for line in access.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "DeviceFileMinor":
+                return int(value.strip())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _find_files(root: Path, dirs: tuple[str, ...], wanted: tuple[str, ...]) -> list[Mount]:
+    found: list[Mount] = []
+    for name in wanted:
+        for d in dirs:
+            candidate = root / d / name
+            if candidate.exists():
+                # Bind the real file (a symlink would be resolved inside the container, not on the host).
+                found.append(Mount(host_path=str(candidate.resolve()), container_path=f"/{d}/{name}"))
+                break
+    return found
+
+
+@dataclass(frozen=True)
+class ClaimFiles:
+    """The per-claim directory <plugin-dir>/claims/<uid>: ld.so.preload and the shared region."""
+
+    root: Path
+
+    @property
+    def preload(self) -> Path:
+        return self.root / "ld.so.preload"
+
+    @property
+    def region_dir(self) -> Path:
+        return self.root / "region"
+
+    @property
+    def region(self) -> Path:
+        return self.region_dir / REGION_FILE
+
+
+def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> ContainerEdits:
+    """Mounts and env that put the claim's processes under the limiter."""
+    env = limiter_env(limits)
+    return ContainerEdits(
+        env=tuple(f"{k}={v}" for k, v in sorted(env.items())),
+        mounts=(
+            Mount(str(Path(limiter_dir) / names.LIMITER_LIBRARY), names.LIMITER_CONTAINER_PATH),
+            Mount(str(files.preload), LIMITER_PRELOAD_PATH),
+            Mount(str(files.region_dir), REGION_CONTAINER_DIR, ("rw", "nosuid", "nodev", "bind")),
+        ),
+    )

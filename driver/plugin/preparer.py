@@ -1,0 +1,339 @@
+"""Prepare and unprepare claims: the node-side steps, in an order that survives a crash at any point.
+
+prepare (per claim, under its claim lock and the node lock):
+  1. record PrepareStarted in the checkpoint (with the MIG placements it is about to create)
+  2. create MIG instances at their allocated placements (reusing a matching one)
+  3. write the claim directory: shared region and ld.so.preload (soft slices and slots)
+  4. write the CDI spec
+  5. record PrepareCompleted
+A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
+(driver/plugin/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from driver import names
+from driver.cdi.spec import CdiDevice, ContainerEdits, claim_spec
+from driver.cdi.store import SpecStore
+from driver.cluster.base import ClusterError, NotFound
+from driver.fsutil import ensure_private_dir, fsync_dir, write_atomic
+from driver.gpu.model import MigInstance
+from driver.limits import create_region
+from driver.plugin import faults
+from driver.plugin.catalog import NodeDevice
+from driver.plugin.checkpoint import (
+    STATE_COMPLETED,
+    STATE_STARTED,
+    Checkpoint,
+    ClaimRecord,
+    DeviceRecord,
+    MigRecord,
+)
+from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, PrepareError, claim_limits, plan_claim
+from driver.plugin.edits import REGION_CONTAINER_DIR, REGION_FILE, ClaimFiles, HostLayout, limiter_edits
+from driver.plugin.locks import ClaimLocks, NodeLock
+from driver.plugin.logfmt import event
+
+log = logging.getLogger(__name__)
+
+
+class MigOps(Protocol):
+    """What prepare needs from MIG management (driver/gpu/mig.py on NVML; a dict in unit tests)."""
+
+    def create(self, gpu_uuid: str, profile: str, start: int) -> MigInstance: ...
+
+    def destroy(self, gpu_uuid: str, gpu_instance_id: int) -> None: ...
+
+    def instances(self, gpu_uuid: str) -> list[MigInstance]: ...
+
+
+class ClaimSource(Protocol):
+    def get_resource_claim(self, namespace: str, name: str) -> dict: ...
+
+
+@dataclass(frozen=True)
+class PreparerSettings:
+    node_name: str  # also this node's pool name
+    plugin_dir: Path
+    cdi_dir: Path
+    limiter_dir: Path
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One claim's answer to the kubelet: its devices, or an error."""
+
+    devices: tuple[DeviceRecord, ...] = ()
+    error: str = ""
+
+
+class Preparer:
+    def __init__(
+        self,
+        settings: PreparerSettings,
+        claims: ClaimSource,
+        layout: HostLayout,
+        mig: MigOps,
+        catalog: Callable[[], dict[str, NodeDevice]],
+        checkpoint: Checkpoint,
+    ):
+        self.settings = settings
+        self.cluster = claims
+        self.layout = layout
+        self.mig = mig
+        self.catalog = catalog
+        self.checkpoint = checkpoint
+        self.specs = SpecStore(settings.cdi_dir)
+        self.claim_locks = ClaimLocks()
+        self.node_lock = NodeLock(Path(settings.plugin_dir) / "plugin.lock")
+        self.claims_dir = Path(settings.plugin_dir) / "claims"
+        self.state: dict[str, ClaimRecord] = {}
+
+    # --- the kubelet's two calls -----------------------------------------------------------------------
+
+    def prepare(self, refs: list[ClaimRef]) -> dict[str, Prepared]:
+        return {ref.uid: self._guarded(ref, self._prepare_one, Prepared) for ref in refs}
+
+    def unprepare(self, refs: list[ClaimRef]) -> dict[str, str]:
+        return {ref.uid: self._guarded(ref, self._unprepare_one, str) for ref in refs}
+
+    def _guarded(self, ref: ClaimRef, step, wrap):
+        # One bad claim never affects the others of the same call.
+        try:
+            return step(ref)
+        except PrepareError as e:
+            event(
+                log,
+                logging.WARNING,
+                f"{step.__name__.strip('_').replace('_one', '')}.failed",
+                claim=f"{ref.namespace}/{ref.name}",
+                uid=ref.uid,
+                error=str(e),
+            )
+            return wrap(error=str(e)) if wrap is Prepared else str(e)
+        except Exception as e:
+            event(
+                log,
+                logging.ERROR,
+                "internal.error",
+                exc_info=True,
+                claim=f"{ref.namespace}/{ref.name}",
+                uid=ref.uid,
+                error=repr(e),
+            )
+            message = f"internal error: {type(e).__name__}: {e}"
+            return wrap(error=message) if wrap is Prepared else message
+
+    # --- prepare ---------------------------------------------------------------------------------------
+
+    def _prepare_one(self, ref: ClaimRef) -> Prepared:
+        with self.claim_locks.hold(ref.uid):
+            done = self.state.get(ref.uid)
+            if done and done.state == STATE_COMPLETED:
+                event(
+                    log,
+                    logging.INFO,
+                    "prepare.cached",
+                    claim=f"{ref.namespace}/{ref.name}",
+                    uid=ref.uid,
+                    devices=[d.device for d in done.devices],
+                )
+                return Prepared(devices=tuple(done.devices))
+            try:
+                claim = self.cluster.get_resource_claim(ref.namespace, ref.name)
+            except NotFound:
+                raise PrepareError(f"{ref}: not found in the API server") from None
+            except ClusterError as e:
+                raise PrepareError(f"{ref}: reading the claim from the API server: {e}") from None
+            plan = plan_claim(ref, claim, self.settings.node_name, self.catalog())
+            with self.node_lock.hold():
+                leftover = self.state.get(ref.uid)
+                if leftover:  # a PrepareStarted left by a failed attempt: start clean
+                    self._undo(leftover, inject=False)
+                record = self._record(plan)
+                try:
+                    return Prepared(devices=tuple(self._apply(plan, record)))
+                except BaseException:
+                    # Roll back this claim only; the error goes to the kubelet, which retries later.
+                    self._undo(record, inject=False)
+                    raise
+
+    def _record(self, plan: ClaimPlan) -> ClaimRecord:
+        devices = []
+        for p in plan.devices:
+            mig = None
+            if p.device.is_mig:
+                mig = MigRecord(
+                    gpu_uuid=p.device.gpu_uuid,
+                    profile=str(p.device.profile),
+                    start=int(p.device.placement_start or 0),
+                )
+            devices.append(
+                DeviceRecord(
+                    request_names=[p.request_name],
+                    pool=p.pool,
+                    device=p.device.name,
+                    share_id=p.share_id,
+                    cdi_ids=[names.cdi_device_id(plan.ref.uid, p.device.name, p.share_id)],
+                    type=p.device.type,
+                    gpu_uuid=p.device.gpu_uuid,
+                    mig=mig,
+                )
+            )
+        ref = plan.ref
+        return ClaimRecord(
+            uid=ref.uid, namespace=ref.namespace, name=ref.name, state=STATE_STARTED, devices=devices
+        )
+
+    def _apply(self, plan: ClaimPlan, record: ClaimRecord) -> list[DeviceRecord]:
+        ref = plan.ref
+        self.state[ref.uid] = record
+        self._save()
+        faults.reached("prepare-after-checkpoint-started")
+
+        instances: dict[str, MigInstance] = {}
+        for p, rec in zip(plan.devices, record.devices, strict=True):
+            if rec.mig:
+                instances[p.device.name] = inst = self._create_mig(ref, p)
+                rec.mig.gpu_instance_id, rec.mig.uuid = inst.gpu_instance_id, inst.uuid
+        faults.reached("prepare-after-mig")
+
+        files = ClaimFiles(self.claims_dir / ref.uid)
+        common = self.layout.base_edits()
+        limits = claim_limits(plan, f"{REGION_CONTAINER_DIR}/{REGION_FILE}")
+        if limits is not None:
+            common = common.merged(self._write_claim_files(ref, files, limits))
+        faults.reached("prepare-after-limits")
+
+        devices = [
+            CdiDevice(
+                names.cdi_device_name(ref.uid, p.device.name, p.share_id),
+                self._device_edits(p, instances.get(p.device.name)),
+            )
+            for p in plan.devices
+        ]
+        self.specs.write(ref.uid, claim_spec(ref.uid, devices, common))
+        faults.reached("prepare-after-cdi")
+
+        record.state = STATE_COMPLETED
+        self._save()
+        event(
+            log,
+            logging.INFO,
+            "prepare.done",
+            claim=f"{ref.namespace}/{ref.name}",
+            uid=ref.uid,
+            devices=[d.device for d in record.devices],
+            mig=[r.mig.uuid for r in record.devices if r.mig] or None,
+            limits=None if limits is None else [(d.memory_bytes, d.cores_percent) for d in limits.devices],
+        )
+        faults.reached("prepare-after-checkpoint-completed")
+        return record.devices
+
+    def _create_mig(self, ref: ClaimRef, p: PlannedDevice) -> MigInstance:
+        d = p.device
+        try:
+            inst = self.mig.create(d.gpu_uuid, str(d.profile), int(d.placement_start or 0))
+        except Exception as e:
+            raise PrepareError(
+                f"{ref}: device {d.name}: MIG instance {d.profile} at placement {d.placement_start} on "
+                f"{d.gpu_uuid}: {type(e).__name__}: {e}"
+            ) from None
+        event(
+            log,
+            logging.INFO,
+            "mig.ready",
+            uid=ref.uid,
+            device=d.name,
+            mig=inst.uuid,
+            gi=inst.gpu_instance_id,
+            ci=inst.compute_instance_id,
+        )
+        return inst
+
+    def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> ContainerEdits:
+        limiter = Path(self.settings.limiter_dir) / names.LIMITER_LIBRARY
+        if not limiter.is_file():
+            raise PrepareError(f"{ref}: limiter: {limiter} does not exist (set --limiter-dir)")
+        ensure_private_dir(self.claims_dir)
+        ensure_private_dir(files.root)
+        # The region directory is mounted into the claim's containers, which may run as any uid.
+        files.region_dir.mkdir(mode=0o755, exist_ok=True)
+        files.region_dir.chmod(0o755)
+        create_region(files.region, limits)
+        write_atomic(files.preload, (names.LIMITER_CONTAINER_PATH + "\n").encode(), mode=0o644)
+        return limiter_edits(files, self.settings.limiter_dir, limits)
+
+    def _device_edits(self, p: PlannedDevice, inst: MigInstance | None) -> ContainerEdits:
+        if inst is not None:
+            nodes = self.layout.mig_nodes(p.device.minor, inst.gpu_instance_id, inst.compute_instance_id)
+            return ContainerEdits(device_nodes=nodes)
+        return ContainerEdits(device_nodes=self.layout.gpu_nodes(p.device.minor))
+
+    # --- unprepare -------------------------------------------------------------------------------------
+
+    def _unprepare_one(self, ref: ClaimRef) -> str:
+        with self.claim_locks.hold(ref.uid), self.node_lock.hold():
+            record = self.state.get(ref.uid)
+            if record is None:
+                # Unknown claim: nothing to do, but never leave a stray spec behind for it.
+                if self.specs.remove(ref.uid):
+                    event(log, logging.WARNING, "unprepare.stray-spec-removed", uid=ref.uid)
+                event(
+                    log, logging.INFO, "unprepare.unknown", claim=f"{ref.namespace}/{ref.name}", uid=ref.uid
+                )
+                return ""
+            self._undo(record, inject=True)
+            event(
+                log,
+                logging.INFO,
+                "unprepare.done",
+                claim=f"{ref.namespace}/{ref.name}",
+                uid=ref.uid,
+                devices=[d.device for d in record.devices],
+            )
+            return ""
+
+    def _undo(self, record: ClaimRecord, inject: bool) -> None:
+        """Remove everything a claim may have: spec, MIG instances, files, checkpoint entry. Idempotent."""
+        point = faults.reached if inject else (lambda _p: None)
+        self.specs.remove(record.uid)
+        point("unprepare-after-cdi")
+        for d in record.devices:
+            if d.mig:
+                self._destroy_mig(record, d.mig)
+        point("unprepare-after-mig")
+        self.remove_claim_dir(record.uid)
+        point("unprepare-after-files")
+        if self.state.pop(record.uid, None) is not None:
+            self._save()
+        point("unprepare-after-checkpoint")
+
+    def _destroy_mig(self, record: ClaimRecord, mig: MigRecord) -> None:
+        for other in self.state.values():
+            if other.uid != record.uid and any(
+                d.mig and d.mig.gpu_uuid == mig.gpu_uuid and d.mig.start == mig.start for d in other.devices
+            ):
+                return  # still used by another prepared claim (should not happen; never pull it away)
+        for inst in self.mig.instances(mig.gpu_uuid):
+            if inst.placement.start == mig.start and inst.profile_name == mig.profile:
+                self.mig.destroy(mig.gpu_uuid, inst.gpu_instance_id)
+                event(
+                    log, logging.INFO, "mig.destroyed", uid=record.uid, mig=inst.uuid, gi=inst.gpu_instance_id
+                )
+
+    def remove_claim_dir(self, uid: str) -> None:
+        root = self.claims_dir / uid
+        if root.exists():
+            shutil.rmtree(root)
+            fsync_dir(self.claims_dir)
+
+    def _save(self) -> None:
+        self.checkpoint.save(self.state)

@@ -1,0 +1,198 @@
+"""Publishing this node's ResourceSlices: reconcile, bump the pool generation, detect disabled gates.
+
+The pool is the node's (pool name = node name). `publish()` lists what the API server has, compares it
+with what the device model builds, and only writes when they differ: then every slice gets the next
+generation, missing ones are created, changed ones updated (with their resourceVersion, so a concurrent
+writer makes us re-read instead of overwriting), stale ones deleted. Conflicts and API errors are retried
+with exponential backoff.
+
+Feature detection: a server whose DRAConsumableCapacity or DRAPartitionableDevices gate is off silently
+drops `allowMultipleAllocations` / `sharedCounters` / `consumesCounters` on write. Reading back what was
+stored tells us; the affected GPUs then fall back (soft -> slots, timeslice -> exclusive, mig -> exclusive)
+and the pool is published again, with a warning naming the gate and the GPUs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from driver import names
+from driver.cluster.base import ClusterError, Conflict, NotFound
+from driver.plugin.logfmt import event
+
+log = logging.getLogger(__name__)
+
+GATE_CONSUMABLE = "DRAConsumableCapacity"
+GATE_PARTITIONABLE = "DRAPartitionableDevices"
+FALLBACKS: dict[str, dict[str, str]] = {
+    GATE_CONSUMABLE: {
+        names.STRATEGY_SOFT: names.STRATEGY_SLOTS,
+        names.STRATEGY_TIMESLICE: names.STRATEGY_EXCLUSIVE,
+    },
+    GATE_PARTITIONABLE: {names.STRATEGY_MIG: names.STRATEGY_EXCLUSIVE},
+}
+
+BuildSlices = Callable[[dict[int, str], int], list[dict[str, Any]]]
+
+
+class PublishError(Exception):
+    """Publishing failed after all retries; the message names the slice and the API error."""
+
+
+def dropped_gates(desired: list[dict], stored: list[dict]) -> set[str]:
+    """Gates whose fields were in what we wrote but not in what the server kept."""
+    kept = {s["metadata"]["name"]: s for s in stored}
+    gates: set[str] = set()
+    for want in desired:
+        have = kept.get(want["metadata"]["name"])
+        if have is None:
+            continue
+        wspec, hspec = want["spec"], have.get("spec") or {}
+        if wspec.get("sharedCounters") and not hspec.get("sharedCounters"):
+            gates.add(GATE_PARTITIONABLE)
+        hdevs = {d["name"]: d for d in hspec.get("devices") or []}
+        for d in wspec.get("devices") or []:
+            h = hdevs.get(d["name"], {})
+            if d.get("allowMultipleAllocations") and not h.get("allowMultipleAllocations"):
+                gates.add(GATE_CONSUMABLE)
+            if d.get("consumesCounters") and not h.get("consumesCounters"):
+                gates.add(GATE_PARTITIONABLE)
+    return gates
+
+
+def fallback(strategies: dict[int, str], gates: set[str]) -> dict[int, str]:
+    """The strategies that work with `gates` off: soft -> slots, timeslice/mig -> exclusive."""
+    out = dict(strategies)
+    for gate in sorted(gates):
+        out = {index: FALLBACKS[gate].get(chosen, chosen) for index, chosen in out.items()}
+    return out
+
+
+def _content(slices: list[dict]) -> dict[str, Any]:
+    """What must match for two pools to be the same: each slice's spec without the pool generation."""
+    out = {}
+    for s in slices:
+        spec = dict(s.get("spec") or {})
+        pool = dict(spec.get("pool") or {})
+        pool.pop("generation", None)
+        spec["pool"] = pool
+        out[s["metadata"]["name"]] = spec
+    return out
+
+
+class Publisher:
+    def __init__(
+        self,
+        cluster,
+        node_name: str,
+        build: BuildSlices,
+        strategies: dict[int, str],
+        attempts: int = 6,
+        backoff_s: float = 0.1,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.cluster = cluster
+        self.node_name = node_name
+        self.build = build
+        self.requested = dict(strategies)
+        self.effective = dict(strategies)  # after fallbacks
+        self.gates_off: set[str] = set()
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self.sleep = sleep
+        self.generation = 0
+        self.last_error = ""
+
+    def desired(self) -> list[dict]:
+        """The slices for the effective strategies (what prepare's catalog is built from)."""
+        return self.build(self.effective, max(self.generation, 1))
+
+    def publish(self) -> list[dict]:
+        """Reconcile until the server holds our pool; raises PublishError after the last attempt."""
+        delay = self.backoff_s
+        for attempt in range(1, self.attempts + 1):
+            try:
+                stored, desired = self._reconcile()
+                gates = dropped_gates(desired, stored) - self.gates_off
+                if gates:
+                    self._fall_back(gates)
+                    stored, _ = self._reconcile()
+                self.last_error = ""
+                return stored
+            except (Conflict, NotFound) as e:
+                why = f"{type(e).__name__}: {e}"  # someone else wrote: re-read and try again
+            except ClusterError as e:
+                why = f"{type(e).__name__}: {e}"
+            self.last_error = why
+            event(
+                log,
+                logging.WARNING,
+                "publish.retry",
+                attempt=attempt,
+                of=self.attempts,
+                error=why,
+                delay_s=round(delay, 3),
+            )
+            if attempt < self.attempts:
+                self.sleep(delay)
+                delay = min(delay * 2, 10.0)
+        raise PublishError(f"publishing ResourceSlices of node {self.node_name}: {self.last_error}")
+
+    def _fall_back(self, gates: set[str]) -> None:
+        before = self.effective
+        self.gates_off |= gates
+        self.effective = fallback(self.requested, self.gates_off)
+        changed = {i: f"{before[i]}->{self.effective[i]}" for i in before if before[i] != self.effective[i]}
+        event(
+            log,
+            logging.WARNING,
+            "publish.gate-off",
+            gates=sorted(gates),
+            detail="the API server dropped the gated fields on write",
+            fallback=changed or "none",
+        )
+
+    def _reconcile(self) -> tuple[list[dict], list[dict]]:
+        existing = {
+            s["metadata"]["name"]: s
+            for s in self.cluster.list_resource_slices(names.DRIVER_NAME, self.node_name)
+        }
+        current = max((s["spec"].get("pool", {}).get("generation", 0) for s in existing.values()), default=0)
+        self.generation = max(self.generation, current)
+        desired = self.build(self.effective, max(self.generation, 1))
+        if existing and _content(list(existing.values())) == _content(desired) and current:
+            return sorted(existing.values(), key=lambda s: s["metadata"]["name"]), desired
+        self.generation = max(self.generation, current) + 1
+        desired = self.build(self.effective, self.generation)
+        stored = []
+        for obj in desired:
+            name = obj["metadata"]["name"]
+            if name in existing:
+                obj = {
+                    **obj,
+                    "metadata": {
+                        **obj["metadata"],
+                        "resourceVersion": existing[name]["metadata"]["resourceVersion"],
+                    },
+                }
+                stored.append(self.cluster.update_resource_slice(obj))
+            else:
+                stored.append(self.cluster.create_resource_slice(obj))
+        for name in sorted(set(existing) - {s["metadata"]["name"] for s in desired}):
+            with contextlib.suppress(NotFound):
+                self.cluster.delete_resource_slice(name)
+        event(
+            log,
+            logging.INFO,
+            "publish.done",
+            pool=self.node_name,
+            generation=self.generation,
+            slices=len(desired),
+            devices=sum(len(s["spec"].get("devices") or []) for s in desired),
+            strategies=",".join(f"{i}={s}" for i, s in sorted(self.effective.items())),
+        )
+        return stored, desired

@@ -1,0 +1,156 @@
+"""Bringing the node's prepared state back at plugin start, whatever happened before.
+
+- checkpoint ok: claims left in PrepareStarted are rolled back; spec files and claim directories that
+  no claim owns are removed.
+- node rebooted (boot id differs): every recorded claim is undone; the kubelet prepares again.
+- checkpoint corrupt (moved aside by Checkpoint.load) or missing while spec files exist: the state is
+  rebuilt from the CDI directory (a spec file is written only after every other step, so it proves a
+  complete prepare) and from NVML (the MIG instances at the placements those devices name).
+Never raises for bad state: the plugin must not crash-loop on its own files.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from driver import names
+from driver.plugin.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord, MigRecord
+from driver.plugin.logfmt import event
+from driver.plugin.preparer import Preparer
+
+log = logging.getLogger(__name__)
+
+_SHARE_SUFFIX = re.compile(
+    r"^(?P<device>.+?)-(?P<share>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
+)
+
+
+def recover(preparer: Preparer) -> str:
+    """Load the checkpoint into `preparer.state` and repair the node; returns the checkpoint status."""
+    with preparer.node_lock.hold():
+        loaded = preparer.checkpoint.load()
+        preparer.state = {}
+        if loaded.status == "corrupt":
+            event(
+                log,
+                logging.ERROR,
+                "checkpoint.corrupt",
+                path=str(preparer.checkpoint.path),
+                error=loaded.detail,
+                moved_to=str(loaded.moved_to) if loaded.moved_to else None,
+                action="rebuilding state from the CDI directory and NVML",
+            )
+            _rebuild(preparer)
+        elif loaded.status == "rebooted":
+            event(
+                log,
+                logging.WARNING,
+                "checkpoint.rebooted",
+                detail=loaded.detail,
+                claims=sorted(loaded.claims),
+                action="prepared state of the previous boot is void",
+            )
+            for record in loaded.claims.values():
+                preparer.state[record.uid] = record
+                preparer._undo(record, inject=False)
+        elif loaded.status == "missing" and preparer.specs.claim_uids():
+            event(
+                log,
+                logging.WARNING,
+                "checkpoint.missing",
+                path=str(preparer.checkpoint.path),
+                action="rebuilding state from the CDI directory and NVML",
+            )
+            _rebuild(preparer)
+        else:
+            preparer.state = dict(loaded.claims)
+            for record in list(preparer.state.values()):
+                if record.state == STATE_STARTED:
+                    event(
+                        log,
+                        logging.WARNING,
+                        "prepare.rollback",
+                        claim=f"{record.namespace}/{record.name}",
+                        uid=record.uid,
+                        devices=[d.device for d in record.devices],
+                        reason="interrupted before PrepareCompleted",
+                    )
+                    preparer._undo(record, inject=False)
+        _remove_strays(preparer)
+        preparer._save()
+        event(log, logging.INFO, "checkpoint.loaded", status=loaded.status, claims=len(preparer.state))
+        return loaded.status
+
+
+def _remove_strays(preparer: Preparer) -> None:
+    for uid in preparer.specs.claim_uids() - set(preparer.state):
+        preparer.specs.remove(uid)
+        event(log, logging.WARNING, "cdi.stray-removed", uid=uid)
+    if preparer.claims_dir.is_dir():
+        for path in preparer.claims_dir.iterdir():
+            if path.name not in preparer.state:
+                preparer.remove_claim_dir(path.name)
+                event(log, logging.WARNING, "claimdir.stray-removed", uid=path.name)
+    for record in preparer.state.values():
+        if not preparer.specs.path(record.uid).exists():
+            event(
+                log, logging.WARNING, "cdi.missing", uid=record.uid, path=str(preparer.specs.path(record.uid))
+            )
+
+
+def _rebuild(preparer: Preparer) -> None:
+    catalog = preparer.catalog()
+    for uid in sorted(preparer.specs.claim_uids()):
+        doc = preparer.specs.read(uid)
+        try:
+            devices = [
+                _device_record(uid, d["name"], doc["kind"], catalog, preparer.settings.node_name)
+                for d in doc["devices"]
+            ]
+        except (KeyError, TypeError, ValueError) as e:
+            event(
+                log,
+                logging.ERROR,
+                "cdi.unreadable",
+                uid=uid,
+                error=f"{type(e).__name__}: {e}",
+                action="spec removed",
+            )
+            preparer.specs.remove(uid)
+            continue
+        for d in devices:
+            if d.mig:
+                for inst in preparer.mig.instances(d.mig.gpu_uuid):
+                    if inst.placement.start == d.mig.start and inst.profile_name == d.mig.profile:
+                        d.mig.gpu_instance_id, d.mig.uuid = inst.gpu_instance_id, inst.uuid
+        # Namespace and name are not in the spec; the kubelet's next call carries them.
+        preparer.state[uid] = ClaimRecord(
+            uid=uid, namespace="", name="", state=STATE_COMPLETED, devices=devices
+        )
+        event(log, logging.WARNING, "claim.rebuilt", uid=uid, devices=[d.device for d in devices])
+
+
+def _device_record(uid: str, cdi_name: str, kind: str, catalog: dict, pool: str) -> DeviceRecord:
+    prefix = f"{uid}-"
+    if not cdi_name.startswith(prefix):
+        raise ValueError(f"device {cdi_name!r} does not start with the claim UID")
+    rest = cdi_name[len(prefix) :]
+    m = _SHARE_SUFFIX.match(rest)
+    device, share = (m.group("device"), m.group("share")) if m else (rest, None)
+    known = catalog.get(device)
+    mig = None
+    if known and known.is_mig:
+        mig = MigRecord(
+            gpu_uuid=known.gpu_uuid, profile=str(known.profile), start=int(known.placement_start or 0)
+        )
+    return DeviceRecord(
+        request_names=[],  # unknown after a rebuild; empty means "all requests" to the kubelet
+        pool=pool,
+        device=device,
+        share_id=share,
+        cdi_ids=[f"{kind}={cdi_name}"] if kind == names.CDI_KIND else [f"{names.CDI_KIND}={cdi_name}"],
+        type=known.type if known else "",
+        gpu_uuid=known.gpu_uuid if known else "",
+        mig=mig,
+    )

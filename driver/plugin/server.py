@@ -1,0 +1,234 @@
+"""The plugin process's lifecycle: state recovery, publishing, the gRPC servers, health; start and stop.
+
+Order at start matters: state is recovered and slices are published before the DRA socket serves, and the
+registration socket appears last, because the kubelet calls us as soon as it sees that socket.
+At stop the registration socket goes first, so the kubelet stops sending work before we close.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from api.grpc import dra_v1_pb2_grpc, dra_v1beta1_pb2_grpc, pluginregistration_pb2_grpc
+from driver import names
+from driver.devices import Settings, build_slices, limits_for, parse_strategy_spec
+from driver.devices.limits import LIMITS
+from driver.fsutil import ensure_private_dir
+from driver.gpu.model import Gpu
+from driver.plugin.catalog import NodeDevice, catalog_from_slices
+from driver.plugin.checkpoint import Checkpoint, read_boot_id
+from driver.plugin.edits import HostLayout
+from driver.plugin.health import HealthServer, check_dra_socket
+from driver.plugin.logfmt import event
+from driver.plugin.preparer import MigOps, Preparer, PreparerSettings
+from driver.plugin.publisher import Publisher, PublishError
+from driver.plugin.recovery import recover
+from driver.plugin.service import DraV1, DraV1beta1, Registration, RegistrationState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PluginConfig:
+    node_name: str
+    plugin_dir: Path = Path(names.DEFAULT_PLUGIN_DIR)
+    registry_dir: Path = Path(names.DEFAULT_REGISTRY_DIR)
+    cdi_dir: Path = Path(names.DEFAULT_CDI_DIR)
+    driver_root: Path = Path("/")
+    limiter_dir: Path | None = None  # default: <plugin-dir>/lib
+    healthz_addr: str = ""  # "" = no health server
+    strategy: str = names.STRATEGY_EXCLUSIVE
+    k8s_version: str = ""  # "" = ask the API server
+    split_count: int = 10
+    proc_root: Path = Path("/proc")
+    publish_interval_s: float = 60.0
+    workers: int = 16
+    boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
+    extra: dict = field(default_factory=dict)
+
+
+def _k8s_version(cluster, configured: str) -> str:
+    if configured:
+        limits_for(configured)  # validates
+        return configured
+    try:
+        major, minor = cluster.server_version()
+    except Exception as e:  # an unreachable API server must not stop the node from serving prepared claims
+        event(log, logging.WARNING, "k8s-version.unknown", error=f"{type(e).__name__}: {e}", assumed="1.34")
+        return "1.34"
+    known = sorted(LIMITS, key=lambda v: tuple(int(x) for x in v.split(".")))
+    wanted = f"{major}.{minor}"
+    if wanted in LIMITS:
+        return wanted
+    # Newer than any version we know: its limits are at least those of the newest one we know.
+    return known[-1] if (major, minor) > tuple(int(x) for x in known[-1].split(".")) else known[0]
+
+
+class Plugin:
+    def __init__(self, config: PluginConfig, cluster, gpus: list[Gpu], mig: MigOps):
+        self.config = config
+        self.cluster = cluster
+        self.gpus = gpus
+        self.mig = mig
+        self.registration = RegistrationState()
+        self.publish_error = ""
+        self._catalog: dict[str, NodeDevice] = {}
+        self._stop = threading.Event()
+        self._servers: list[grpc.Server] = []
+        self.health: HealthServer | None = None
+        c = config
+        self.dra_socket = Path(c.plugin_dir) / names.DRA_SOCKET
+        self.reg_socket = Path(c.registry_dir) / names.REGISTRATION_SOCKET
+        self.limiter_dir = Path(c.limiter_dir) if c.limiter_dir else Path(c.plugin_dir) / "lib"
+
+    # --- start / stop ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        c = self.config
+        ensure_private_dir(Path(c.plugin_dir))
+        Path(c.registry_dir).mkdir(parents=True, exist_ok=True)
+        layout = HostLayout.scan(Path(c.driver_root), Path(c.proc_root))
+        event(
+            log,
+            logging.INFO,
+            "plugin.starting",
+            node=c.node_name,
+            gpus=[g.name for g in self.gpus],
+            driver_files=len(layout.driver_files),
+            dev_root=str(layout.dev_root),
+        )
+
+        version = _k8s_version(self.cluster, c.k8s_version)
+        settings = Settings(split_count=c.split_count)
+        strategies = parse_strategy_spec(c.strategy, self.gpus)
+        self.publisher = Publisher(
+            self.cluster,
+            c.node_name,
+            lambda chosen, generation: build_slices(
+                c.node_name, self.gpus, chosen, settings, version, generation
+            ),
+            strategies,
+        )
+        self._catalog = catalog_from_slices(self.publisher.desired())
+        self._publish_once()
+
+        boot_id = c.boot_id if c.boot_id is not None else read_boot_id()
+        self.preparer = Preparer(
+            PreparerSettings(c.node_name, Path(c.plugin_dir), Path(c.cdi_dir), self.limiter_dir),
+            self.cluster,
+            layout,
+            self.mig,
+            lambda: self._catalog,
+            Checkpoint(Path(c.plugin_dir) / names.CHECKPOINT_FILE, boot_id),
+        )
+        self.preparer.specs.ensure()
+        recover(self.preparer)
+
+        dra = self._serve(
+            self.dra_socket,
+            lambda s: (
+                dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(DraV1(self.preparer), s),
+                dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(DraV1beta1(self.preparer), s),
+            ),
+        )
+        reg = self._serve(
+            self.reg_socket,
+            lambda s: pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(
+                Registration(str(self.dra_socket), self.registration), s
+            ),
+        )
+        self._servers = [reg, dra]
+        if c.healthz_addr:
+            self.health = HealthServer(c.healthz_addr, self.check_health, self.status)
+            self.health.start()
+        threading.Thread(target=self._republish_loop, name="publisher", daemon=True).start()
+        event(
+            log,
+            logging.INFO,
+            "plugin.started",
+            dra_socket=str(self.dra_socket),
+            registration=str(self.reg_socket),
+            healthz=f"{c.healthz_addr.rpartition(':')[0]}:{self.health.port}" if self.health else None,
+            claims=len(self.preparer.state),
+        )
+
+    def _serve(self, socket: Path, add) -> grpc.Server:
+        if socket.exists() or socket.is_symlink():
+            socket.unlink()  # left by a previous process; binding would fail
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="grpc")
+        )
+        add(server)
+        old = os.umask(0o177)  # the socket is born 0600: no window where others can connect
+        try:
+            server.add_insecure_port(f"unix://{socket}")
+            server.start()
+        finally:
+            os.umask(old)
+        os.chmod(socket, 0o600)
+        return server
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        self._stop.set()
+        for socket in (self.reg_socket,):
+            if socket.exists():
+                socket.unlink()
+        for server in self._servers:
+            server.stop(grace_s).wait()
+        if self.dra_socket.exists():
+            self.dra_socket.unlink()
+        if self.health:
+            self.health.stop()
+        event(log, logging.INFO, "plugin.stopped", node=self.config.node_name)
+
+    def wait(self) -> None:
+        self._stop.wait()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    # --- publishing ------------------------------------------------------------------------------------
+
+    def _publish_once(self) -> bool:
+        try:
+            stored = self.publisher.publish()
+        except PublishError as e:
+            self.publish_error = str(e)
+            event(log, logging.ERROR, "publish.failed", error=str(e), action="retrying in the background")
+            self._catalog = catalog_from_slices(self.publisher.desired())
+            return False
+        self.publish_error = ""
+        # What the server kept is what the scheduler allocates from.
+        self._catalog = catalog_from_slices(stored)
+        return True
+
+    def _republish_loop(self) -> None:
+        while not self._stop.wait(self.config.publish_interval_s if not self.publish_error else 5.0):
+            self._publish_once()
+
+    # --- health ----------------------------------------------------------------------------------------
+
+    def check_health(self) -> str:
+        if self.registration.status == "refused":
+            return f"registration refused by the kubelet: {self.registration.error}"
+        return check_dra_socket(str(self.dra_socket))
+
+    def status(self) -> dict:
+        return {
+            "node": self.config.node_name,
+            "registration": {"status": self.registration.status, "error": self.registration.error},
+            "publishing": {
+                "error": self.publish_error,
+                "generation": self.publisher.generation,
+                "strategies": self.publisher.effective,
+                "gatesOff": sorted(self.publisher.gates_off),
+            },
+            "claims": {uid: r.state for uid, r in self.preparer.state.items()},
+        }

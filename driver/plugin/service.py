@@ -1,0 +1,118 @@
+"""The kubelet-facing gRPC services: DRAPlugin v1 and v1beta1 on dra.sock, Registration on the reg socket.
+
+Both DRA versions share one Preparer; they differ only in v1's `share_id`. Every claim of a request gets
+an entry in the response, errors included, so the kubelet never waits on a claim it was not told about.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from api.grpc import (
+    dra_v1_pb2,
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2,
+    dra_v1beta1_pb2_grpc,
+    pluginregistration_pb2,
+    pluginregistration_pb2_grpc,
+)
+from driver import names
+from driver.plugin.claims import ClaimRef
+from driver.plugin.logfmt import event
+from driver.plugin.preparer import Preparer
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+PLUGIN_TYPE = "DRAPlugin"
+
+
+def _refs(request) -> list[ClaimRef]:
+    return [ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid) for c in request.claims]
+
+
+class _DraServicer:
+    """Shared body of the v1 and v1beta1 servicers; `pb` is the version's message module."""
+
+    pb = dra_v1_pb2
+    with_share_id = True
+
+    def __init__(self, preparer: Preparer):
+        self.preparer = preparer
+
+    def NodePrepareResources(self, request, context):
+        results = self.preparer.prepare(_refs(request))
+        response = self.pb.NodePrepareResourcesResponse()
+        for uid, outcome in results.items():
+            entry = response.claims[uid]
+            if outcome.error:
+                entry.error = outcome.error
+                continue
+            for d in outcome.devices:
+                device = entry.devices.add(
+                    request_names=d.request_names,
+                    pool_name=d.pool,
+                    device_name=d.device,
+                    cdi_device_ids=d.cdi_ids,
+                )
+                if self.with_share_id and d.share_id:
+                    device.share_id = d.share_id
+        return response
+
+    def NodeUnprepareResources(self, request, context):
+        results = self.preparer.unprepare(_refs(request))
+        response = self.pb.NodeUnprepareResourcesResponse()
+        for uid, error in results.items():
+            response.claims[uid].error = error
+        return response
+
+
+class DraV1(_DraServicer, dra_v1_pb2_grpc.DRAPluginServicer):
+    pb = dra_v1_pb2
+    with_share_id = True
+
+
+class DraV1beta1(_DraServicer, dra_v1beta1_pb2_grpc.DRAPluginServicer):
+    pb = dra_v1beta1_pb2
+    with_share_id = False
+
+
+class RegistrationState:
+    """What the kubelet said about our registration; read by the health endpoint."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.status = "pending"  # pending | registered | refused
+        self.error = ""
+        self.registered = threading.Event()
+
+    def set(self, registered: bool, error: str) -> None:
+        with self._lock:
+            self.status = "registered" if registered else "refused"
+            self.error = error
+        if registered:
+            self.registered.set()
+
+
+class Registration(pluginregistration_pb2_grpc.RegistrationServicer):
+    def __init__(self, endpoint: str, state: RegistrationState):
+        self.endpoint = endpoint
+        self.state = state
+
+    def GetInfo(self, request, context):
+        event(log, logging.INFO, "registration.getinfo", endpoint=self.endpoint)
+        return pluginregistration_pb2.PluginInfo(
+            type=PLUGIN_TYPE,
+            name=names.DRIVER_NAME,
+            endpoint=self.endpoint,
+            supported_versions=SUPPORTED_VERSIONS,
+        )
+
+    def NotifyRegistrationStatus(self, request, context):
+        self.state.set(request.plugin_registered, request.error)
+        if request.plugin_registered:
+            event(log, logging.INFO, "registration.accepted", driver=names.DRIVER_NAME)
+        else:
+            event(log, logging.ERROR, "registration.refused", driver=names.DRIVER_NAME, error=request.error)
+        return pluginregistration_pb2.RegistrationStatusResponse()

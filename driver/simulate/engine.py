@@ -1,0 +1,238 @@
+"""The discrete-event loop of `carve simulate`: arrivals, placement, departures, retries.
+
+Rules (docs/simulate.md explains them to users):
+- Events are processed in time order; at one instant departures go before arrivals, so capacity freed
+  at t is available to a pod arriving at t. Ties keep trace order.
+- An arriving pod first checks whether it could fit on an empty node of any shape in the cluster; if
+  not it can never run and is counted in pods_never_scheduled at once, without waiting.
+- Otherwise it tries nodes in the node policy's order; the first node on which every claim of the pod
+  allocates (the real allocator, stateful per node) takes it. All of a pod's claims go to one node.
+- A pod that fits nowhere waits. When a pod leaves a node, only that node gained capacity, so the
+  waiting pods retry on that node, oldest first. New arrivals are not held behind waiting pods (the
+  scheduler's queue does not block on an unschedulable pod either).
+- A pod runs for its duration from the moment it is placed. Pods still waiting when no event is left
+  are never scheduled.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from driver.allocator import Unallocatable
+from driver.simulate.cluster import SimCluster, SimNode
+from driver.simulate.demand import lower_bound_gpus, pod_demand
+from driver.simulate.inputs import SimulateError, TracePod
+from driver.simulate.policies import NodePolicy
+
+_DEPART, _ARRIVE = 0, 1
+NAMESPACE = "simulate"
+
+
+@dataclass
+class Placement:
+    """Where and when a pod ran, and what it got."""
+
+    node: str
+    start: float
+    devices: list[str]  # "<request>=<device>" per allocation result, claims in order
+
+
+@dataclass
+class SimResult:
+    strategy: str
+    node_policy: str
+    gpus_total: int
+    peak_gpus_busy: int
+    gpu_hours_busy: float
+    pods_total: int
+    pods_scheduled: int
+    pods_never_scheduled: int
+    mean_wait_s: float
+    lower_bound_gpus: int
+    packing_ratio: float | None
+    max_wait_s: float = 0.0
+    pods_never_fit: int = 0  # part of pods_never_scheduled: no empty node could take them
+    never_fit_reasons: dict[str, str] = field(default_factory=dict, repr=False)  # pod -> allocator's reason
+    gpus_by_strategy: dict[str, int] = field(default_factory=dict)
+    placements: dict[str, Placement] = field(default_factory=dict, repr=False)
+
+    def report(self) -> dict[str, Any]:
+        """The output keys, in the order the table prints them."""
+        return {
+            "strategy": self.strategy,
+            "node_policy": self.node_policy,
+            "gpus_total": self.gpus_total,
+            "peak_gpus_busy": self.peak_gpus_busy,
+            "gpu_hours_busy": round(self.gpu_hours_busy, 2),
+            "pods_total": self.pods_total,
+            "pods_scheduled": self.pods_scheduled,
+            "pods_never_scheduled": self.pods_never_scheduled,
+            "mean_wait_s": round(self.mean_wait_s, 1),
+            "max_wait_s": round(self.max_wait_s, 1),
+            "lower_bound_gpus": self.lower_bound_gpus,
+            "packing_ratio": None if self.packing_ratio is None else round(self.packing_ratio, 3),
+            "gpus_by_strategy": dict(self.gpus_by_strategy),
+        }
+
+
+@dataclass
+class _Running:
+    node: SimNode
+    claims: list[tuple[str, list[dict[str, Any]]]]  # (claim uid, allocation results)
+    fallback_cores: float
+
+
+class Simulation:
+    """One run of one trace on one cluster under one node policy. Not reusable: the cluster is consumed."""
+
+    def __init__(self, cluster: SimCluster, policy: NodePolicy, strategy: str = "auto",
+                 label: str = "trace.yaml") -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.strategy = strategy
+        self.label = label
+        self._last_reason = ""
+        self._fits_empty: dict[tuple[int, int], bool] = {}
+        self._why_not: dict[int, str] = {}  # claim shape -> the allocator's reason on an empty node
+
+    # ---- placement -------------------------------------------------------------------------------
+
+    def _try(self, node: SimNode, index: int, pod: TracePod, claims: list[dict[str, Any]], shape: int,
+             fallback_cores: float) -> _Running | None:
+        if shape in node.failed:
+            return None
+        done: list[tuple[str, list[dict[str, Any]]]] = []
+        for j, claim in enumerate(claims):
+            try:
+                allocation = node.allocator.allocate(claim, node=node.name)
+            except Unallocatable as e:
+                for uid, _ in done:
+                    node.allocator.remove_allocated(uid)
+                node.failed.add(shape)
+                self._last_reason = f"claims[{j}]: {e.reason}"
+                return None
+            except ValueError as e:  # a malformed claim: the user's to fix
+                raise SimulateError(f"{self.label}: pods[{index}] ({pod.name}): claims[{j}]: {e}") from None
+            node.allocator.add_allocated({**claim, "status": {"allocation": allocation}})
+            done.append((claim["metadata"]["uid"], allocation["devices"]["results"]))
+        return _Running(node, done, fallback_cores)
+
+    def _release(self, running: _Running) -> None:
+        for uid, _ in running.claims:
+            running.node.allocator.remove_allocated(uid)
+
+    def _could_ever_fit(self, index: int, pod: TracePod, claims: list[dict[str, Any]], shape: int) -> bool:
+        for node_shape, node in self.cluster.pristine.items():
+            key = (node_shape, shape)
+            if key not in self._fits_empty:
+                running = self._try(node, index, pod, claims, shape, 0.0)
+                if running:
+                    self._release(running)
+                node.failed.clear()
+                self._fits_empty[key] = running is not None
+                if running is None:
+                    self._why_not.setdefault(shape, self._last_reason)
+            if self._fits_empty[key]:
+                return True
+        return False
+
+    # ---- the loop --------------------------------------------------------------------------------
+
+    def run(self, pods: list[TracePod]) -> SimResult:
+        shapes: dict[str, int] = {}
+        claim_sets: list[list[dict[str, Any]]] = []
+        pod_shapes: list[int] = []
+        fallback: list[float] = []
+        for i, pod in enumerate(pods):
+            key = json.dumps(pod.claims, sort_keys=True)
+            pod_shapes.append(shapes.setdefault(key, len(shapes)))
+            claim_sets.append([
+                {"metadata": {"name": f"{pod.name}-{j}", "namespace": NAMESPACE, "uid": f"pod{i}-claim{j}"},
+                 "spec": spec}
+                for j, spec in enumerate(pod.claims)
+            ])
+            results_hint = sum(len((s.get("devices") or {}).get("requests") or []) for s in pod.claims)
+            fallback.append(pod_demand(pod).cores / max(1, results_hint))
+
+        events: list[tuple[float, int, int, int]] = []
+        for i, pod in enumerate(pods):
+            events.append((pod.arrival, _ARRIVE, i, i))
+        heapq.heapify(events)
+        seq = len(pods)
+
+        running: dict[int, _Running] = {}
+        placements: dict[str, Placement] = {}
+        pending: list[int] = []
+        waits: list[float] = []
+        never_fit = 0
+        reasons: dict[str, str] = {}
+        busy = peak = 0
+        gpu_seconds = 0.0
+        last_t = 0.0
+
+        def start(i: int, run: _Running, now: float) -> None:
+            nonlocal busy, peak, seq
+            results = [r for _, rs in run.claims for r in rs]
+            busy += run.node.apply(results, +1, run.fallback_cores)
+            peak = max(peak, busy)
+            running[i] = run
+            waits.append(now - pods[i].arrival)
+            placements[pods[i].name] = Placement(
+                run.node.name, now, [f"{r['request']}={r['device']}" for r in results])
+            heapq.heappush(events, (now + pods[i].duration, _DEPART, seq, i))
+            seq += 1
+
+        while events:
+            now, kind, _, i = heapq.heappop(events)
+            gpu_seconds += busy * (now - last_t)
+            last_t = now
+            if kind == _ARRIVE:
+                pod = pods[i]
+                if not self._could_ever_fit(i, pod, claim_sets[i], pod_shapes[i]):
+                    never_fit += 1
+                    reasons[pod.name] = self._why_not.get(pod_shapes[i], "")
+                    continue
+                for node in self.policy.order(self.cluster.nodes):
+                    run = self._try(node, i, pod, claim_sets[i], pod_shapes[i], fallback[i])
+                    if run:
+                        start(i, run, now)
+                        break
+                else:
+                    pending.append(i)
+                continue
+            # departure
+            run = running.pop(i)
+            self._release(run)
+            busy += run.node.apply([r for _, rs in run.claims for r in rs], -1, run.fallback_cores)
+            run.node.failed.clear()
+            still: list[int] = []
+            for w in pending:
+                placed = self._try(run.node, w, pods[w], claim_sets[w], pod_shapes[w], fallback[w])
+                if placed:
+                    start(w, placed, now)
+                else:
+                    still.append(w)
+            pending = still
+
+        lower = lower_bound_gpus(pods, self.cluster.max_gpu_memory)
+        return SimResult(
+            strategy=self.strategy,
+            node_policy=self.policy.name,
+            gpus_total=self.cluster.gpus_total,
+            peak_gpus_busy=peak,
+            gpu_hours_busy=gpu_seconds / 3600.0,
+            pods_total=len(pods),
+            pods_scheduled=len(waits),
+            pods_never_scheduled=never_fit + len(pending),
+            mean_wait_s=sum(waits) / len(waits) if waits else 0.0,
+            max_wait_s=max(waits, default=0.0),
+            lower_bound_gpus=lower,
+            packing_ratio=(peak / lower) if lower else None,
+            pods_never_fit=never_fit,
+            never_fit_reasons=reasons,
+            gpus_by_strategy=self.cluster.strategies,
+            placements=placements,
+        )

@@ -1,0 +1,79 @@
+/*
+ * fakestate.h: private layout of the fake GPUs' shared state (CARVE_FAKE_STATE) and helpers used by
+ * the sources in fakes/common and the fake NVML. Not part of the contract in fakegpu.h: only code that links
+ * fakes/common may include it, and every field is accessed under fake_state_locked().
+ *
+ * The file is a fixed-layout struct (no pointers), mapped MAP_SHARED by every process that uses the same
+ * path. Bump FAKE_STATE_VERSION whenever the layout changes: an old file is then re-initialised.
+ */
+#ifndef CARVE_FAKESTATE_H
+#define CARVE_FAKESTATE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fakegpu.h"
+
+#define FAKE_STATE_MAGIC 0x45565243u /* "CRVE" little-endian */
+#define FAKE_STATE_VERSION 1u
+#define FAKE_MAX_CI 8
+
+/* Every non-static function in fakes/common is exported (FAKE_EXPORT), never hidden: when both fake
+ * libraries are loaded in one process, the dynamic linker binds all their common calls to the first one
+ * loaded, so both see one topology and one state. A hidden common function would bind locally and read
+ * the other copy's statics. */                /* compute instances per GPU instance */
+
+typedef struct fake_proc_slot {
+    int32_t pid;              /* 0 = free */
+    uint32_t reserved;
+    uint64_t pidns;           /* inode of the owner's pid namespace: liveness is only checkable there */
+    uint64_t mem_bytes;
+    uint64_t last_kernel_end; /* fake_now_ns of the end of its last kernel */
+} fake_proc_slot_t;
+
+typedef struct fake_kernel_rec {
+    int32_t pid;
+    uint32_t reserved;
+    uint64_t start_ns, end_ns;
+} fake_kernel_rec_t;
+
+typedef struct fake_ci {
+    uint32_t in_use;
+    uint32_t id;              /* compute instance id within its GPU instance */
+    uint32_t profile_id;      /* NVML_COMPUTE_INSTANCE_PROFILE_* id */
+    uint32_t start, size;     /* placement in compute slices of the GPU instance */
+} fake_ci_t;
+
+struct fake_gpu_state {
+    char model_key[32];       /* the model this slot was initialised for; a mismatch resets the slot */
+    uint32_t mig_current, mig_pending;
+    fake_mig_instance_t gi[FAKE_MAX_MIG];
+    fake_ci_t ci[FAKE_MAX_MIG][FAKE_MAX_CI];
+    uint64_t busy_until_ns;   /* end of the last queued kernel */
+    uint32_t ring_next;       /* next write position in ring */
+    uint32_t ring_count;      /* valid entries (<= FAKE_KERNEL_RING) */
+    fake_proc_slot_t procs[FAKE_MAX_PROCS];
+    fake_kernel_rec_t ring[FAKE_KERNEL_RING];
+};
+
+typedef struct fake_state_file {
+    uint32_t magic;
+    uint32_t version;
+    uint64_t size;            /* sizeof(fake_state_file_t): guards against a layout change without a bump */
+    struct fake_gpu_state gpus[FAKE_MAX_GPUS];
+} fake_state_file_t;
+
+/* Opens (or creates) the state once per process. 0, or -1 with *err set to a static message. Functions
+ * of fakegpu.h call it lazily; on failure they fall back to process-local state and warn once. */
+
+
+/* Slot of `pid` on `st` (created when `create`), NULL when absent or the table is full. Sweeps dead pids
+ * when it needs room. Caller holds the GPU's lock. */
+FAKE_EXPORT fake_proc_slot_t *fake_proc_slot(struct fake_gpu_state *st, pid_t pid, int create);
+/* Forget processes of this pid namespace that no longer exist. Caller holds the lock. */
+FAKE_EXPORT void fake_proc_sweep(struct fake_gpu_state *st);
+
+/* Writes a message to stderr once per process per `key` (a small integer < 32). */
+FAKE_EXPORT void fake_warn_once(unsigned key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * memory.c: device memory accounting of the fake GPUs, per process.
+ *
+ * What cuMemAlloc takes (fake libcuda) is what nvmlDeviceGetMemoryInfo and
+ * nvmlDeviceGetComputeRunningProcesses report (fake NVML), across processes when the state is shared.
+ * Memory of a process that no longer exists is forgotten, as the driver frees it on exit.
+ */
+#include <string.h>
+
+#include "fakestate.h"
+
+struct mem_op {
+    unsigned gpu;
+    pid_t pid;
+    uint64_t bytes;
+    uint64_t result;
+    pid_t *pids;
+    uint64_t *used;
+    unsigned max;
+};
+
+static uint64_t total_of(unsigned gpu)
+{
+    const fake_gpu_t *gpus;
+    unsigned n;
+    if (fake_topology(&gpus, &n, NULL) != 0 || gpu >= n)
+        return 0;
+    return gpus[gpu].model->memory_bytes;
+}
+
+static uint64_t sum_used(struct fake_gpu_state *st)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < FAKE_MAX_PROCS; i++)
+        if (st->procs[i].pid)
+            sum += st->procs[i].mem_bytes;
+    return sum;
+}
+
+static int do_reserve(void *arg, fake_gpu_state_t *st)
+{
+    struct mem_op *op = arg;
+    uint64_t total = total_of(op->gpu);
+    if (sum_used(st) + op->bytes > total) {
+        fake_proc_sweep(st); /* a killed process may still hold what we need */
+        if (sum_used(st) + op->bytes > total)
+            return -1;
+    }
+    fake_proc_slot_t *p = fake_proc_slot(st, op->pid, 1);
+    if (!p)
+        return -1;
+    p->mem_bytes += op->bytes;
+    return 0;
+}
+
+FAKE_EXPORT int fake_mem_reserve(unsigned gpu, pid_t pid, uint64_t bytes)
+{
+    struct mem_op op = {.gpu = gpu, .pid = pid, .bytes = bytes};
+    return fake_state_locked(gpu, do_reserve, &op) == 0 ? 0 : -1;
+}
+
+static int do_release(void *arg, fake_gpu_state_t *st)
+{
+    struct mem_op *op = arg;
+    fake_proc_slot_t *p = fake_proc_slot(st, op->pid, 0);
+    if (!p)
+        return 0;
+    p->mem_bytes -= op->bytes < p->mem_bytes ? op->bytes : p->mem_bytes;
+    if (!p->mem_bytes && p->last_kernel_end <= fake_now_ns())
+        memset(p, 0, sizeof *p); /* nothing left to report for it */
+    return 0;
+}
+
+FAKE_EXPORT void fake_mem_release(unsigned gpu, pid_t pid, uint64_t bytes)
+{
+    struct mem_op op = {.gpu = gpu, .pid = pid, .bytes = bytes};
+    fake_state_locked(gpu, do_release, &op);
+}
+
+static int do_used(void *arg, fake_gpu_state_t *st)
+{
+    struct mem_op *op = arg;
+    fake_proc_sweep(st);
+    op->result = sum_used(st);
+    return 0;
+}
+
+FAKE_EXPORT uint64_t fake_mem_used(unsigned gpu)
+{
+    struct mem_op op = {.gpu = gpu};
+    return fake_state_locked(gpu, do_used, &op) == 0 ? op.result : 0;
+}
+
+static int do_processes(void *arg, fake_gpu_state_t *st)
+{
+    struct mem_op *op = arg;
+    unsigned n = 0;
+    fake_proc_sweep(st);
+    for (unsigned i = 0; i < FAKE_MAX_PROCS; i++) {
+        const fake_proc_slot_t *p = &st->procs[i];
+        if (!p->pid || !p->mem_bytes)
+            continue;
+        if (n < op->max) {
+            if (op->pids)
+                op->pids[n] = p->pid;
+            if (op->used)
+                op->used[n] = p->mem_bytes;
+        }
+        n++;
+    }
+    op->result = n;
+    return 0;
+}
+
+/* Returns the number of processes with memory on the GPU, which may exceed `max` (only `max` are written):
+ * NVML's INSUFFICIENT_SIZE protocol needs the full count. */
+FAKE_EXPORT unsigned fake_mem_processes(unsigned gpu, pid_t *pids, uint64_t *used, unsigned max)
+{
+    struct mem_op op = {.gpu = gpu, .pids = pids, .used = used, .max = max};
+    return fake_state_locked(gpu, do_processes, &op) == 0 ? (unsigned)op.result : 0;
+}

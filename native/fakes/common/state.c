@@ -1,0 +1,242 @@
+/*
+ * state.c: the fake GPUs' shared state: where it lives, how it is locked, and per-process slots.
+ *
+ * With CARVE_FAKE_STATE set, the state is a file mapped MAP_SHARED by every process that names it, as
+ * the driver's state is shared by every process of a real node. Each GPU's part is guarded by a POSIX
+ * record lock on one byte of the file (kernel-released when a process dies, so a SIGKILLed holder never
+ * wedges the others) plus a per-process mutex (record locks do not exclude threads of one process).
+ * Without CARVE_FAKE_STATE the state is private memory of this process.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fakestate.h"
+
+#define LOCK_INIT_BYTE FAKE_MAX_GPUS /* record lock offsets: GPU i at byte i, initialisation after them */
+
+static fake_state_file_t *g_state;
+static int g_fd = -1;
+static const char *g_state_err;
+static char g_state_err_buf[512];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_mutex[FAKE_MAX_GPUS];
+static unsigned g_warned;
+static uint64_t g_pidns;
+
+FAKE_EXPORT uint64_t fake_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+FAKE_EXPORT void fake_warn_once(unsigned key, const char *fmt, ...)
+{
+    unsigned bit = 1u << (key & 31);
+    if (__atomic_fetch_or(&g_warned, bit, __ATOMIC_RELAXED) & bit)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static int file_lock(unsigned byte, int type)
+{
+    struct flock fl = {.l_type = (short)type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+    while (fcntl(g_fd, F_SETLKW, &fl) != 0)
+        if (errno != EINTR)
+            return -1;
+    return 0;
+}
+
+static void reset_gpu(struct fake_gpu_state *st, const char *key)
+{
+    memset(st, 0, sizeof *st);
+    snprintf(st->model_key, sizeof st->model_key, "%s", key);
+}
+
+static int state_error(const char *path, const char *what)
+{
+    snprintf(g_state_err_buf, sizeof g_state_err_buf, "carve fake GPUs: CARVE_FAKE_STATE=%s: %s", path, what);
+    g_state_err = g_state_err_buf;
+    return -1;
+}
+
+/* Map the file, initialising it under the init lock when it is new or from another layout version. */
+static int open_file(const char *path)
+{
+    g_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (g_fd < 0)
+        return state_error(path, strerror(errno));
+    if (file_lock(LOCK_INIT_BYTE, F_WRLCK) != 0)
+        return state_error(path, "cannot lock");
+    struct stat sb;
+    int rc = fstat(g_fd, &sb);
+    fake_state_file_t head = {0};
+    if (rc == 0 && sb.st_size >= (off_t)sizeof head.magic * 2 &&
+        pread(g_fd, &head, sizeof head.magic * 2, 0) != (ssize_t)(sizeof head.magic * 2))
+        rc = -1;
+    if (rc == 0 && sb.st_size > 0 && head.magic != FAKE_STATE_MAGIC) {
+        file_lock(LOCK_INIT_BYTE, F_UNLCK);
+        return state_error(path, "exists and is not a carve fake GPU state file");
+    }
+    int fresh = sb.st_size != (off_t)sizeof(fake_state_file_t) || head.version != FAKE_STATE_VERSION;
+    /* Truncating to 0 first zeroes an old layout's bytes. */
+    if (rc == 0 && fresh && (ftruncate(g_fd, 0) != 0 || ftruncate(g_fd, sizeof(fake_state_file_t)) != 0))
+        rc = -1;
+    void *p = rc == 0 ? mmap(NULL, sizeof(fake_state_file_t), PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, 0)
+                      : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        file_lock(LOCK_INIT_BYTE, F_UNLCK);
+        return state_error(path, strerror(errno ? errno : EIO));
+    }
+    g_state = p;
+    if (fresh) {
+        g_state->version = FAKE_STATE_VERSION;
+        g_state->size = sizeof(fake_state_file_t);
+        __atomic_store_n(&g_state->magic, FAKE_STATE_MAGIC, __ATOMIC_RELEASE);
+        msync(p, sizeof(fake_state_file_t), MS_SYNC);
+    }
+    file_lock(LOCK_INIT_BYTE, F_UNLCK);
+    return 0;
+}
+
+static void fork_prepare(void)
+{
+    for (unsigned i = 0; i < FAKE_MAX_GPUS; i++)
+        pthread_mutex_lock(&g_mutex[i]);
+}
+
+static void fork_parent(void)
+{
+    for (unsigned i = FAKE_MAX_GPUS; i-- > 0;)
+        pthread_mutex_unlock(&g_mutex[i]);
+}
+
+static void init_once(void)
+{
+    for (unsigned i = 0; i < FAKE_MAX_GPUS; i++)
+        pthread_mutex_init(&g_mutex[i], NULL);
+    /* Record locks are per process and are not inherited: a forked child takes its own. The mutexes are
+     * held across fork so the child never inherits one locked by a thread that does not exist there. */
+    pthread_atfork(fork_prepare, fork_parent, fork_parent);
+    struct stat sb;
+    g_pidns = stat("/proc/self/ns/pid", &sb) == 0 ? (uint64_t)sb.st_ino : 0;
+    const char *path = getenv("CARVE_FAKE_STATE");
+    if (path && *path && open_file(path) == 0)
+        goto slots;
+    if (g_fd >= 0)
+        close(g_fd);
+    g_fd = -1;
+    void *p = mmap(NULL, sizeof(fake_state_file_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        if (!g_state_err)
+            state_error("(process-local)", "out of memory");
+        return;
+    }
+    g_state = p;
+    g_state->magic = FAKE_STATE_MAGIC;
+    g_state->version = FAKE_STATE_VERSION;
+    g_state->size = sizeof(fake_state_file_t);
+slots:;
+    /* A slot initialised for another model (the topology changed) starts from scratch. */
+    const fake_gpu_t *gpus;
+    unsigned n;
+    if (fake_topology(&gpus, &n, NULL) != 0)
+        return;
+    for (unsigned i = 0; i < n; i++) {
+        if (g_fd >= 0)
+            file_lock(i, F_WRLCK);
+        if (strcmp(g_state->gpus[i].model_key, gpus[i].model->key) != 0)
+            reset_gpu(&g_state->gpus[i], gpus[i].model->key);
+        if (g_fd >= 0)
+            file_lock(i, F_UNLCK);
+    }
+}
+
+FAKE_EXPORT int fake_state_init(const char **err)
+{
+    pthread_once(&g_once, init_once);
+    if (g_state_err) {
+        if (err)
+            *err = g_state_err;
+        fake_warn_once(0, "%s (falling back to process-local state)", g_state_err);
+    }
+    if (!g_state)
+        return -1;
+    return g_state_err ? -1 : 0;
+}
+
+FAKE_EXPORT int fake_state_locked(unsigned gpu, int (*fn)(void *arg, fake_gpu_state_t *st), void *arg)
+{
+    const fake_gpu_t *gpus;
+    unsigned n;
+    if (fake_topology(&gpus, &n, NULL) != 0 || gpu >= n)
+        return -1;
+    fake_state_init(NULL);
+    if (!g_state)
+        return -1;
+    pthread_mutex_lock(&g_mutex[gpu]);
+    if (g_fd >= 0 && file_lock(gpu, F_WRLCK) != 0) {
+        pthread_mutex_unlock(&g_mutex[gpu]);
+        return -1;
+    }
+    int rc = fn(arg, &g_state->gpus[gpu]);
+    if (g_fd >= 0)
+        file_lock(gpu, F_UNLCK);
+    pthread_mutex_unlock(&g_mutex[gpu]);
+    return rc;
+}
+
+/* Only processes of our own pid namespace can be checked: a pid from another container's namespace is
+ * meaningless here, so its memory is kept until a process of that namespace sweeps it. */
+static int proc_dead(const fake_proc_slot_t *p)
+{
+    if (p->pidns != g_pidns)
+        return 0;
+    return kill(p->pid, 0) != 0 && errno == ESRCH;
+}
+
+FAKE_EXPORT void fake_proc_sweep(struct fake_gpu_state *st)
+{
+    for (unsigned i = 0; i < FAKE_MAX_PROCS; i++)
+        if (st->procs[i].pid && proc_dead(&st->procs[i]))
+            memset(&st->procs[i], 0, sizeof st->procs[i]);
+}
+
+FAKE_EXPORT fake_proc_slot_t *fake_proc_slot(struct fake_gpu_state *st, pid_t pid, int create)
+{
+    fake_proc_slot_t *free_slot = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        for (unsigned i = 0; i < FAKE_MAX_PROCS; i++) {
+            fake_proc_slot_t *p = &st->procs[i];
+            if (p->pid == pid && p->pidns == g_pidns)
+                return p;
+            if (!p->pid && !free_slot)
+                free_slot = p;
+        }
+        if (!create)
+            return NULL;
+        if (free_slot)
+            break;
+        fake_proc_sweep(st);
+    }
+    if (!free_slot)
+        return NULL;
+    memset(free_slot, 0, sizeof *free_slot);
+    free_slot->pid = pid;
+    free_slot->pidns = g_pidns;
+    return free_slot;
+}

@@ -1,0 +1,47 @@
+/*
+ * fakecuda.h: internals shared by the sources of the fake libcuda.so.1 (not a contract).
+ *
+ * The fake driver emulates the GPUs of fakes/common (CARVE_FAKE_GPUS) through the CUDA driver API subset
+ * the limiter intercepts. Device memory is bookkeeping only (fake_mem_reserve, fake pointers, nothing is
+ * allocated), kernels occupy the fake GPU through fake_kernel_submit, and every entry point records its
+ * own name per thread so tests can see which variant (legacy or per-thread stream) was reached.
+ *
+ * Knobs (environment): CUDA_VISIBLE_DEVICES (indices or UUIDs), CARVE_FAKE_NS_PER_WAVE (kernel wave time,
+ * default 100000), CARVE_FAKE_QUEUE_NS (launch queue depth in time before a launch blocks, default
+ * 5000000, like a real driver's bounded push buffer), CARVE_FAKE_PITCH_ALIGN (default 512).
+ */
+#ifndef CARVE_FAKECUDA_H
+#define CARVE_FAKECUDA_H
+
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "common/fakegpu.h"
+
+/* Records the entry point reached on this thread (read back with carveFakeCudaLastCall). */
+extern __thread const char *fc_last_call;
+#define FC_CALLED(name) (fc_last_call = (name))
+
+/* Visible devices after CUDA_VISIBLE_DEVICES: CUDA ordinal -> fake GPU index. */
+int fc_initialized(void);
+int fc_device_count(void);
+const fake_gpu_t *fc_gpu(int ordinal); /* NULL when out of range */
+/* Ordinal of the calling thread's current context, or -1 when there is none. */
+int fc_current_ordinal(void);
+CUresult fc_check_ctx(int *ordinal);   /* NOT_INITIALIZED / INVALID_CONTEXT, else the ordinal */
+uint64_t fc_env_u64(const char *name, uint64_t dflt);
+
+/* Object table: fake device pointers, arrays, VMM handles -> what they hold. */
+enum fc_kind { FC_MEM = 1, FC_ARRAY, FC_MIPMAP, FC_VMM };
+int fc_obj_put(uint64_t key, int kind, int ordinal, uint64_t bytes);
+int fc_obj_take(uint64_t key, int kind, int *ordinal, uint64_t *bytes); /* 0 found and removed */
+uint64_t fc_new_address(uint64_t bytes);
+
+/* Kernel time: occupy the GPU of `ordinal` with `blocks` blocks of kernel `f`. */
+void fc_submit(int ordinal, CUfunction f, uint64_t blocks);
+
+#include "symbols.h"
+
+
+#endif

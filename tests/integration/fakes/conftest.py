@@ -1,0 +1,92 @@
+"""Fixtures for tests of the fake GPU libraries (native/fakes) through pynvml and ctypes.
+
+The fakes read CARVE_FAKE_GPUS once per process, so every scenario runs in a fresh Python subprocess with
+its own environment; the snippet prints one JSON document as its last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+NATIVE = REPO / "native"
+FAKE_DIR = NATIVE / "build" / "fakes"
+FAKE_NVML = FAKE_DIR / "libnvidia-ml.so.1"
+
+# Prepended to every snippet: load the fake by path (as the inventory does) so pynvml binds to it, and
+# declare the exported fake_* helpers.
+PRELUDE = f"""
+import ctypes, json, os, sys, time
+import pynvml as N
+LIB = ctypes.CDLL({str(FAKE_NVML)!r}, mode=ctypes.RTLD_GLOBAL)
+LIB.fake_kernel_submit.restype = ctypes.c_uint64
+LIB.fake_kernel_submit.argtypes = [ctypes.c_uint, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64]
+LIB.fake_kernel_last_end.restype = ctypes.c_uint64
+LIB.fake_kernel_last_end.argtypes = [ctypes.c_uint, ctypes.c_int]
+LIB.fake_now_ns.restype = ctypes.c_uint64
+LIB.fake_utilization.argtypes = [ctypes.c_uint, ctypes.c_int, ctypes.c_uint64]
+LIB.fake_mem_reserve.argtypes = [ctypes.c_uint, ctypes.c_int, ctypes.c_uint64]
+LIB.fake_mem_release.argtypes = [ctypes.c_uint, ctypes.c_int, ctypes.c_uint64]
+LIB.fake_mem_used.restype = ctypes.c_uint64
+def out(obj):
+    print(json.dumps(obj))
+"""
+
+
+@pytest.fixture(scope="session")
+def fake_nvml() -> Path:
+    """The built fake libnvidia-ml.so.1 (built here when missing, as `make test` does first)."""
+    if not FAKE_NVML.exists():
+        subprocess.run(["make", "-C", str(NATIVE), f"PYTHON={sys.executable}"], check=True,
+                       capture_output=True)
+    return FAKE_NVML
+
+
+FakeRun = Callable[..., Any]
+
+
+@pytest.fixture
+def fake_run(fake_nvml: Path, tmp_path: Path) -> FakeRun:
+    """Run a snippet against the fake: fake_run(code, gpus="1xA100-80GB", state=None, seed="node-a", **env).
+
+    Returns the JSON of the snippet's last output line; raises with its stderr when it fails.
+    """
+
+    def run(code: str, gpus: str = "1xA100-80GB", state: Path | str | None = None, seed: str | None = "node-a",
+            expect_fail: bool = False, **extra: str) -> Any:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CARVE_FAKE_") and k != "NODE_NAME"}
+        env["CARVE_FAKE_GPUS"] = gpus
+        if state is not None:
+            env["CARVE_FAKE_STATE"] = str(state)
+        if seed is not None:
+            env["CARVE_FAKE_SEED"] = seed
+        env.update(extra)
+        proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], env=env,
+                              capture_output=True, text=True, timeout=60)
+        if expect_fail:
+            return proc
+        if proc.returncode != 0:
+            raise AssertionError(f"snippet failed ({proc.returncode}):\n{proc.stderr}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    return run
+
+
+@pytest.fixture
+def state_file(tmp_path: Path) -> Path:
+    return tmp_path / "fake-gpu.state"
+
+
+def load_reference() -> dict[str, Any]:
+    """The MIG reference the fake's tables are generated from (committed copy)."""
+    with open(NATIVE / "fakes" / "mig-profiles.json", encoding="utf-8") as f:
+        return json.load(f)
