@@ -1,4 +1,5 @@
-"""carve's API types, version v1alpha1: opaque claim configs (config.py, resolve.py, schema.py)."""
+"""carve's API types, version v1alpha1: opaque claim configs (config.py, resolve.py; schema.py exports
+the JSON Schemas)."""
 
 from api.v1alpha1.config import (
     KIND_GPU_CONFIG,
@@ -9,6 +10,7 @@ from api.v1alpha1.config import (
     Sharing,
     SliceConfig,
     TimeSlicingSettings,
+    json_schemas,
     parse_config,
 )
 from api.v1alpha1.resolve import (
@@ -18,7 +20,6 @@ from api.v1alpha1.resolve import (
     resolve_configs,
     split_allocation_config,
 )
-from api.v1alpha1.schema import json_schemas
 
 __all__ = [
     "KIND_FOR_TYPE",

@@ -150,6 +150,17 @@ MODELS: dict[str, type[GpuConfig] | type[SliceConfig]] = {
 }
 
 
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """Kind -> JSON Schema (draft 2020-12) of that kind's `parameters` object (exported by schema.py)."""
+    return {
+        kind: {"$schema": JSON_SCHEMA_DIALECT, **model.model_json_schema(mode="validation")}
+        for kind, model in MODELS.items()
+    }
+
+
 def _path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:

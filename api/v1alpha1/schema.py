@@ -12,20 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from api.v1alpha1.config import MODELS
+from api.v1alpha1.config import json_schemas
 from driver.fsutil import write_atomic
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-DIALECT = "https://json-schema.org/draft/2020-12/schema"
-
-
-def json_schemas() -> dict[str, dict[str, Any]]:
-    """Kind -> JSON Schema (draft 2020-12) of that kind's `parameters` object."""
-    out: dict[str, dict[str, Any]] = {}
-    for kind, model in MODELS.items():
-        schema = model.model_json_schema(mode="validation")
-        out[kind] = {"$schema": DIALECT, **schema}
-    return out
 
 
 def render(schema: dict[str, Any]) -> bytes:

@@ -15,6 +15,7 @@ celpy.evaluation, so every compiled evaluation runs under one lock.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -209,7 +210,11 @@ def _environment(compiled: bool) -> celpy.Environment:
             _PARSER = _Parser()
             _install_function_namespace()
         runner = celpy.CompiledRunner if compiled else celpy.InterpretedRunner
+        # celpy.Environment raises the process-wide recursion limit as a side effect; selectors
+        # are small, so keep the process's own limit (a too-deep expression is a CelError).
+        limit = sys.getrecursionlimit()
         env = _ENVS[compiled] = celpy.Environment(runner_class=runner)
+        sys.setrecursionlimit(limit)
     return env
 
 

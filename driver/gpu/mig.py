@@ -9,6 +9,7 @@ keeps this process's threads from interleaving a check-then-create.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from typing import Any
 
@@ -120,7 +121,8 @@ def create_mig_instance(gpu_uuid: str, profile: int | str, placement_start: int)
         if gi is None:
             c_placement = pynvml.c_nvmlGpuInstancePlacement_t(placement.start, placement.size)
             try:
-                gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, prof.id, c_placement)
+                # pynvml passes `placement` through as is; the C function takes a pointer to it.
+                gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, prof.id, ctypes.byref(c_placement))
             except pynvml.NVMLError_InsufficientResources:
                 gi = _existing(what, handle, prof, placement)  # lost a race to an identical request
                 if gi is None:

@@ -53,6 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k8s-version", default="", help="Kubernetes minor version for API limits (default: ask)")
     p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots")
     p.add_argument("--publish-interval", type=float, default=60.0, help="seconds between slice reconciles")
+    p.add_argument("--boot-id-file", default="/proc/sys/kernel/random/boot_id",
+                   help="file holding the node's boot id (prepared state is void after a reboot)")
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")
 
 
@@ -79,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ[names.ENV_FAKE_STATE] = str(plugin_dir / "fake-gpus.state")
 
     from driver.gpu import InventoryError, discover
+    from driver.plugin.checkpoint import read_boot_id
     from driver.plugin.mig import NvmlMig, ensure_mig_mode
     from driver.plugin.server import Plugin, PluginConfig
 
@@ -99,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         k8s_version=args.k8s_version,
         split_count=args.split_count,
         publish_interval_s=args.publish_interval,
+        boot_id=read_boot_id(Path(args.boot_id_file)),
     )
     plugin = Plugin(config, _cluster(args), gpus, NvmlMig())
     try:

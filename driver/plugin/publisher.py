@@ -162,12 +162,14 @@ class Publisher:
             for s in self.cluster.list_resource_slices(names.DRIVER_NAME, self.node_name)
         }
         current = max((s["spec"].get("pool", {}).get("generation", 0) for s in existing.values()), default=0)
-        self.generation = max(self.generation, current)
-        desired = self.build(self.effective, max(self.generation, 1))
+        desired = self.build(self.effective, max(current, 1))
         if existing and _content(list(existing.values())) == _content(desired) and current:
+            self.generation = current
             return sorted(existing.values(), key=lambda s: s["metadata"]["name"]), desired
-        self.generation = max(self.generation, current) + 1
-        desired = self.build(self.effective, self.generation)
+        # One past what the server has (a partial write of a failed attempt included): consumers then
+        # only trust the complete pool we are about to write.
+        generation = current + 1
+        desired = self.build(self.effective, generation)
         stored = []
         for obj in desired:
             name = obj["metadata"]["name"]
@@ -185,12 +187,13 @@ class Publisher:
         for name in sorted(set(existing) - {s["metadata"]["name"] for s in desired}):
             with contextlib.suppress(NotFound):
                 self.cluster.delete_resource_slice(name)
+        self.generation = generation
         event(
             log,
             logging.INFO,
             "publish.done",
             pool=self.node_name,
-            generation=self.generation,
+            generation=generation,
             slices=len(desired),
             devices=sum(len(s["spec"].get("devices") or []) for s in desired),
             strategies=",".join(f"{i}={s}" for i, s in sorted(self.effective.items())),

@@ -15,6 +15,7 @@ import logging
 import re
 
 from driver import names
+from driver.fsutil import ensure_private_dir
 from driver.plugin.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord, MigRecord
 from driver.plugin.logfmt import event
 from driver.plugin.preparer import Preparer
@@ -28,6 +29,8 @@ _SHARE_SUFFIX = re.compile(
 
 def recover(preparer: Preparer) -> str:
     """Load the checkpoint into `preparer.state` and repair the node; returns the checkpoint status."""
+    ensure_private_dir(preparer.settings.plugin_dir)
+    preparer.specs.ensure()
     with preparer.node_lock.hold():
         loaded = preparer.checkpoint.load()
         preparer.state = {}

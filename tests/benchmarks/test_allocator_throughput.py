@@ -13,7 +13,7 @@ from driver.allocator import Allocator, Unallocatable
 
 NODES = 100
 CLAIMS = 1500
-CLAIMS_UNCACHED = 300
+CLAIMS_UNCACHED = 150
 CLASSES = [
     {"metadata": {"name": "mig.bench"}, "spec": {"selectors": [{"cel": {"expression":
         'device.driver == "gpu.carve.dev" && device.attributes["gpu.carve.dev"].type == "mig"'}}]}},

@@ -60,6 +60,7 @@ typedef struct fake_state_file {
     uint32_t magic;
     uint32_t version;
     uint64_t size;            /* sizeof(fake_state_file_t): guards against a layout change without a bump */
+    char boot_id[40];         /* kernel boot id when last opened: a change means the node rebooted */
     struct fake_gpu_state gpus[FAKE_MAX_GPUS];
 } fake_state_file_t;
 

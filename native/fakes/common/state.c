@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <nvml.h>
+
 #include "fakestate.h"
 
 #define LOCK_INIT_BYTE FAKE_MAX_GPUS /* record lock offsets: GPU i at byte i, initialisation after them */
@@ -67,6 +69,29 @@ static void reset_gpu(struct fake_gpu_state *st, const char *key)
     snprintf(st->model_key, sizeof st->model_key, "%s", key);
 }
 
+static void read_boot_id(char *out, size_t len)
+{
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, out, len - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    out[n > 0 ? n : 0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* A state file that outlived a reboot: processes and kernel times are from the old boot (the monotonic
+ * clock restarted), GPU and compute instances are gone as on hardware, and the MIG mode persists on
+ * Ampere (InfoROM, a pending change applies at boot) but not on Hopper and newer (driver state). */
+static void after_reboot(struct fake_gpu_state *st, const fake_model_t *m)
+{
+    memset(st->procs, 0, sizeof st->procs);
+    memset(st->gi, 0, sizeof st->gi);
+    memset(st->ci, 0, sizeof st->ci);
+    st->busy_until_ns = 0;
+    st->ring_next = st->ring_count = 0;
+    st->mig_current = st->mig_pending = m->architecture >= NVML_DEVICE_ARCH_HOPPER ? 0 : st->mig_pending;
+}
+
 static int state_error(const char *path, const char *what)
 {
     snprintf(g_state_err_buf, sizeof g_state_err_buf, "carve fake GPUs: CARVE_FAKE_STATE=%s: %s", path, what);
@@ -74,7 +99,8 @@ static int state_error(const char *path, const char *what)
     return -1;
 }
 
-/* Map the file, initialising it under the init lock when it is new or from another layout version. */
+/* Map the file, initialising it under the init lock when it is new or from another layout version.
+ * Returns 0 with the init lock held. */
 static int open_file(const char *path)
 {
     g_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -109,8 +135,7 @@ static int open_file(const char *path)
         __atomic_store_n(&g_state->magic, FAKE_STATE_MAGIC, __ATOMIC_RELEASE);
         msync(p, sizeof(fake_state_file_t), MS_SYNC);
     }
-    file_lock(LOCK_INIT_BYTE, F_UNLCK);
-    return 0;
+    return 0; /* the init lock is still held: init_once releases it after checking the GPU slots */
 }
 
 static void fork_prepare(void)
@@ -151,19 +176,27 @@ static void init_once(void)
     g_state->version = FAKE_STATE_VERSION;
     g_state->size = sizeof(fake_state_file_t);
 slots:;
-    /* A slot initialised for another model (the topology changed) starts from scratch. */
+    char boot[sizeof g_state->boot_id] = "";
+    read_boot_id(boot, sizeof boot);
+    int rebooted = strcmp(boot, g_state->boot_id) != 0;
+    memcpy(g_state->boot_id, boot, sizeof boot);
     const fake_gpu_t *gpus;
-    unsigned n;
+    unsigned n = 0;
     if (fake_topology(&gpus, &n, NULL) != 0)
-        return;
+        n = 0;
     for (unsigned i = 0; i < n; i++) {
         if (g_fd >= 0)
-            file_lock(i, F_WRLCK);
-        if (strcmp(g_state->gpus[i].model_key, gpus[i].model->key) != 0)
-            reset_gpu(&g_state->gpus[i], gpus[i].model->key);
+            file_lock(i, F_WRLCK); /* always after the init lock: the only nesting, so no deadlock */
+        struct fake_gpu_state *st = &g_state->gpus[i];
+        if (strcmp(st->model_key, gpus[i].model->key) != 0)
+            reset_gpu(st, gpus[i].model->key); /* initialised for another model: the topology changed */
+        else if (rebooted)
+            after_reboot(st, gpus[i].model);
         if (g_fd >= 0)
             file_lock(i, F_UNLCK);
     }
+    if (g_fd >= 0)
+        file_lock(LOCK_INIT_BYTE, F_UNLCK);
 }
 
 FAKE_EXPORT int fake_state_init(const char **err)

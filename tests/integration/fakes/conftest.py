@@ -44,10 +44,11 @@ def out(obj):
 
 @pytest.fixture(scope="session")
 def fake_nvml() -> Path:
-    """The built fake libnvidia-ml.so.1 (built here when missing, as `make test` does first)."""
-    if not FAKE_NVML.exists():
-        subprocess.run(["make", "-C", str(NATIVE), f"PYTHON={sys.executable}"], check=True,
-                       capture_output=True)
+    """The fake libnvidia-ml.so.1, brought up to date (make is incremental; only this target is built)."""
+    target = FAKE_NVML.relative_to(NATIVE)
+    proc = subprocess.run(["make", "-C", str(NATIVE), f"PYTHON={sys.executable}", str(target)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, f"building the fake NVML failed:\n{proc.stdout}\n{proc.stderr}"
     return FAKE_NVML
 
 
@@ -61,8 +62,8 @@ def fake_run(fake_nvml: Path, tmp_path: Path) -> FakeRun:
     Returns the JSON of the snippet's last output line; raises with its stderr when it fails.
     """
 
-    def run(code: str, gpus: str = "1xA100-80GB", state: Path | str | None = None, seed: str | None = "node-a",
-            expect_fail: bool = False, **extra: str) -> Any:
+    def run(code: str, gpus: str = "1xA100-80GB", state: Path | str | None = None,
+            seed: str | None = "node-a", expect_fail: bool = False, **extra: str) -> Any:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CARVE_FAKE_") and k != "NODE_NAME"}
         env["CARVE_FAKE_GPUS"] = gpus
         if state is not None:

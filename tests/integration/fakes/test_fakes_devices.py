@@ -20,7 +20,8 @@ MODELS = {
     "H100-NVL": ("NVIDIA H100 NVL", 95830, 132, (9, 0), 9, 0x232110DE, True),
     "H200-141GB": ("NVIDIA H200", 143771, 132, (9, 0), 9, 0x233510DE, True),
     "B200": ("NVIDIA B200", 183359, 148, (10, 0), 10, 0x290110DE, True),
-    "RTX-PRO-6000": ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, 188, (12, 0), 10, 0x2BB510DE, True),
+    "RTX-PRO-6000": ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, 188, (12, 0), 10, 0x2BB510DE,
+                     True),
 }
 
 DESCRIBE = """
@@ -69,8 +70,11 @@ def test_uuids_and_bus_ids_are_deterministic_per_seed(fake_run):
     again = fake_run(DESCRIBE, gpus="3xL4", seed="node-a")["gpus"]
     other = fake_run(DESCRIBE, gpus="3xL4", seed="node-b")["gpus"]
     by_node_name = fake_run(DESCRIBE, gpus="3xL4", seed=None, NODE_NAME="node-a")["gpus"]
-    ids = [(g["uuid"], g["bus_id"]) for g in first]
-    assert ids == [(g["uuid"], g["bus_id"]) for g in again] == [(g["uuid"], g["bus_id"]) for g in by_node_name]
+    def ids_of(gpus):
+        return [(g["uuid"], g["bus_id"]) for g in gpus]
+
+    ids = ids_of(first)
+    assert ids == ids_of(again) == ids_of(by_node_name)
     assert {g["uuid"] for g in other}.isdisjoint({g["uuid"] for g in first})
     assert len({u for u, _ in ids}) == 3 and len({b for _, b in ids}) == 3
     for uuid, bus in ids:
@@ -121,15 +125,16 @@ def test_calls_before_init_are_uninitialized_and_missing_functions_do_not_exist(
     ("N.nvmlDeviceGetHandleByIndex(5)", "NVMLError_InvalidArgument"),
     ("N.nvmlDeviceGetName(ctypes.cast(ctypes.c_void_p(16), N.c_nvmlDevice_t))", "NVMLError_InvalidArgument"),
     ("N.nvmlDeviceGetHandleByUUID(b'GPU-00000000-0000-0000-0000-000000000000')", "NVMLError_NotFound"),
-    ("N.nvmlDeviceGetMigMode(N.nvmlDeviceGetHandleByIndex(1))", "NVMLError_NotSupported"),
-    ("N.nvmlDeviceGetMemoryInfo(N.nvmlDeviceGetHandleByIndex(0), version=1)", "NVMLError_ArgumentVersionMismatch"),
-    ("N.nvmlDeviceGetGpuInstanceProfileInfo(N.nvmlDeviceGetHandleByIndex(0), 18)", "NVMLError_InvalidArgument"),
-    ("N.nvmlDeviceGetGpuInstanceProfileInfo(N.nvmlDeviceGetHandleByIndex(0), 10)", "NVMLError_NotSupported"),
-    ("N.nvmlDeviceCreateGpuInstance(N.nvmlDeviceGetHandleByIndex(0), 19)", "NVMLError_NotSupported"),
+    ("N.nvmlDeviceGetMigMode(h1)", "NVMLError_NotSupported"),
+    ("N.nvmlDeviceGetMemoryInfo(h0, version=1)", "NVMLError_ArgumentVersionMismatch"),
+    ("N.nvmlDeviceGetGpuInstanceProfileInfo(h0, 18)", "NVMLError_InvalidArgument"),
+    ("N.nvmlDeviceGetGpuInstanceProfileInfo(h0, 10)", "NVMLError_NotSupported"),
+    ("N.nvmlDeviceCreateGpuInstance(h0, 19)", "NVMLError_NotSupported"),
 ])
 def test_bad_calls_get_nvml_error_codes(fake_run, call, expected):
     result = fake_run(f"""
         N.nvmlInit()
+        h0, h1 = N.nvmlDeviceGetHandleByIndex(0), N.nvmlDeviceGetHandleByIndex(1)
         try:
             {call}
             out("no error")

@@ -180,7 +180,8 @@ else:
         except N.NVMLError_NotFound:
             continue
         cis = (N.c_nvmlComputeInstance_t * 8)(); cnt = ctypes.c_uint(0)
-        N.nvmlGpuInstanceGetComputeInstances(gi, N.NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE, cis, ctypes.byref(cnt))
+        two = N.NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE
+        N.nvmlGpuInstanceGetComputeInstances(gi, two, cis, ctypes.byref(cnt))
         for k in range(cnt.value):
             N.nvmlComputeInstanceDestroy(cis[k])
         N.nvmlGpuInstanceDestroy(gi)
@@ -245,3 +246,29 @@ def test_concurrent_creators_never_share_a_placement(fake_nvml, state_file, fake
 def test_state_file_is_private(fake_run, state_file: Path):
     fake_run("N.nvmlInit(); out(0)", state=state_file)
     assert state_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_reboot_drops_instances_and_hopper_mig_mode(fake_run, state_file):
+    create = with_create("""
+        N.nvmlDeviceCreateGpuInstance(h, 19)
+        h1 = N.nvmlDeviceGetHandleByIndex(1)
+        N.nvmlDeviceSetMigMode(h1, N.NVML_DEVICE_MIG_ENABLE)
+        N.nvmlDeviceCreateGpuInstance(h1, 19)
+        out(0)
+        """)
+    look = """
+        N.nvmlInit()
+        res = []
+        for i in range(2):
+            h = N.nvmlDeviceGetHandleByIndex(i)
+            mode = N.nvmlDeviceGetMigMode(h)
+            res.append([mode, N.nvmlDeviceGetGpuInstanceRemainingCapacity(h, 19) if mode[0] else None])
+        out(res)
+        """
+    fake_run(create, gpus="1xA100-80GB,1xH100-80GB", state=state_file)
+    assert fake_run(look, gpus="1xA100-80GB,1xH100-80GB", state=state_file) == [[[1, 1], 6], [[1, 1], 6]]
+    with open(state_file, "r+b") as f:  # another kernel boot id (offset 16 of the state header)
+        f.seek(16)
+        f.write(b"0" * 36)
+    # Ampere keeps MIG mode (InfoROM), Hopper loses it (driver state); instances are gone on both.
+    assert fake_run(look, gpus="1xA100-80GB,1xH100-80GB", state=state_file) == [[[1, 1], 7], [[0, 0], None]]

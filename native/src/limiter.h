@@ -1,0 +1,143 @@
+/*
+ * limiter.h: internals shared by the limiter's sources (not installed, not a contract).
+ *
+ *   intercept.c  symbol table -> real functions, dlsym override, cuGetProcAddress hooks, initialisation
+ *   config.c     environment (CARVE_* and HAMi's names) and logging
+ *   region.c     the shared region: open/create/validate, process slots, charge/uncharge, dead reclaim
+ *   table.c      per-process lock-free table: allocation -> (device, bytes)
+ *   memory.c     allocation and free hooks
+ *   report.c     memory reports (cuMemGetInfo, cuDeviceTotalMem, NVML memory info)
+ *   throttle.c   launch hooks and the launch gate (token bucket)
+ *   feedback.c   the feedback thread: NVML utilization -> launch budget
+ */
+#ifndef CARVE_LIMITER_H
+#define CARVE_LIMITER_H
+
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* cuLaunchCooperativeKernelMultiDevice */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "carve_region.h"
+#include "hooks.h"
+
+#define CARVE_API __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* --- config.c -------------------------------------------------------------------------------------- */
+enum { CARVE_LOG_ERROR, CARVE_LOG_WARN, CARVE_LOG_INFO, CARVE_LOG_DEBUG };
+extern int carve_log_level;
+void carve_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define CARVE_LOG(level, ...)                                                                              \
+    do {                                                                                                   \
+        if ((level) <= carve_log_level)                                                                    \
+            carve_log((level), __VA_ARGS__);                                                               \
+    } while (0)
+
+typedef struct carve_config {
+    uint64_t memory_limit[CARVE_MAX_DEVICES]; /* bytes, 0 = none */
+    uint32_t cores_limit[CARVE_MAX_DEVICES];  /* percent, 0 = none */
+    uint32_t core_policy, priority, oom_policy;
+    char region_path[4096];
+} carve_config_t;
+
+void carve_config_from_env(carve_config_t *cfg);
+int carve_parse_bytes(const char *s, uint64_t *out); /* 0 ok; K/M/G/T suffixes are powers of 1024 */
+
+/* --- intercept.c ----------------------------------------------------------------------------------- */
+extern int carve_ready;          /* set once initialisation is complete */
+void carve_init_slow(void);
+static inline void carve_init(void)
+{
+    if (UNLIKELY(!__atomic_load_n(&carve_ready, __ATOMIC_ACQUIRE)))
+        carve_init_slow();
+}
+void *carve_nvml_symbol(const char *name); /* NULL when libnvidia-ml.so.1 is absent */
+
+/* The CUDA ordinal of the calling thread's context (0 when the process sees one device). */
+extern int carve_device_count;   /* visible CUDA devices; 0 until known */
+int carve_current_device_slow(void);
+static inline int carve_current_device(void)
+{
+    if (LIKELY(carve_device_count == 1))
+        return 0;
+    return carve_current_device_slow();
+}
+
+/* --- region.c -------------------------------------------------------------------------------------- */
+extern carve_region_t *carve_region; /* the shared region, or a private one; never NULL after init */
+extern int carve_region_shared;      /* 1 when carve_region maps the claim's file */
+extern int carve_slot;               /* this process's slot, -1 when it has none */
+
+void carve_region_setup(const carve_config_t *cfg);
+void carve_region_exit(void);        /* release this process's usage and slot */
+void carve_region_after_fork(void);  /* child: forget the parent's slot, take a new one */
+int carve_charge_slow(int dev, uint64_t bytes);
+void carve_reclaim_dead(void);
+int carve_host_pid_of_slot(int slot); /* NVML's pid for a live slot, 0 when unknown */
+int carve_slot_live(int slot);
+
+/* Reserve `bytes` on `dev` before allocating: 0 when granted, -1 when over quota (policy applied). */
+static inline int carve_charge(int dev, uint64_t bytes)
+{
+    if (UNLIKELY((unsigned)dev >= CARVE_MAX_DEVICES))
+        return 0; /* not a device the region tracks */
+    carve_region_device_t *d = &carve_region->devices[dev];
+    uint64_t limit = __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED);
+    uint64_t used = __atomic_load_n(&d->memory_used, __ATOMIC_RELAXED);
+    do {
+        if (limit && (bytes > limit || used > limit - bytes))
+            return carve_charge_slow(dev, bytes);
+    } while (!__atomic_compare_exchange_n(&d->memory_used, &used, used + bytes, 1, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_RELAXED));
+    if (LIKELY(carve_slot >= 0))
+        __atomic_add_fetch(&carve_region->procs[carve_slot].used[dev], bytes, __ATOMIC_RELAXED);
+    uint64_t now = used + bytes;
+    uint64_t peak = __atomic_load_n(&d->memory_peak, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&d->memory_peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    return 0;
+}
+
+/* Subtract without ever going below zero (a counter is never allowed to underflow). */
+static inline void carve_sub_clamped(uint64_t *counter, uint64_t bytes)
+{
+    uint64_t v = __atomic_load_n(counter, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(counter, &v, v > bytes ? v - bytes : 0, 1, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+        ;
+}
+
+static inline void carve_uncharge(int dev, uint64_t bytes)
+{
+    if (UNLIKELY((unsigned)dev >= CARVE_MAX_DEVICES))
+        return;
+    carve_sub_clamped(&carve_region->devices[dev].memory_used, bytes);
+    if (LIKELY(carve_slot >= 0))
+        carve_sub_clamped(&carve_region->procs[carve_slot].used[dev], bytes);
+}
+
+/* --- table.c --------------------------------------------------------------------------------------- */
+enum carve_kind { CARVE_KIND_MEM = 1, CARVE_KIND_ARRAY, CARVE_KIND_MIPMAP, CARVE_KIND_VMM, CARVE_KIND_GRAPH };
+void carve_track(uint64_t key, int kind, int dev, uint64_t bytes);
+int carve_untrack(uint64_t key, int kind, int *dev, uint64_t *bytes); /* 0 when found (and removed) */
+int carve_lookup(uint64_t key, int kind, uint64_t *bytes);            /* 0 when found */
+
+/* --- throttle.c / feedback.c ----------------------------------------------------------------------- */
+typedef struct carve_gate {
+    int64_t tokens;      /* launch budget in thread blocks; negative = launches waiting */
+    uint64_t launched;   /* blocks launched since the last control tick */
+    uint64_t total;      /* blocks launched since start (diagnostics) */
+    int active;          /* 1 while this device is throttled */
+    int starved;         /* a launch waited since the last control tick */
+    char pad[64 - 32];
+} carve_gate_t;
+extern carve_gate_t carve_gates[CARVE_MAX_DEVICES];
+extern int carve_gate_state; /* 0 undecided, 1 off (no compute limit possible), 2 on (feedback thread) */
+void carve_gate_wait(carve_gate_t *g);
+int carve_gate_decide(void);
+void carve_feedback_after_fork(void);
+
+#endif

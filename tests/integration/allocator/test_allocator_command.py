@@ -1,0 +1,85 @@
+"""`carve allocate` end to end: files in, a List of claims out, exit codes 0/1/2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+SLICE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-0"},
+         "spec": {"driver": "gpu.carve.dev", "nodeName": "n1",
+                  "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                  "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "vgpu"}},
+                               "allowMultipleAllocations": True,
+                               "capacity": {"memory": {"value": "8Gi"}}}]}}
+CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "vgpu"},
+         "spec": {"selectors": [{"cel": {"expression": 'device.attributes["gpu.carve.dev"].type == "vgpu"'}}]}}
+
+
+def claim(name, memory):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "vgpu", "capacity": {"requests": {"memory": memory}}}}]}}}
+
+
+def carve(*args):
+    return subprocess.run([sys.executable, "-m", "driver.cli", "allocate", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def write(tmp_path: Path, name: str, *docs) -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def test_allocates_in_order_and_explains_what_does_not_fit(tmp_path):
+    slices = write(tmp_path, "slices.yaml", SLICE)
+    classes = tmp_path / "classes.json"
+    classes.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [CLASS]}))
+    claims = write(tmp_path, "claims.yaml", claim("a", "6Gi"), claim("b", "4Gi"))
+    r = carve("--slices", slices, "--classes", str(classes), "--claims", claims, "-o", "json")
+    assert r.returncode == 1, r.stderr
+    out = json.loads(r.stdout)
+    a, b = out["items"]
+    assert a["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] == {"memory": "6Gi"}
+    reason = b["metadata"]["annotations"]["allocate.carve.dev/reason"]
+    assert "request gpu" in reason and "memory 4Gi requested, 2Gi left" in reason
+    assert "status" not in b
+
+
+def test_all_fitting_claims_exit_zero_in_yaml(tmp_path):
+    r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", write(tmp_path, "c.yaml", CLASS),
+              "--claims", write(tmp_path, "k.yaml", claim("a", "1Gi")))
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout)["kind"] == "List"
+
+
+def test_allocated_claims_hold_their_devices(tmp_path):
+    held = claim("old", "8Gi")
+    held["status"] = {"allocation": {"devices": {"results": [{
+        "request": "gpu", "driver": "gpu.carve.dev", "pool": "n1", "device": "gpu-0",
+        "shareID": "11111111-1111-1111-1111-111111111111", "consumedCapacity": {"memory": "8Gi"}}]}}}
+    r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", write(tmp_path, "c.yaml", CLASS),
+              "--claims", write(tmp_path, "k.yaml", claim("a", "1Gi")),
+              "--allocated", write(tmp_path, "h.yaml", held))
+    assert r.returncode == 1
+
+
+def test_bad_file_is_one_line_naming_file_and_document(tmp_path):
+    bad = dict(SLICE, spec={"pool": {"name": "x"}})
+    slices = write(tmp_path, "s.yaml", SLICE, bad)
+    r = carve("--slices", slices, "--classes", write(tmp_path, "c.yaml", CLASS),
+              "--claims", write(tmp_path, "k.yaml", claim("a", "1Gi")))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0
+    assert "s.yaml document 2" in r.stderr and "driver" in r.stderr
+
+
+def test_unreadable_yaml_exits_2(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("kind: [unclosed")
+    r = carve("--slices", str(path), "--classes", str(path), "--claims", str(path))
+    assert r.returncode == 2 and "broken.yaml" in r.stderr

@@ -1,0 +1,55 @@
+"""The plugin process against the HTTP stand-in of the API server, through the real `kubernetes` client:
+publishing with a gate off (fallback), a conflict retried, and a prepare that reads the claim over HTTP."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from plugin_harness import NODE, PluginProcess, result
+
+from driver import names
+from driver.cluster import fields_of_disabled_gates
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "cluster"))
+from apiserver_standin import ApiServerStandIn  # noqa: E402
+
+
+def test_gates_off_fall_back_and_prepare_reads_the_claim_over_http(node, kubelet, tmp_path):
+    off = fields_of_disabled_gates(["DRAConsumableCapacity", "DRAPartitionableDevices"])
+    with ApiServerStandIn(drop_fields=off) as server:
+        kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+        # The first write of a slice loses a race: the plugin must re-read and retry.
+        server.fail_next("POST", "/apis/resource.k8s.io/v1/resourceslices", code=409, reason="Conflict")
+        plugin = PluginProcess(node, "0=mig,1=soft,exclusive",
+                               extra=("--cluster", "kube", "--kubeconfig", str(kubeconfig), "--k8s-version", "1.34"))
+        plugin.start()
+        try:
+            log = plugin.log()
+            assert "event=publish.retry" in log
+            assert "event=publish.gate-off" in log and "DRAConsumableCapacity" in log
+            devices = [d for s in server.slices().values() for d in s["spec"].get("devices", [])]
+            device_names = {d["name"] for d in devices}
+            assert "gpu-1-slot-0" in device_names and "gpu-0" in device_names
+            assert not any("-mig-" in n for n in device_names)
+            assert not any(d.get("allowMultipleAllocations") for d in devices)
+            pools = {s["spec"]["pool"]["generation"] for s in server.slices().values()}
+            assert len(pools) == 1  # one generation across the pool
+
+            stored = server.put_claim({
+                "metadata": {"name": "two-slots", "namespace": "ml"},
+                "spec": {"devices": {"requests": [{"name": "s"}]}},
+                "status": {"allocation": {"devices": {"results": [
+                    result("s", "gpu-1-slot-0"), result("s", "gpu-1-slot-1")]}}},
+            })
+            claim = ("ml", "two-slots", stored["metadata"]["uid"])
+            out = kubelet.prepare([claim])
+            assert out[claim[2]]["error"] == ""
+            assert [d[2] for d in out[claim[2]]["devices"]] == ["gpu-1-slot-0", "gpu-1-slot-1"]
+            assert {d[1] for d in out[claim[2]]["devices"]} == {NODE}
+            assert node.spec_files() == [names.cdi_spec_file_name(claim[2])]
+            missing = ("ml", "absent", "00000000-0000-0000-0000-000000000000")
+            assert "not found" in kubelet.prepare([missing])[missing[2]]["error"]
+            assert kubelet.unprepare([claim]) == {claim[2]: ""}
+        finally:
+            plugin.stop()

@@ -1,0 +1,130 @@
+"""The Preparer in process, with MIG emulated by a dict: MIG reuse, rollback on failure, recovery paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from driver import names
+from driver.cluster import LocalCluster
+from driver.gpu.model import MigInstance, MigPlacement
+from driver.plugin.catalog import NodeDevice
+from driver.plugin.checkpoint import Checkpoint
+from driver.plugin.claims import ClaimRef
+from driver.plugin.edits import HostLayout
+from driver.plugin.preparer import Preparer, PreparerSettings
+from driver.plugin.recovery import recover
+
+GI = 1024**3
+CATALOG = {
+    "gpu-0-mig-1g10gb-6": NodeDevice("gpu-0-mig-1g10gb-6", names.TYPE_MIG, "GPU-0", 0, {"memory": 10 * GI},
+                                     profile="1g.10gb", placement_start=6),
+    "gpu-1": NodeDevice("gpu-1", names.TYPE_VGPU, "GPU-1", 1, {"memory": 80 * GI, "cores": 100}),
+}
+
+
+class DictMig:
+    def __init__(self, fail: bool = False):
+        self.live: dict[tuple[str, int], MigInstance] = {}
+        self.fail = fail
+        self.next_gi = 1
+        self.created = 0
+
+    def create(self, gpu_uuid, profile, start):
+        if self.fail:
+            raise RuntimeError("NVML_ERROR_INSUFFICIENT_RESOURCES")
+        key = (gpu_uuid, start)
+        if key not in self.live:
+            self.created += 1
+            self.live[key] = MigInstance(f"MIG-{gpu_uuid}-{start}", 19, profile, MigPlacement(start, 1), self.next_gi,
+                                         0, 10 * GI, 14)
+            self.next_gi += 1
+        return self.live[key]
+
+    def destroy(self, gpu_uuid, gi):
+        self.live = {k: v for k, v in self.live.items() if not (k[0] == gpu_uuid and v.gpu_instance_id == gi)}
+
+    def instances(self, gpu_uuid):
+        return [v for k, v in self.live.items() if k[0] == gpu_uuid]
+
+
+@pytest.fixture
+def world(tmp_path):
+    cluster = LocalCluster()
+    mig = DictMig()
+    limiter = tmp_path / "lib"
+    limiter.mkdir()
+    (limiter / names.LIMITER_LIBRARY).touch()
+
+    def make(boot="b1", mig_ops=None):
+        return Preparer(PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter), cluster,
+                        HostLayout.scan(tmp_path / "root"), mig_ops or mig, lambda: CATALOG,
+                        Checkpoint(tmp_path / "checkpoint.json", boot))
+
+    return cluster, mig, make
+
+
+def put(cluster, name, results):
+    obj = cluster.put_resource_claim({"metadata": {"name": name, "namespace": "ns"}, "status": {"allocation": {
+        "devices": {"results": [{"driver": names.DRIVER_NAME, "pool": "node-a", **r} for r in results]}}}})
+    return ClaimRef("ns", name, obj["metadata"]["uid"])
+
+
+MIXED = [{"request": "m", "device": "gpu-0-mig-1g10gb-6"},
+         {"request": "s", "device": "gpu-1", "shareID": "0b0e0a0d-1111-4222-8333-444455556666",
+          "consumedCapacity": {"memory": "2Gi", "cores": "10"}}]
+
+
+def test_prepare_reuses_an_existing_mig_instance(world):
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    mig.create("GPU-0", "1g.10gb", 6)  # e.g. created by a previous process that crashed
+    ref = put(cluster, "a", MIXED)
+    assert p.prepare([ref])[ref.uid].error == ""
+    assert mig.created == 1 and len(mig.live) == 1
+    assert p.unprepare([ref]) == {ref.uid: ""}
+    assert mig.live == {}
+
+
+def test_failure_rolls_back_only_that_claim(world, tmp_path):
+    cluster, _, make = world
+    broken = DictMig(fail=True)
+    p = make(mig_ops=broken)
+    recover(p)
+    good = put(cluster, "good", MIXED[1:])
+    bad = put(cluster, "bad", MIXED)
+    out = p.prepare([good, bad])
+    assert out[good.uid].error == ""
+    assert "gpu-0-mig-1g10gb-6" in out[bad.uid].error and "INSUFFICIENT_RESOURCES" in out[bad.uid].error
+    assert set(p.state) == {good.uid}
+    assert not (tmp_path / "plugin" / "claims" / bad.uid).exists()
+    assert p.specs.claim_uids() == {good.uid}
+
+
+def test_unexpected_exception_is_an_internal_error_for_that_claim(world):
+    cluster, _, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "a", MIXED[1:])
+    original = cluster.get_resource_claim
+    cluster.get_resource_claim = lambda ns, n: (_ for _ in ()).throw(ZeroDivisionError("boom"))
+    assert p.prepare([ref])[ref.uid].error == "internal error: ZeroDivisionError: boom"
+    cluster.get_resource_claim = original
+    assert p.prepare([ref])[ref.uid].error == ""
+
+
+def test_lost_checkpoint_is_rebuilt_from_cdi_specs_and_mig_state(world, tmp_path):
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "a", MIXED)
+    before = p.prepare([ref])[ref.uid]
+    (tmp_path / "checkpoint.json").unlink()
+    q = make()
+    assert recover(q) == "missing"
+    rebuilt = q.state[ref.uid]
+    assert sorted(d.cdi_ids[0] for d in rebuilt.devices) == sorted(d.cdi_ids[0] for d in before.devices)
+    assert {d.share_id for d in rebuilt.devices} == {None, MIXED[1]["shareID"]}
+    assert [d.mig.gpu_instance_id for d in rebuilt.devices if d.mig] == [1]
+    assert q.unprepare([ref]) == {ref.uid: ""}
+    assert mig.live == {} and q.specs.claim_uids() == set()

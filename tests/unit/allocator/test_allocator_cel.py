@@ -1,0 +1,152 @@
+"""The device-selector CEL environment: Kubernetes semantics on cel-python."""
+
+import threading
+
+import pytest
+
+from driver.allocator import cel
+
+DEVICE = cel.device_value(
+    "gpu.carve.dev",
+    {"type": {"string": "mig"}, "index": {"int": 3}, "migCapable": {"bool": True},
+     "cudaComputeCapability": {"version": "8.0.0"}, "example.com/rack": {"string": "r7"}},
+    {"memory": {"value": "40Gi"}, "example.com/bandwidth": {"value": "100G"}},
+    True,
+)
+
+
+def ev(expression: str) -> bool:
+    return cel.evaluate(expression, DEVICE)
+
+
+@pytest.mark.parametrize("expression", [
+    'device.driver == "gpu.carve.dev"',
+    'device.attributes["gpu.carve.dev"].type == "mig"',
+    'device.attributes["gpu.carve.dev"].index == 3',
+    'device.attributes["gpu.carve.dev"].migCapable',
+    'device.attributes["example.com"].rack == "r7"',
+    'device.capacity["example.com"].bandwidth.isGreaterThan(quantity("10G"))',
+    'device.allowMultipleAllocations',
+])
+def test_device_variable_has_driver_attributes_capacity_by_domain(expression):
+    assert ev(expression) is True
+
+
+def test_unqualified_names_belong_to_the_driver_domain():
+    assert ev('"type" in device.attributes["gpu.carve.dev"]')
+    assert not ev('"rack" in device.attributes["gpu.carve.dev"]')
+
+
+def test_unknown_domain_is_an_empty_map():
+    assert ev('size(device.attributes["nvidia.com"]) == 0')
+    assert not ev('"x" in device.capacity["nvidia.com"]')
+
+
+def test_unknown_attribute_is_an_error_naming_the_expression():
+    with pytest.raises(cel.CelError, match="no such key") as e:
+        ev('device.attributes["gpu.carve.dev"].profile == "1g.10gb"')
+    assert 'profile == "1g.10gb"' in str(e.value)
+
+
+def test_non_boolean_result_is_an_error():
+    with pytest.raises(cel.CelError, match="must be a boolean"):
+        ev('device.attributes["gpu.carve.dev"].index')
+
+
+def test_expression_over_10_kib_is_refused_with_the_limit():
+    long = "true && " * 1300 + "true"
+    with pytest.raises(cel.CelError, match="10240"):
+        ev(long)
+
+
+def test_syntax_error_is_a_compile_error():
+    with pytest.raises(cel.CelError, match="compile error"):
+        ev('device.driver == ')
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    ('device.capacity["gpu.carve.dev"].memory.compareTo(quantity("40Gi")) == 0', True),
+    ('device.capacity["gpu.carve.dev"].memory.isLessThan(quantity("40G"))', False),
+    ('quantity("1Gi").add(quantity("512Mi")) == quantity("1.5Gi")', True),
+    ('quantity("1Gi").sub(1073741823) == quantity("1")', True),
+    ('quantity("1500m").isInteger()', False),
+    ('quantity("2k").asInteger() == 2000', True),
+    ('quantity("-5").sign() == -1', True),
+    ('quantity("1.5").asApproximateFloat() == 1.5', True),
+    ('isQuantity("1Gi") && !isQuantity("1GB")', True),
+])
+def test_quantity_library(expression, expected):
+    assert ev(expression) is expected
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    ('device.attributes["gpu.carve.dev"].cudaComputeCapability.isGreaterThan(semver("7.5.0"))', True),
+    ('device.attributes["gpu.carve.dev"].cudaComputeCapability.compareTo(semver("8.0.0")) == 0', True),
+    ('device.attributes["gpu.carve.dev"].cudaComputeCapability.isLessThan(semver("8.0.0-rc.1"))', False),
+    ('semver("1.2.3").major() == 1 && semver("1.2.3").minor() == 2 && semver("1.2.3").patch() == 3', True),
+    ('isSemver("1.2.3") && !isSemver("1.2") && isSemver("v1.2", true)', True),
+])
+def test_semver_library(expression, expected):
+    assert ev(expression) is expected
+
+
+@pytest.mark.parametrize("expression", [
+    'device.attributes["gpu.carve.dev"].type.upperAscii() == "MIG"',
+    '"A-b".lowerAscii() == "a-b"',
+    '"1g.10gb".split(".")[1] == "10gb"',
+    '["a", "b"].join("-") == "a-b"',
+    '"  x ".trim() == "x"',
+    '"1g.10gb".indexOf("g") == 1 && "1g.10gb".lastIndexOf("g") == 5',
+    '"mig-1g".replace("-", "_") == "mig_1g"',
+    '"abc".substring(1) == "bc" && "abc".charAt(2) == "c"',
+    '"1g.10gb".startsWith("1g") && "1g.10gb".endsWith("gb") && "1g.10gb".matches("^[0-9]g")',
+    '"gpu-12".find("[0-9]+") == "12"',
+    '[1, 2, 3].isSorted() && [3, 1].max() == 3 && [1, 2].sum() == 3',
+])
+def test_string_and_list_extensions(expression):
+    assert ev(expression) is True
+
+
+def test_bad_quantity_literal_is_a_runtime_error():
+    with pytest.raises(cel.CelError, match="not a quantity"):
+        ev('quantity("12GB").isGreaterThan(quantity("1"))')
+
+
+def test_result_cache_keys_by_device_and_generation():
+    cache = cel.SelectorCache()
+    built = []
+
+    def value():
+        built.append(1)
+        return DEVICE
+
+    expr = 'device.attributes["gpu.carve.dev"].type == "mig"'
+    assert cache.matches(expr, ("d", "p", 1, "x"), value)
+    assert cache.matches(expr, ("d", "p", 1, "x"), value)
+    assert cache.matches(expr, ("d", "p", 2, "x"), value)
+    assert (cache.hits, cache.misses, len(built)) == (1, 2, 2)
+
+
+def test_evaluation_is_thread_safe():
+    expr = 'device.capacity["gpu.carve.dev"].memory.isGreaterThan(quantity("1Gi"))'
+    errors = []
+
+    def work():
+        try:
+            for _ in range(200):
+                assert ev(expr)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_interpreted_and_compiled_runners_agree():
+    for expr in ['device.attributes["gpu.carve.dev"].index > 2', 'device.driver.startsWith("x")']:
+        assert cel.compile_selector(expr, compiled=False).evaluate(DEVICE) == \
+            cel.compile_selector(expr, compiled=True).evaluate(DEVICE)

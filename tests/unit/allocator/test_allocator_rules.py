@@ -1,0 +1,290 @@
+"""One test per allocation rule, with outcomes worked out from the documented semantics."""
+
+import pytest
+from allocator_fixtures import CLASSES, claim, dev, devices_of, exactly, klass, slice_
+
+from driver.allocator import Allocator, Unallocatable, allocate
+
+
+def test_first_fit_takes_devices_in_pool_slice_position_order():
+    slices = [slice_("n1-b", [dev("g2")], count=2), slice_("n1-a", [dev("g1"), dev("g0")], count=2)]
+    out = allocate(claim("c", exactly("r", count=2)), slices, CLASSES)
+    assert devices_of(out) == [("r", "n1", "g1"), ("r", "n1", "g0")]
+
+
+def test_only_the_newest_pool_generation_counts():
+    slices = [slice_("old", [dev("g-old")], generation=1), slice_("new", [dev("g-new")], generation=2)]
+    assert devices_of(allocate(claim("c", exactly("r")), slices, CLASSES)) == [("r", "n1", "g-new")]
+
+
+def test_incomplete_pool_is_skipped():
+    slices = [slice_("a", [dev("g0")], count=2), slice_("b", [dev("h0")], node="n1", pool="other")]
+    out = allocate(claim("c", exactly("r")), slices, CLASSES)
+    assert devices_of(out) == [("r", "other", "h0")]
+
+
+def test_all_mode_fails_on_incomplete_pool():
+    slices = [slice_("a", [dev("g0")], count=2)]
+    with pytest.raises(Unallocatable, match="incomplete"):
+        allocate(claim("c", exactly("r", mode="All")), slices, CLASSES)
+
+
+def test_all_mode_takes_every_matching_device():
+    slices = [slice_("a", [dev("g0"), dev("v0", "vgpu"), dev("g1")])]
+    assert [d for _, _, d in devices_of(allocate(claim("c", exactly("r", mode="All")), slices, CLASSES))] \
+        == ["g0", "g1"]
+
+
+def test_all_mode_fails_when_a_matching_device_is_in_use():
+    slices = [slice_("a", [dev("g0"), dev("g1")])]
+    a = Allocator(slices, CLASSES)
+    first = claim("first", exactly("r"))
+    a.add_allocated({**first, "status": {"allocation": a.allocate(first)}})
+    with pytest.raises(Unallocatable):
+        a.allocate(claim("c", exactly("r", mode="All")))
+
+
+def test_exact_count_fails_with_too_few_devices_and_says_so():
+    slices = [slice_("a", [dev("g0"), dev("v0", "vgpu")])]
+    with pytest.raises(Unallocatable, match="request r needs 2 devices: 1 of 2 devices match class gpu"):
+        allocate(claim("c", exactly("r", count=2)), slices, CLASSES)
+
+
+def test_request_selectors_apply_after_class_selectors():
+    slices = [slice_("a", [dev("g0", index=0), dev("g1", index=1)])]
+    out = allocate(claim("c", exactly("r", selectors=['device.attributes["gpu.carve.dev"].index == 1'])),
+                   slices, CLASSES)
+    assert devices_of(out) == [("r", "n1", "g1")]
+
+
+def test_missing_device_class_is_unallocatable():
+    with pytest.raises(Unallocatable, match="DeviceClass nope not found"):
+        allocate(claim("c", exactly("r", cls="nope")), [slice_("a", [dev("g0")])], CLASSES)
+
+
+def test_cel_runtime_error_fails_the_claim_naming_the_expression():
+    slices = [slice_("a", [dev("g0")])]
+    with pytest.raises(Unallocatable, match="profile"):
+        allocate(claim("c", exactly("r", selectors=['device.attributes["gpu.carve.dev"].profile == "x"'])),
+                 slices, CLASSES)
+
+
+def test_allocated_exclusive_device_is_not_given_twice():
+    slices = [slice_("a", [dev("g0"), dev("g1")])]
+    a = Allocator(slices, CLASSES)
+    for name in ("c1", "c2"):
+        c = claim(name, exactly("r"))
+        a.add_allocated({**c, "status": {"allocation": a.allocate(c)}})
+    assert {d for uid in a._claims for d in [k for k, _, _ in a._claims[uid]]} == {
+        ("gpu.carve.dev", "n1", "g0"), ("gpu.carve.dev", "n1", "g1")}
+    with pytest.raises(Unallocatable, match="in use"):
+        a.allocate(claim("c3", exactly("r")))
+
+
+def test_remove_allocated_frees_the_device():
+    slices = [slice_("a", [dev("g0")])]
+    a = Allocator(slices, CLASSES)
+    c = claim("c1", exactly("r"), uid="uid-1")
+    a.add_allocated({**c, "status": {"allocation": a.allocate(c)}})
+    a.remove_allocated("uid-1")
+    assert devices_of(a.allocate(claim("c2", exactly("r")))) == [("r", "n1", "g0")]
+
+
+def test_first_available_takes_the_first_subrequest_that_fits():
+    slices = [slice_("a", [dev("v0", "vgpu")])]
+    req = {"name": "r", "firstAvailable": [{"name": "mig", "deviceClassName": "mig"},
+                                           {"name": "soft", "deviceClassName": "vgpu"}]}
+    assert devices_of(allocate(claim("c", req), slices, CLASSES)) == [("r/soft", "n1", "v0")]
+
+
+def test_match_attribute_keeps_devices_on_one_parent():
+    slices = [slice_("a", [dev("s0", parentUUID="A"), dev("s1", parentUUID="B"), dev("s2", parentUUID="B")])]
+    c = claim("c", exactly("r", count=2), constraints=[{"matchAttribute": "gpu.carve.dev/parentUUID"}])
+    assert [d for _, _, d in devices_of(allocate(c, slices, CLASSES))] == ["s1", "s2"]
+
+
+def test_distinct_attribute_spreads_devices():
+    slices = [slice_("a", [dev("s0", parentUUID="A"), dev("s1", parentUUID="A"), dev("s2", parentUUID="B")])]
+    c = claim("c", exactly("a"), exactly("b"), constraints=[{"distinctAttribute": "gpu.carve.dev/parentUUID"}])
+    assert [d for _, _, d in devices_of(allocate(c, slices, CLASSES))] == ["s0", "s2"]
+
+
+def test_constraint_failure_is_explained():
+    slices = [slice_("a", [dev("s0", parentUUID="A"), dev("s1", parentUUID="B")])]
+    c = claim("c", exactly("r", count=2), constraints=[{"matchAttribute": "gpu.carve.dev/parentUUID"}])
+    with pytest.raises(Unallocatable, match="constraints .*matchAttribute gpu.carve.dev/parentUUID"):
+        allocate(c, slices, CLASSES)
+
+
+SOFT_POLICY = {"default": "1Gi", "validRange": {"min": "256Mi", "max": "8Gi", "step": "256Mi"}}
+
+
+def test_consumable_capacity_rounds_up_to_the_step():
+    slices = [slice_("a", [dev("v0", "vgpu", memory="8Gi", multi=True, policy=SOFT_POLICY)])]
+    out = allocate(claim("c", exactly("r", cls="vgpu", capacity={"memory": "1000Mi"})), slices, CLASSES)
+    assert out["devices"]["results"][0]["consumedCapacity"] == {"memory": "1Gi"}
+
+
+def test_consumable_capacity_uses_default_when_not_requested():
+    slices = [slice_("a", [dev("v0", "vgpu", memory="8Gi", multi=True, policy=SOFT_POLICY)])]
+    out = allocate(claim("c", exactly("r", cls="vgpu")), slices, CLASSES)
+    assert out["devices"]["results"][0]["consumedCapacity"] == {"memory": "1Gi"}
+
+
+def test_consumable_capacity_without_policy_takes_the_whole_value():
+    slices = [slice_("a", [dev("v0", "vgpu", memory="8Gi", multi=True)])]
+    a = Allocator(slices, CLASSES)
+    c = claim("c", exactly("r", cls="vgpu"))
+    out = a.allocate(c)
+    assert out["devices"]["results"][0]["consumedCapacity"] == {"memory": "8Gi"}
+    a.add_allocated({**c, "status": {"allocation": out}})
+    with pytest.raises(Unallocatable, match="memory 8Gi requested, 0 left"):
+        a.allocate(claim("c2", exactly("r", cls="vgpu")))
+
+
+def test_valid_values_round_up_to_the_next_value():
+    policy = {"validValues": ["1Gi", "4Gi", "8Gi"]}
+    slices = [slice_("a", [dev("v0", "vgpu", memory="8Gi", multi=True, policy=policy)])]
+    out = allocate(claim("c", exactly("r", cls="vgpu", capacity={"memory": "2Gi"})), slices, CLASSES)
+    assert out["devices"]["results"][0]["consumedCapacity"] == {"memory": "4Gi"}
+
+
+def test_request_above_policy_max_does_not_fit():
+    slices = [slice_("a", [dev("v0", "vgpu", memory="16Gi", multi=True, policy=SOFT_POLICY)])]
+    with pytest.raises(Unallocatable, match="not allowed by the request policy"):
+        allocate(claim("c", exactly("r", cls="vgpu", capacity={"memory": "9Gi"})), slices, CLASSES)
+
+
+def test_shares_add_up_to_the_capacity_and_no_further():
+    slices = [slice_("a", [dev("v0", "vgpu", memory="2Gi", multi=True, policy=SOFT_POLICY)])]
+    a = Allocator(slices, CLASSES)
+    shares = set()
+    for i in range(2):
+        c = claim(f"c{i}", exactly("r", cls="vgpu"))
+        out = a.allocate(c)
+        shares.add(out["devices"]["results"][0]["shareID"])
+        a.add_allocated({**c, "status": {"allocation": out}})
+    assert len(shares) == 2
+    with pytest.raises(Unallocatable, match="memory 1Gi requested, 0 left"):
+        a.allocate(claim("c3", exactly("r", cls="vgpu")))
+
+
+def test_share_id_is_deterministic_per_claim():
+    slices = [slice_("a", [dev("v0", "vgpu", memory="8Gi", multi=True, policy=SOFT_POLICY)])]
+    c = claim("c", exactly("r", cls="vgpu"), uid="u-1")
+    assert allocate(c, slices, CLASSES) == allocate(c, slices, CLASSES)
+
+
+def test_capacity_request_on_exclusive_device_is_a_minimum():
+    slices = [slice_("a", [dev("g0", memory="40Gi"), dev("g1", memory="80Gi")])]
+    out = allocate(claim("c", exactly("r", capacity={"memory": "60Gi"})), slices, CLASSES)
+    assert devices_of(out) == [("r", "n1", "g1")]
+    assert "consumedCapacity" not in out["devices"]["results"][0]
+
+
+def test_request_for_unknown_capacity_skips_the_device():
+    slices = [slice_("a", [dev("g0", memory="40Gi")])]
+    with pytest.raises(Unallocatable, match="has no capacity cores"):
+        allocate(claim("c", exactly("r", capacity={"cores": "10"})), slices, CLASSES)
+
+
+def _mig_slices():
+    counters = [{"name": "gpu-0", "counters": {"slices": {"value": "7"}}}]
+    mig = [dev(f"m{i}", "mig", consumes=[{"counterSet": "gpu-0", "counters": {"slices": {"value": "3"}}}])
+           for i in range(3)]
+    return [slice_("a", mig, counters=counters)]
+
+
+def test_counters_limit_partitionable_devices():
+    a = Allocator(_mig_slices(), CLASSES)
+    for i in range(2):
+        c = claim(f"c{i}", exactly("r", cls="mig"))
+        a.add_allocated({**c, "status": {"allocation": a.allocate(c)}})
+    with pytest.raises(Unallocatable, match="counter gpu-0/slices: 3 needed, 1 left"):
+        a.allocate(claim("c3", exactly("r", cls="mig")))
+
+
+def test_counters_apply_within_one_claim():
+    with pytest.raises(Unallocatable):
+        allocate(claim("c", exactly("r", cls="mig", count=3)), _mig_slices(), CLASSES)
+
+
+def test_admin_access_may_take_an_allocated_device_and_holds_nothing():
+    slices = [slice_("a", [dev("g0")])]
+    a = Allocator(slices, CLASSES)
+    c1 = claim("c1", exactly("r"))
+    a.add_allocated({**c1, "status": {"allocation": a.allocate(c1)}})
+    admin = claim("admin", exactly("r", admin=True))
+    out = a.allocate(admin)
+    assert out["devices"]["results"][0]["adminAccess"] is True
+    a.remove_allocated(next(iter(a._claims)))
+    a.add_allocated({**admin, "status": {"allocation": out}})
+    assert devices_of(a.allocate(claim("c2", exactly("r")))) == [("r", "n1", "g0")]
+
+
+TAINT = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
+
+
+def test_tainted_device_is_skipped_unless_tolerated():
+    slices = [slice_("a", [dev("g0", taints=[TAINT])])]
+    with pytest.raises(Unallocatable, match="taint maintenance=true:NoSchedule is not tolerated"):
+        allocate(claim("c", exactly("r")), slices, CLASSES)
+    tol = [{"key": "maintenance", "operator": "Exists"}]
+    out = allocate(claim("c", exactly("r", tolerations=tol)), slices, CLASSES)
+    assert out["devices"]["results"][0]["tolerations"] == tol
+
+
+def test_taint_with_effect_none_does_not_block():
+    slices = [slice_("a", [dev("g0", taints=[{**TAINT, "effect": "None"}])])]
+    assert devices_of(allocate(claim("c", exactly("r")), slices, CLASSES)) == [("r", "n1", "g0")]
+
+
+def test_node_local_devices_pin_the_node():
+    out = allocate(claim("c", exactly("r")), [slice_("a", [dev("g0")], node="n7")], CLASSES)
+    assert out["nodeSelector"] == {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n7"]}]}]}
+
+
+def test_node_argument_restricts_to_that_node():
+    slices = [slice_("a", [dev("g0")], node="n1"), slice_("b", [dev("g0")], node="n2")]
+    assert devices_of(allocate(claim("c", exactly("r")), slices, CLASSES, node="n2")) == [("r", "n2", "g0")]
+    with pytest.raises(Unallocatable, match="on node n3"):
+        allocate(claim("c", exactly("r")), slices, CLASSES, node="n3")
+
+
+def test_claim_devices_come_from_one_node():
+    slices = [slice_("a", [dev("g0")], node="n1"), slice_("b", [dev("g0")], node="n2")]
+    with pytest.raises(Unallocatable, match="any of 2 nodes"):
+        allocate(claim("c", exactly("r", count=2)), slices, CLASSES)
+
+
+def test_all_nodes_pool_serves_every_node_without_node_selector():
+    out = allocate(claim("c", exactly("r")), [slice_("a", [dev("g0")], node=None)], CLASSES, node="n1")
+    assert devices_of(out) == [("r", "shared", "g0")]
+    assert "nodeSelector" not in out
+
+
+def test_config_from_class_and_claim_filtered_to_requests():
+    opaque = {"opaque": {"driver": "gpu.carve.dev", "parameters": {"x": 1}}}
+    classes = [klass("gpu", config=[opaque]), klass("vgpu")]
+    slices = [slice_("a", [dev("g0"), dev("v0", "vgpu")])]
+    c = claim("c", exactly("a"), exactly("b", cls="vgpu"),
+              config=[{"requests": ["b"], **opaque}, {"requests": ["zzz"], **opaque}, opaque])
+    cfg = allocate(c, slices, classes)["devices"]["config"]
+    assert cfg == [{"source": "FromClass", "requests": ["a"], **opaque},
+                   {"source": "FromClaim", "requests": ["b"], **opaque},
+                   {"source": "FromClaim", **opaque}]
+
+
+def test_replace_slices_uses_the_new_generation():
+    a = Allocator([slice_("a", [dev("g0")], generation=1)], CLASSES)
+    a.replace_slices([slice_("a", [dev("g9")], generation=2)])
+    assert devices_of(a.allocate(claim("c", exactly("r")))) == [("r", "n1", "g9")]
+
+
+def test_any_driver_and_attributes_work():
+    s = slice_("a", [{"name": "nic0", "attributes": {"example.com/speed": {"int": 100}}}], driver="net.example.com")
+    cls = {"metadata": {"name": "nic"}, "spec": {"selectors": [{"cel": {"expression":
+           'device.driver == "net.example.com" && device.attributes["example.com"].speed >= 100'}}]}}
+    out = allocate(claim("c", exactly("r", cls="nic")), [s], [cls])
+    assert out["devices"]["results"][0]["driver"] == "net.example.com"

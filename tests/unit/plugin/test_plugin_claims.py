@@ -1,0 +1,91 @@
+"""Planning a claim (pure): checks on the claim, config resolution, and the limits of soft slices and slots."""
+
+from __future__ import annotations
+
+import pytest
+
+from driver import names
+from driver.plugin.catalog import NodeDevice
+from driver.plugin.claims import ClaimRef, PrepareError, claim_limits, plan_claim
+
+GI = 1024**3
+REF = ClaimRef("ml", "train", "uid-1")
+CATALOG = {
+    "gpu-0": NodeDevice("gpu-0", names.TYPE_VGPU, "GPU-0", 0, {"memory": 80 * GI, "cores": 100, "slots": 10}),
+    "gpu-1-slot-0": NodeDevice("gpu-1-slot-0", names.TYPE_SLOT, "GPU-1", 1, {"memory": 8 * GI, "cores": 10}),
+    "gpu-1-slot-1": NodeDevice("gpu-1-slot-1", names.TYPE_SLOT, "GPU-1", 1, {"memory": 8 * GI, "cores": 10}),
+    "gpu-2": NodeDevice("gpu-2", names.TYPE_GPU, "GPU-2", 2, {"memory": 16 * GI}),
+}
+
+
+def claim(results, config=(), uid="uid-1"):
+    return {"metadata": {"uid": uid, "name": "train", "namespace": "ml"},
+            "status": {"allocation": {"devices": {"results": results, "config": list(config)}}}}
+
+
+def res(device, request="r", pool="node-a", **extra):
+    return {"request": request, "driver": names.DRIVER_NAME, "pool": pool, "device": device, **extra}
+
+
+def opaque(kind, source="FromClaim", **params):
+    return {"source": source, "opaque": {"driver": names.DRIVER_NAME,
+                                         "parameters": {"apiVersion": names.CONFIG_API_VERSION, "kind": kind, **params}}}
+
+
+def test_soft_slice_limits_come_from_consumed_capacity():
+    plan = plan_claim(REF, claim([res("gpu-0", shareID="s1", consumedCapacity={"memory": "4Gi", "cores": "30"})],
+                                 [opaque("SliceConfig", oomPolicy="kill")]), "node-a", CATALOG)
+    limits = claim_limits(plan, "/var/run/carve/region")
+    assert [(d.memory_bytes, d.cores_percent, d.uuid) for d in limits.devices] == [(4 * GI, 30, "GPU-0")]
+    assert limits.oom_policy == "kill"
+    assert plan.devices[0].cdi_name == "gpu-0-s1"
+
+
+def test_slots_on_one_gpu_are_summed():
+    plan = plan_claim(REF, claim([res("gpu-1-slot-0"), res("gpu-1-slot-1")]), "node-a", CATALOG)
+    (dev,) = claim_limits(plan, "/r").devices
+    assert (dev.memory_bytes, dev.cores_percent) == (16 * GI, 20)
+
+
+def test_whole_gpu_has_no_limits():
+    assert claim_limits(plan_claim(REF, claim([res("gpu-2")]), "node-a", CATALOG), "/r") is None
+
+
+def test_subrequest_reports_its_main_request():
+    plan = plan_claim(REF, claim([res("gpu-2", request="gpu/t4")]), "node-a", CATALOG)
+    assert plan.devices[0].request_name == "gpu"
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (claim([res("gpu-2")], uid="other"), "metadata.uid"),
+        ({"metadata": {"uid": "uid-1"}, "status": {}}, "not allocated"),
+        (claim([res("gpu-2", pool="node-b")]), "pool 'node-b'"),
+        (claim([res("gpu-9")]), "'gpu-9' is not a device this node publishes"),
+        (claim([{**res("gpu-2"), "driver": "other.dev"}]), "no device of driver"),
+        (claim([res("gpu-2")], [opaque("SliceConfig")]), "SliceConfig does not fit device type gpu"),
+        (claim([res("gpu-0", consumedCapacity={"memory": "4Gi"})], [opaque("SliceConfig", corePolicy="fast")]),
+         "corePolicy"),
+        (claim([res("gpu-0", consumedCapacity={"memory": "lots"})]), "consumedCapacity.memory"),
+    ],
+)
+def test_bad_claims_name_the_claim_and_the_problem(obj, expected):
+    with pytest.raises(PrepareError) as e:
+        plan_claim(REF, obj, "node-a", CATALOG)
+    assert "ml/train (uid-1)" in str(e.value)
+    assert expected in str(e.value)
+
+
+def test_soft_slice_without_consumed_memory_is_an_error():
+    plan = plan_claim(REF, claim([res("gpu-0")]), "node-a", CATALOG)
+    with pytest.raises(PrepareError, match="consumedCapacity.memory"):
+        claim_limits(plan, "/r")
+
+
+def test_limited_devices_of_one_claim_need_one_config():
+    results = [res("gpu-0", request="a", consumedCapacity={"memory": "1Gi"}), res("gpu-1-slot-0", request="b")]
+    configs = [opaque("SliceConfig", priority="low")]
+    configs[0]["requests"] = ["a"]
+    with pytest.raises(PrepareError, match="same SliceConfig"):
+        plan_claim(REF, claim(results, configs), "node-a", CATALOG)
