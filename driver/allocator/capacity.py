@@ -152,4 +152,7 @@ def counter_shortfall(sets: Counters, used: Counters, extra: Counters, all_sets:
 
 def _counter_text(cs: str, name: str, total: int, used: int, want: int) -> str:
     left = max(total - used, 0)
-    return f"counter {cs}/{name}: {q.format_units(want)} needed, {q.format_units(left)} left"
+    # Counters carry no format of their own here; binary reads best for memory and prints small
+    # counts (slices, engines) as plain numbers anyway.
+    return (f"counter {cs}/{name}: {q.format_units(want, 'BinarySI')} needed, "
+            f"{q.format_units(left, 'BinarySI')} left")

@@ -122,7 +122,8 @@ def create_mig_instance(gpu_uuid: str, profile: int | str, placement_start: int)
             c_placement = pynvml.c_nvmlGpuInstancePlacement_t(placement.start, placement.size)
             try:
                 # pynvml passes `placement` through as is; the C function takes a pointer to it.
-                gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, prof.id, ctypes.byref(c_placement))
+                ref = ctypes.byref(c_placement)
+                gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, prof.id, ref)
             except pynvml.NVMLError_InsufficientResources:
                 gi = _existing(what, handle, prof, placement)  # lost a race to an identical request
                 if gi is None:

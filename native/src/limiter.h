@@ -53,7 +53,7 @@ static inline void carve_init(void)
     if (UNLIKELY(!__atomic_load_n(&carve_ready, __ATOMIC_ACQUIRE)))
         carve_init_slow();
 }
-void *carve_nvml_symbol(const char *name); /* NULL when libnvidia-ml.so.1 is absent */
+int carve_nvml_init(void); /* resolves libnvidia-ml.so.1 once; 0 when it is absent */
 
 /* The CUDA ordinal of the calling thread's context (0 when the process sees one device). */
 extern int carve_device_count;   /* visible CUDA devices; 0 until known */
@@ -136,6 +136,7 @@ typedef struct carve_gate {
 } carve_gate_t;
 extern carve_gate_t carve_gates[CARVE_MAX_DEVICES];
 extern int carve_gate_state; /* 0 undecided, 1 off (no compute limit possible), 2 on (feedback thread) */
+extern __thread uint64_t carve_thread_launches; /* launches this thread made through the hooks */
 void carve_gate_wait(carve_gate_t *g);
 int carve_gate_decide(void);
 void carve_feedback_after_fork(void);

@@ -122,9 +122,7 @@ static void clamp_nvml(int dev, unsigned long long *total, unsigned long long *f
 
 CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
-    carve_init();
-    if (!REAL(nvmlDeviceGetMemoryInfo))
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
         int dev = nvml_ordinal(device);
@@ -136,9 +134,7 @@ CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t
 
 CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    carve_init();
-    if (!REAL(nvmlDeviceGetMemoryInfo_v2))
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo_v2)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
         int dev = nvml_ordinal(device);

@@ -13,8 +13,9 @@ SLICE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata"
                   "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "vgpu"}},
                                "allowMultipleAllocations": True,
                                "capacity": {"memory": {"value": "8Gi"}}}]}}
+VGPU = 'device.attributes["gpu.carve.dev"].type == "vgpu"'
 CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "vgpu"},
-         "spec": {"selectors": [{"cel": {"expression": 'device.attributes["gpu.carve.dev"].type == "vgpu"'}}]}}
+         "spec": {"selectors": [{"cel": {"expression": VGPU}}]}}
 
 
 def claim(name, memory):
@@ -25,7 +26,8 @@ def claim(name, memory):
 
 
 def carve(*args):
-    return subprocess.run([sys.executable, "-m", "driver.cli", "allocate", *args],
+    entry = "import sys; from driver.cli import main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-c", entry, "allocate", *args],
                           capture_output=True, text=True, timeout=60)
 
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from conftest import PRELUDE
+from fakes_support import PRELUDE
 
 MS = 1_000_000
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import NATIVE, PRELUDE, load_reference
+from fakes_support import NATIVE, PRELUDE, load_reference
 
 # fake model key -> reference GPU key (native/fakes/common/models.c)
 MIG_MODELS = {"A30": "A30-24GB", "A100-40GB": "A100-40GB", "A100-80GB": "A100-80GB", "H100-80GB": "H100-80GB",

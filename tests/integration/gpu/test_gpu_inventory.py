@@ -31,7 +31,11 @@ def out(value):
 def run_py(code: str, env: dict, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=60,
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stderr}")
@@ -53,9 +57,14 @@ def test_inventory_reads_every_field_of_every_model(fake_gpu_env):
         assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", g["pci_bus_id"])
         assert g["minor"] == g["index"]
         assert (g["product"], g["memory_bytes"], g["multiprocessors"]) == (
-            want.product, want.memory_bytes, want.multiprocessors)
+            want.product,
+            want.memory_bytes,
+            want.multiprocessors,
+        )
         assert (g["architecture"], g["cuda_compute_capability"]) == (
-            want.architecture, want.cuda_compute_capability)
+            want.architecture,
+            want.cuda_compute_capability,
+        )
         assert (g["driver_version"], g["cuda_driver_version"]) == ("580.95.05", "13.0")
         assert g["mig_capable"] == want.mig_capable and g["mig_enabled"] is False
         assert g["mig_instances"] == []
@@ -64,9 +73,15 @@ def test_inventory_reads_every_field_of_every_model(fake_gpu_env):
         for p in want.mig_profiles:
             got = got_profiles[p.name]
             assert (got["id"], got["compute_slices"], got["memory_bytes"], got["multiprocessors"]) == (
-                p.id, p.compute_slices, p.memory_bytes, p.multiprocessors)
+                p.id,
+                p.compute_slices,
+                p.memory_bytes,
+                p.multiprocessors,
+            )
             assert got["max_instances"] == p.max_instances
-            assert [(x["start"], x["size"]) for x in got["placements"]] == [(x.start, x.size) for x in p.placements]
+            assert [(x["start"], x["size"]) for x in got["placements"]] == [
+                (x.start, x.size) for x in p.placements
+            ]
 
 
 def test_identities_are_deterministic_per_seed(fake_gpu_env):
@@ -87,40 +102,50 @@ def test_fake_seed_defaults_to_the_node_name(fake_gpu_env):
 
 def test_mig_instances_survive_a_process_restart(fake_gpu_env):
     env = fake_gpu_env(gpus="1xA100-80GB")
-    created = result("""
+    created = result(
+        """
         g = discover('nvml')[0]
         enable_mig(g.uuid)
         out([create_mig_instance(g.uuid, '3g.40gb', 4), create_mig_instance(g.uuid, 19, 0)])
-    """, env)
+    """,
+        env,
+    )
     seen = result("out(discover('nvml')[0])", env)
     assert seen["mig_enabled"] is True
     assert seen["mig_instances"] == sorted(created, key=lambda m: m["placement"]["start"])
     assert all(m["uuid"].startswith("MIG-") and m["compute_instance_id"] >= 0 for m in created)
-    result(f"""
+    result(
+        f"""
         g = discover('nvml')[0]
         destroy_mig_instance(g.uuid, {created[0]["gpu_instance_id"]})
         destroy_mig_instance(g.uuid, {created[0]["gpu_instance_id"]})  # gone: no-op
         out(True)
-    """, env)
+    """,
+        env,
+    )
     left = result("out(discover('nvml')[0].mig_instances)", env)
     assert left == [created[1]]
 
 
 def test_create_is_idempotent_and_reuses_the_instance(fake_gpu_env):
     env = fake_gpu_env(gpus="1xH100-80GB")
-    a, b, n = result("""
+    a, b, n = result(
+        """
         g = discover('nvml')[0]
         enable_mig(g.uuid)
         a = create_mig_instance(g.uuid, '1g.10gb', 2)
         b = create_mig_instance(g.uuid, '1g.10gb', 2)
         out([a, b, len(list_mig_instances(g.uuid))])
-    """, env)
+    """,
+        env,
+    )
     assert a == b and n == 1
 
 
 def test_overlapping_placement_is_refused_naming_gpu_and_placement(fake_gpu_env):
     env = fake_gpu_env(gpus="1xA100-40GB")
-    err = result("""
+    err = result(
+        """
         g = discover('nvml')[0]
         enable_mig(g.uuid)
         create_mig_instance(g.uuid, '1g.5gb', 1)
@@ -128,7 +153,9 @@ def test_overlapping_placement_is_refused_naming_gpu_and_placement(fake_gpu_env)
             create_mig_instance(g.uuid, '4g.20gb', 0)
         except InventoryError as e:
             out([type(e).__name__, str(e), g.uuid])
-    """, env)
+    """,
+        env,
+    )
     kind, message, uuid = err
     assert kind == "MigPlacementError"
     assert uuid in message and "4g.20gb at 0:4" in message and "1g.5gb at 1:1" in message
@@ -136,7 +163,8 @@ def test_overlapping_placement_is_refused_naming_gpu_and_placement(fake_gpu_env)
 
 def test_mig_operations_need_mig_mode_and_known_profiles(fake_gpu_env):
     env = fake_gpu_env(gpus="1xA30,1xT4")
-    errors = result("""
+    errors = result(
+        """
         a30, t4 = discover('nvml')
         errors = []
         for fn in (lambda: create_mig_instance(a30.uuid, '1g.6gb', 0),
@@ -149,7 +177,9 @@ def test_mig_operations_need_mig_mode_and_known_profiles(fake_gpu_env):
             except InventoryError as e:
                 errors.append([type(e).__name__, str(e)])
         out(errors)
-    """, env)
+    """,
+        env,
+    )
     assert errors[0][0] == "MigModeError" and "MIG mode is disabled" in errors[0][1]
     assert errors[1][0] == "MigModeError" and "no MIG support" in errors[1][1]
     assert errors[2][0] == "MigProfileError" and "no MIG profile '9g.99gb'" in errors[2][1]
@@ -168,8 +198,14 @@ RACER = PRELUDE + textwrap.dedent("""
 def race(env: dict, jobs: list[tuple[str, int]]) -> list[list]:
     """Start one process per (profile, start) at once; their outcomes, in job order."""
     procs = [
-        subprocess.Popen([sys.executable, "-c", RACER, p, str(s)], env=env, cwd=REPO, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, p, str(s)],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for p, s in jobs
     ]
     outcomes = []
@@ -205,14 +241,17 @@ def test_overlapping_requests_racing_leave_exactly_one_winner(fake_gpu_env):
 
 
 def test_a_process_cannot_switch_fake_topology(fake_gpu_env):
-    message = result("""
+    message = result(
+        """
         discover('fake:1xA100-80GB')
         discover('fake:1xA100-80GB')  # the same topology again is fine
         try:
             discover('fake:1xT4')
         except InventoryError as e:
             out(str(e))
-    """, fake_gpu_env())
+    """,
+        fake_gpu_env(),
+    )
     assert "already uses GPUs from fake:1xA100-80GB" in message and "fake:1xT4" in message
 
 
@@ -224,10 +263,13 @@ def test_production_path_reads_the_library_on_the_loader_path(fake_gpu_env):
 
 @pytest.mark.parametrize("spec", ["fake:3xQ9000", "fake:", "fake:0xT4", "cuda"])
 def test_bad_gpus_argument_is_an_inventory_error(fake_gpu_env, spec):
-    message = result(f"""
+    message = result(
+        f"""
         try:
             discover({spec!r})
         except InventoryError as e:
             out(str(e))
-    """, fake_gpu_env())
+    """,
+        fake_gpu_env(),
+    )
     assert message.startswith("--gpus")

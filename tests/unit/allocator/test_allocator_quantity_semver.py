@@ -1,5 +1,6 @@
 """Quantity and semver parsing, ordering and printing, against known Kubernetes behaviour."""
 
+import itertools
 from fractions import Fraction
 
 import pytest
@@ -47,7 +48,7 @@ def test_semver_precedence_follows_the_spec():
     order = ["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2",
              "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.1", "1.10.0", "2.0.0"]
     parsed = [sv.parse(v) for v in order]
-    assert all(a < b for a, b in zip(parsed, parsed[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(parsed))
     assert sv.parse("1.0.0+build.5") == sv.parse("1.0.0")
 
 

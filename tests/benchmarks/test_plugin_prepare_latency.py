@@ -1,0 +1,115 @@
+"""Benchmark: prepare+unprepare latency of soft-slice claims over the DRA socket, and what fsync costs.
+
+Printed, never asserted. Part 1 runs the real plugin process and a fake kubelet (p50/p99 of one
+prepare + unprepare round trip). Part 2 runs the Preparer in process and times every fsync, to show the
+share of the checkpoint's fsyncs in a prepare/unprepare cycle (the baseline is the same run's total).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "plugin"))
+from plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess, result  # noqa: E402
+
+from driver import names  # noqa: E402
+from driver.cluster import LocalCluster  # noqa: E402
+from driver.plugin import checkpoint as checkpoint_module  # noqa: E402
+from driver.plugin.catalog import NodeDevice  # noqa: E402
+from driver.plugin.checkpoint import Checkpoint  # noqa: E402
+from driver.plugin.claims import ClaimRef  # noqa: E402
+from driver.plugin.edits import HostLayout  # noqa: E402
+from driver.plugin.preparer import Preparer, PreparerSettings  # noqa: E402
+from driver.plugin.recovery import recover  # noqa: E402
+
+ROUNDS = 150
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def soft_claim(node_or_cluster, i: int):
+    return [result("s", f"gpu-{i % 2}", share_id=str(uuid.uuid4()), consumed={"memory": "1Gi", "cores": "10"})]
+
+
+def test_prepare_unprepare_latency_over_socket(tmp_path):
+    if not FAKE_LIB_READY:
+        print("\n[bench] fake NVML not built; run `make native`")
+        return
+    node = FakeNode(tmp_path)
+    kubelet = Kubelet(node)
+    plugin = PluginProcess(node, "0=soft,1=soft,exclusive", extra=("--log-level", "warn")).start()
+    try:
+        claims = [node.put_claim(f"c{i}", soft_claim(node, i)) for i in range(ROUNDS)]
+        prep, unprep = [], []
+        for c in claims:
+            t0 = time.perf_counter()
+            assert kubelet.prepare([c])[c[2]]["error"] == ""
+            t1 = time.perf_counter()
+            assert kubelet.unprepare([c]) == {c[2]: ""}
+            prep.append(t1 - t0)
+            unprep.append(time.perf_counter() - t1)
+    finally:
+        plugin.stop()
+    both = [a + b for a, b in zip(prep, unprep, strict=True)]
+    print(f"\n[bench] plugin over socket, {ROUNDS} soft-slice claims, one per call:")
+    for label, v in (("prepare", prep), ("unprepare", unprep), ("prepare+unprepare", both)):
+        print(f"[bench]   {label:18s} p50 {pct(v, .5) * 1e3:7.2f} ms   p99 {pct(v, .99) * 1e3:7.2f} ms   "
+              f"mean {statistics.mean(v) * 1e3:7.2f} ms")
+
+
+def test_fsync_share_of_prepare(tmp_path, monkeypatch):
+    limiter = tmp_path / "lib"
+    limiter.mkdir()
+    (limiter / names.LIMITER_LIBRARY).touch()
+    cluster = LocalCluster()
+    catalog = {f"gpu-{i}": NodeDevice(f"gpu-{i}", names.TYPE_VGPU, f"GPU-{i}", i, {"memory": 80 << 30, "cores": 100})
+               for i in range(2)}
+    preparer = Preparer(PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter), cluster,
+                        HostLayout.scan(tmp_path / "root"), None, lambda: catalog,
+                        Checkpoint(tmp_path / "plugin" / "checkpoint.json", "boot"))
+    recover(preparer)
+    refs = []
+    for i in range(ROUNDS):
+        obj = cluster.put_resource_claim({"metadata": {"name": f"c{i}", "namespace": "b"}, "status": {"allocation": {
+            "devices": {"results": soft_claim(cluster, i)}}}})
+        refs.append(ClaimRef("b", f"c{i}", obj["metadata"]["uid"]))
+
+    spent = {"all": 0.0, "checkpoint": 0.0}
+    in_checkpoint = {"on": False}
+    real_fsync, real_save = os.fsync, Checkpoint.save
+
+    def timed_fsync(fd):
+        t0 = time.perf_counter()
+        real_fsync(fd)
+        dt = time.perf_counter() - t0
+        spent["all"] += dt
+        if in_checkpoint["on"]:
+            spent["checkpoint"] += dt
+
+    def flagged_save(self, claims):
+        in_checkpoint["on"] = True
+        try:
+            real_save(self, claims)
+        finally:
+            in_checkpoint["on"] = False
+
+    monkeypatch.setattr(os, "fsync", timed_fsync)
+    monkeypatch.setattr(checkpoint_module.Checkpoint, "save", flagged_save)
+    t0 = time.perf_counter()
+    for ref in refs:
+        assert preparer.prepare([ref])[ref.uid].error == ""
+        assert preparer.unprepare([ref]) == {ref.uid: ""}
+    total = time.perf_counter() - t0
+    print(f"\n[bench] in-process prepare+unprepare x{ROUNDS}: {total / ROUNDS * 1e3:.2f} ms per cycle")
+    print(f"[bench]   all fsyncs        {spent['all'] / ROUNDS * 1e3:6.2f} ms per cycle  "
+          f"({100 * spent['all'] / total:4.1f}% of the cycle)")
+    print(f"[bench]   checkpoint fsyncs {spent['checkpoint'] / ROUNDS * 1e3:6.2f} ms per cycle  "
+          f"({100 * spent['checkpoint'] / total:4.1f}% of the cycle)")
