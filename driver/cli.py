@@ -13,6 +13,11 @@ import os
 import sys
 from collections.abc import Sequence
 
+# Defined outside this module so `python -m driver.cli` and `driver.cli` share one class.
+from driver.errors import CliError
+
+__all__ = ["CliError", "main"]
+
 # subcommand -> (module, one-line help). Modules are imported only when chosen, so `carve slices`
 # does not pay for grpc and `carve plugin` does not pay for the simulator.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -23,10 +28,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("driver.simulate.command", "simulate a workload trace under each sharing strategy"),
     "demo": ("driver.demo", "run the end-to-end demo on fake GPUs"),
 }
-
-
-class CliError(Exception):
-    """A usage error the user can fix; printed as one line, exit code 2."""
 
 
 def env_twin(option: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from driver.devices.base import ModelError
@@ -49,6 +50,7 @@ def quantity(value: int) -> str:
     return str(value)
 
 
+@lru_cache(maxsize=4096)  # slices repeat the same few values thousands of times
 def parse_quantity(text: str) -> Fraction:
     """A Kubernetes quantity string as an exact number ("256Mi" -> 268435456); ValueError if malformed."""
     m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None

@@ -24,8 +24,9 @@ def per_call(fn, budget_s: float = 1.0) -> float:
 
 def test_devices_slice_building_cost_per_strategy():
     rows = []
+    exclusive = dict.fromkeys(range(16), "exclusive")
     for version in ("1.34", "1.36"):
-        base = per_call(lambda v=version: build_slices("n", GPUS, dict.fromkeys(range(16), "exclusive"), None, v))
+        base = per_call(lambda v=version: build_slices("n", GPUS, exclusive, None, v))
         for strategy, settings in (("soft", None), ("slots", Settings(split_count=100)), ("mig", None)):
             strategies = dict.fromkeys(range(16), strategy)
             t = per_call(lambda s=strategies, c=settings, v=version: build_slices("n", GPUS, s, c, v))
