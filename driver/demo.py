@@ -64,7 +64,7 @@ def _device_classes() -> list[dict]:
 
 
 def _fake_driver_root(root: Path) -> Path:
-    """Driver files and device nodes as a host would have them; the nodes are placeholders (no root needed)."""
+    """Driver files and device nodes as a host has them; the nodes are placeholders (no root needed)."""
     (root / "dev").mkdir(parents=True)
     for n in ("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
         (root / "dev" / n).touch()
@@ -162,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
                 pluginregistration_pb2.RegistrationStatus(plugin_registered=True), timeout=10
             )
         print(
-            f"kubelet: registered {info.name} ({', '.join(info.supported_versions)}) at {Path(info.endpoint).name}"
+            f"kubelet: registered {info.name} ({', '.join(info.supported_versions)}) "
+            f"at {Path(info.endpoint).name}"
         )
 
         claims = [
@@ -192,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
                 for d in entry.devices:
                     for cdi_id in d.cdi_device_ids:
                         print(f"    CDI    {cdi_id}")
+                for rec in plugin.preparer.state[ref.uid].devices:
+                    if rec.mig:
+                        print(f"    MIG    {rec.mig.uuid} (GPU instance {rec.mig.gpu_instance_id})")
                 _print_spec(json.loads(plugin.preparer.specs.path(ref.uid).read_text()), tmp)
             failed = [r.uid for r in refs if prepared.claims[r.uid].error]
             mig_live = [m.uuid for g in discover(GPUS, NODE) for m in g.mig_instances]
@@ -205,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
         mig_live = [m.uuid for g in discover(GPUS, NODE) for m in g.mig_instances]
         print(
             f"unprepared {len(refs) - len(errors)}/{len(refs)} claims; MIG instances live: {len(mig_live)}; "
-            f"CDI specs: {len(plugin.preparer.specs.claim_uids())}; checkpoint claims: {len(plugin.preparer.state)}"
+            f"CDI specs: {len(plugin.preparer.specs.claim_uids())}; "
+            f"checkpoint claims: {len(plugin.preparer.state)}"
         )
         return 1 if failed or errors else 0
     finally:

@@ -53,8 +53,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k8s-version", default="", help="Kubernetes minor version for API limits (default: ask)")
     p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots")
     p.add_argument("--publish-interval", type=float, default=60.0, help="seconds between slice reconciles")
-    p.add_argument("--boot-id-file", default="/proc/sys/kernel/random/boot_id",
-                   help="file holding the node's boot id (prepared state is void after a reboot)")
+    p.add_argument(
+        "--boot-id-file",
+        default="/proc/sys/kernel/random/boot_id",
+        help="file holding the node's boot id (prepared state is void after a reboot)",
+    )
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")
 
 

@@ -136,7 +136,7 @@ typedef struct carve_gate {
 } carve_gate_t;
 extern carve_gate_t carve_gates[CARVE_MAX_DEVICES];
 extern int carve_gate_state; /* 0 undecided, 1 off (no compute limit possible), 2 on (feedback thread) */
-extern __thread uint64_t carve_thread_launches; /* launches this thread made through the hooks */
+extern __thread uint64_t carve_thread_launches __attribute__((tls_model("initial-exec"))); /* launches this thread made through the hooks */
 void carve_gate_wait(carve_gate_t *g);
 int carve_gate_decide(void);
 void carve_feedback_after_fork(void);

@@ -15,17 +15,17 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "plugin"))
-from plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess, result  # noqa: E402
+from plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess, result
 
-from driver import names  # noqa: E402
-from driver.cluster import LocalCluster  # noqa: E402
-from driver.plugin import checkpoint as checkpoint_module  # noqa: E402
-from driver.plugin.catalog import NodeDevice  # noqa: E402
-from driver.plugin.checkpoint import Checkpoint  # noqa: E402
-from driver.plugin.claims import ClaimRef  # noqa: E402
-from driver.plugin.edits import HostLayout  # noqa: E402
-from driver.plugin.preparer import Preparer, PreparerSettings  # noqa: E402
-from driver.plugin.recovery import recover  # noqa: E402
+from driver import names
+from driver.cluster import LocalCluster
+from driver.plugin import checkpoint as checkpoint_module
+from driver.plugin.catalog import NodeDevice
+from driver.plugin.checkpoint import Checkpoint
+from driver.plugin.claims import ClaimRef
+from driver.plugin.edits import HostLayout
+from driver.plugin.preparer import Preparer, PreparerSettings
+from driver.plugin.recovery import recover
 
 ROUNDS = 150
 
@@ -36,7 +36,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def soft_claim(node_or_cluster, i: int):
-    return [result("s", f"gpu-{i % 2}", share_id=str(uuid.uuid4()), consumed={"memory": "1Gi", "cores": "10"})]
+    return [
+        result("s", f"gpu-{i % 2}", share_id=str(uuid.uuid4()), consumed={"memory": "1Gi", "cores": "10"})
+    ]
 
 
 def test_prepare_unprepare_latency_over_socket(tmp_path):
@@ -61,8 +63,10 @@ def test_prepare_unprepare_latency_over_socket(tmp_path):
     both = [a + b for a, b in zip(prep, unprep, strict=True)]
     print(f"\n[bench] plugin over socket, {ROUNDS} soft-slice claims, one per call:")
     for label, v in (("prepare", prep), ("unprepare", unprep), ("prepare+unprepare", both)):
-        print(f"[bench]   {label:18s} p50 {pct(v, .5) * 1e3:7.2f} ms   p99 {pct(v, .99) * 1e3:7.2f} ms   "
-              f"mean {statistics.mean(v) * 1e3:7.2f} ms")
+        print(
+            f"[bench]   {label:18s} p50 {pct(v, 0.5) * 1e3:7.2f} ms   p99 {pct(v, 0.99) * 1e3:7.2f} ms   "
+            f"mean {statistics.mean(v) * 1e3:7.2f} ms"
+        )
 
 
 def test_fsync_share_of_prepare(tmp_path, monkeypatch):
@@ -70,16 +74,27 @@ def test_fsync_share_of_prepare(tmp_path, monkeypatch):
     limiter.mkdir()
     (limiter / names.LIMITER_LIBRARY).touch()
     cluster = LocalCluster()
-    catalog = {f"gpu-{i}": NodeDevice(f"gpu-{i}", names.TYPE_VGPU, f"GPU-{i}", i, {"memory": 80 << 30, "cores": 100})
-               for i in range(2)}
-    preparer = Preparer(PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter), cluster,
-                        HostLayout.scan(tmp_path / "root"), None, lambda: catalog,
-                        Checkpoint(tmp_path / "plugin" / "checkpoint.json", "boot"))
+    catalog = {
+        f"gpu-{i}": NodeDevice(f"gpu-{i}", names.TYPE_VGPU, f"GPU-{i}", i, {"memory": 80 << 30, "cores": 100})
+        for i in range(2)
+    }
+    preparer = Preparer(
+        PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter),
+        cluster,
+        HostLayout.scan(tmp_path / "root"),
+        None,
+        lambda: catalog,
+        Checkpoint(tmp_path / "plugin" / "checkpoint.json", "boot"),
+    )
     recover(preparer)
     refs = []
     for i in range(ROUNDS):
-        obj = cluster.put_resource_claim({"metadata": {"name": f"c{i}", "namespace": "b"}, "status": {"allocation": {
-            "devices": {"results": soft_claim(cluster, i)}}}})
+        obj = cluster.put_resource_claim(
+            {
+                "metadata": {"name": f"c{i}", "namespace": "b"},
+                "status": {"allocation": {"devices": {"results": soft_claim(cluster, i)}}},
+            }
+        )
         refs.append(ClaimRef("b", f"c{i}", obj["metadata"]["uid"]))
 
     spent = {"all": 0.0, "checkpoint": 0.0}
@@ -109,7 +124,11 @@ def test_fsync_share_of_prepare(tmp_path, monkeypatch):
         assert preparer.unprepare([ref]) == {ref.uid: ""}
     total = time.perf_counter() - t0
     print(f"\n[bench] in-process prepare+unprepare x{ROUNDS}: {total / ROUNDS * 1e3:.2f} ms per cycle")
-    print(f"[bench]   all fsyncs        {spent['all'] / ROUNDS * 1e3:6.2f} ms per cycle  "
-          f"({100 * spent['all'] / total:4.1f}% of the cycle)")
-    print(f"[bench]   checkpoint fsyncs {spent['checkpoint'] / ROUNDS * 1e3:6.2f} ms per cycle  "
-          f"({100 * spent['checkpoint'] / total:4.1f}% of the cycle)")
+    print(
+        f"[bench]   all fsyncs        {spent['all'] / ROUNDS * 1e3:6.2f} ms per cycle  "
+        f"({100 * spent['all'] / total:4.1f}% of the cycle)"
+    )
+    print(
+        f"[bench]   checkpoint fsyncs {spent['checkpoint'] / ROUNDS * 1e3:6.2f} ms per cycle  "
+        f"({100 * spent['checkpoint'] / total:4.1f}% of the cycle)"
+    )

@@ -370,3 +370,24 @@ FAKE_EXPORT void carveFakeCudaResetLastCall(void)
 {
     fc_last_call = NULL;
 }
+
+/* hidden aliases: cuGetProcAddress hands out these, never addresses an interposer could replace */
+FC_ALIAS(cuInit)
+FC_ALIAS(cuDriverGetVersion)
+FC_ALIAS(cuDeviceGet)
+FC_ALIAS(cuDeviceGetCount)
+FC_ALIAS(cuDeviceGetName)
+FC_ALIAS(cuDeviceGetUuid)
+FC_ALIAS(cuDeviceGetUuid_v2)
+FC_ALIAS(cuDeviceTotalMem_v2)
+FC_ALIAS(cuDeviceGetAttribute)
+FC_ALIAS(cuDevicePrimaryCtxRetain)
+FC_ALIAS(cuDevicePrimaryCtxRelease_v2)
+FC_ALIAS(cuCtxCreate_v2)
+FC_ALIAS(cuCtxCreate_v4)
+FC_ALIAS(cuCtxDestroy_v2)
+FC_ALIAS(cuCtxSetCurrent)
+FC_ALIAS(cuCtxGetCurrent)
+FC_ALIAS(cuCtxGetDevice)
+FC_ALIAS(cuGetErrorString)
+FC_ALIAS(cuGetErrorName)

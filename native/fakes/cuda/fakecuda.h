@@ -43,5 +43,10 @@ void fc_submit(int ordinal, CUfunction f, uint64_t blocks);
 
 #include "symbols.h"
 
+/* A hidden alias of an exported entry point: references to it bind inside this library, so the table that
+ * cuGetProcAddress answers from holds the fake's own functions even when a preloaded library interposes the
+ * exported names (as the real driver's internal table does). */
+#define FC_ALIAS(name) extern __typeof__(name) fc_impl_##name __attribute__((alias(#name), visibility("hidden")));
+
 
 #endif

@@ -12,6 +12,8 @@
 
 #include "fakecuda.h"
 
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* cuLaunchCooperativeKernelMultiDevice */
+
 #define FC_KERNELS 64
 #define FC_GRAPH_MAGIC 0x48505247u
 #define FC_EXEC_MAGIC 0x43455847u
@@ -308,3 +310,27 @@ FAKE_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hExec, CUstream s)
     FC_CALLED("cuGraphLaunch_ptsz");
     return graph_launch(hExec);
 }
+
+/* hidden aliases: cuGetProcAddress hands out these, never addresses an interposer could replace */
+FC_ALIAS(cuCtxSynchronize)
+FC_ALIAS(cuStreamSynchronize)
+FC_ALIAS(cuStreamSynchronize_ptsz)
+FC_ALIAS(cuLaunchKernel)
+FC_ALIAS(cuLaunchKernel_ptsz)
+FC_ALIAS(cuLaunchKernelEx)
+FC_ALIAS(cuLaunchKernelEx_ptsz)
+FC_ALIAS(cuLaunchCooperativeKernel)
+FC_ALIAS(cuLaunchCooperativeKernel_ptsz)
+FC_ALIAS(cuLaunchCooperativeKernelMultiDevice)
+FC_ALIAS(cuGraphCreate)
+FC_ALIAS(cuGraphDestroy)
+FC_ALIAS(cuGraphAddKernelNode_v2)
+FC_ALIAS(cuGraphGetNodes)
+FC_ALIAS(cuGraphNodeGetType)
+FC_ALIAS(cuGraphKernelNodeGetParams_v2)
+FC_ALIAS(cuGraphInstantiateWithFlags)
+FC_ALIAS(cuGraphInstantiateWithParams)
+FC_ALIAS(cuGraphInstantiateWithParams_ptsz)
+FC_ALIAS(cuGraphExecDestroy)
+FC_ALIAS(cuGraphLaunch)
+FC_ALIAS(cuGraphLaunch_ptsz)

@@ -326,3 +326,24 @@ FAKE_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
     FC_CALLED("cuMipmappedArrayDestroy");
     return give((uint64_t)(uintptr_t)h, FC_MIPMAP);
 }
+
+/* hidden aliases: cuGetProcAddress hands out these, never addresses an interposer could replace */
+FC_ALIAS(cuMemGetInfo_v2)
+FC_ALIAS(cuMemAlloc_v2)
+FC_ALIAS(cuMemAllocPitch_v2)
+FC_ALIAS(cuMemFree_v2)
+FC_ALIAS(cuMemAllocManaged)
+FC_ALIAS(cuMemAllocAsync)
+FC_ALIAS(cuMemAllocAsync_ptsz)
+FC_ALIAS(cuMemAllocFromPoolAsync)
+FC_ALIAS(cuMemAllocFromPoolAsync_ptsz)
+FC_ALIAS(cuMemFreeAsync)
+FC_ALIAS(cuMemFreeAsync_ptsz)
+FC_ALIAS(cuMemCreate)
+FC_ALIAS(cuMemRelease)
+FC_ALIAS(cuMemGetAllocationGranularity)
+FC_ALIAS(cuArrayCreate_v2)
+FC_ALIAS(cuArray3DCreate_v2)
+FC_ALIAS(cuArrayDestroy)
+FC_ALIAS(cuMipmappedArrayCreate)
+FC_ALIAS(cuMipmappedArrayDestroy)

@@ -56,3 +56,7 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
     FC_CALLED("cuGetProcAddress_v2");
     return resolve(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
+
+/* hidden aliases: cuGetProcAddress hands out these, never addresses an interposer could replace */
+FC_ALIAS(cuGetProcAddress)
+FC_ALIAS(cuGetProcAddress_v2)

@@ -70,9 +70,9 @@
     X(cuGetErrorString, cuGetErrorString, 6000, 0)                                                         \
     X(cuGetErrorName, cuGetErrorName, 6000, 0)
 
-#define FC_DECLARE(name, base, version, pt) extern void name(void);
+#define FC_DECLARE(name, base, version, pt) extern void fc_impl_##name(void) __attribute__((visibility("hidden")));
 FC_SYMBOLS(FC_DECLARE)
 
-#define FC_ROW(name, base, version, pt) {#name, #base, version, pt, (void *)name},
+#define FC_ROW(name, base, version, pt) {#name, #base, version, pt, (void *)fc_impl_##name},
 const fc_symbol_t fc_symbols[] = {FC_SYMBOLS(FC_ROW)};
 const unsigned fc_symbol_count = sizeof fc_symbols / sizeof fc_symbols[0];

@@ -19,8 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 MIXED = "fake:2xA100-80GB,1xT4"
 
 
-# As the `carve` console script does it (`python -m driver.cli` would run a second copy of driver.cli as
-# __main__, whose CliError is not the one the subcommands raise).
+# Exactly what the `carve` console script runs.
 ENTRY = "import sys; from driver.cli import main; sys.exit(main())"
 
 

@@ -62,18 +62,37 @@ class FakeNode:
 
     def args(self, strategy: str, *extra: str) -> list[str]:
         return [
-            "--node-name", self.node_name, "--gpus", FAKE_GPUS, "--strategy", strategy,
-            "--cluster", f"file:{self.cluster_dir}", "--plugin-dir", str(self.plugin_dir),
-            "--registry-dir", str(self.registry_dir), "--cdi-dir", str(self.cdi_dir),
-            "--driver-root", str(self.driver_root), "--limiter-dir", str(self.limiter_dir),
-            "--k8s-version", "1.36", *extra,
+            "--node-name",
+            self.node_name,
+            "--gpus",
+            FAKE_GPUS,
+            "--strategy",
+            strategy,
+            "--cluster",
+            f"file:{self.cluster_dir}",
+            "--plugin-dir",
+            str(self.plugin_dir),
+            "--registry-dir",
+            str(self.registry_dir),
+            "--cdi-dir",
+            str(self.cdi_dir),
+            "--driver-root",
+            str(self.driver_root),
+            "--limiter-dir",
+            str(self.limiter_dir),
+            "--k8s-version",
+            "1.36",
+            *extra,
         ]
 
     # --- what is on the node ---------------------------------------------------------------------------
 
     def devices(self) -> list[dict]:
-        return [d for s in self.cluster.list_resource_slices(names.DRIVER_NAME, self.node_name)
-                for d in s["spec"].get("devices") or []]
+        return [
+            d
+            for s in self.cluster.list_resource_slices(names.DRIVER_NAME, self.node_name)
+            for d in s["spec"].get("devices") or []
+        ]
 
     def device(self, type_: str, **attrs) -> str:
         """Name of the first published device of a type (and attribute values)."""
@@ -98,18 +117,43 @@ class FakeNode:
         """Live MIG instances of the fake GPUs, read by a separate process through the fake NVML."""
         env = dict(os.environ, CARVE_FAKE_STATE=str(self.plugin_dir / "fake-gpus.state"))
         out = subprocess.run(
-            [sys.executable, "-m", "driver.cli", "inspect", "--gpus", FAKE_GPUS, "--node-name", self.node_name,
-             "-o", "json"], env=env, cwd=REPO, check=True, capture_output=True, text=True,
+            [
+                sys.executable,
+                "-m",
+                "driver.cli",
+                "inspect",
+                "--gpus",
+                FAKE_GPUS,
+                "--node-name",
+                self.node_name,
+                "-o",
+                "json",
+            ],
+            env=env,
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
         return [m for g in json.loads(out)["gpus"] for m in g["mig_instances"]]
 
     def leftovers(self) -> dict:
-        return {"specs": self.spec_files(), "claim_dirs": self.claim_dirs(), "checkpoint": self.checkpoint_claims()}
+        return {
+            "specs": self.spec_files(),
+            "claim_dirs": self.claim_dirs(),
+            "checkpoint": self.checkpoint_claims(),
+        }
 
     # --- claims ----------------------------------------------------------------------------------------
 
-    def put_claim(self, name: str, results: list[dict], configs: list[dict] = (), namespace: str = "default",
-                  uid: str | None = None) -> tuple[str, str, str]:
+    def put_claim(
+        self,
+        name: str,
+        results: list[dict],
+        configs: list[dict] = (),
+        namespace: str = "default",
+        uid: str | None = None,
+    ) -> tuple[str, str, str]:
         obj = {
             "metadata": {"name": name, "namespace": namespace, "uid": uid or str(uuid.uuid4())},
             "spec": {"devices": {"requests": [{"name": r["request"]} for r in results]}},
@@ -119,8 +163,14 @@ class FakeNode:
         return (namespace, name, stored["metadata"]["uid"])
 
 
-def result(request: str, device: str, pool: str = NODE, share_id: str | None = None,
-           consumed: dict | None = None, driver: str = names.DRIVER_NAME) -> dict:
+def result(
+    request: str,
+    device: str,
+    pool: str = NODE,
+    share_id: str | None = None,
+    consumed: dict | None = None,
+    driver: str = names.DRIVER_NAME,
+) -> dict:
     r = {"request": request, "driver": driver, "pool": pool, "device": device}
     if share_id:
         r["shareID"] = share_id
@@ -130,8 +180,13 @@ def result(request: str, device: str, pool: str = NODE, share_id: str | None = N
 
 
 def slice_config(request: str | None = None, **params) -> dict:
-    entry = {"source": "FromClaim", "opaque": {"driver": names.DRIVER_NAME, "parameters": {
-        "apiVersion": names.CONFIG_API_VERSION, "kind": "SliceConfig", **params}}}
+    entry = {
+        "source": "FromClaim",
+        "opaque": {
+            "driver": names.DRIVER_NAME,
+            "parameters": {"apiVersion": names.CONFIG_API_VERSION, "kind": "SliceConfig", **params},
+        },
+    }
     if request:
         entry["requests"] = [request]
     return entry
@@ -153,12 +208,14 @@ class PluginProcess:
         reg = self.node.registry_dir / names.REGISTRATION_SOCKET
         if reg.exists():
             reg.unlink()  # a killed process leaves it; wait for the new one's
-        log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "driver.cli", "plugin", *self.node.args(self.strategy, *self.extra)],
-            env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-        )
-        log.close()
+        with open(self.log_path, "a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "driver.cli", "plugin", *self.node.args(self.strategy, *self.extra)],
+                env=self.env,
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + timeout_s
         while not reg.exists():
             if self.proc.poll() is not None:
@@ -197,13 +254,16 @@ class Kubelet:
 
     def get_info(self):
         with self._channel(self.node.registry_dir / names.REGISTRATION_SOCKET) as ch:
-            return pluginregistration_pb2_grpc.RegistrationStub(ch).GetInfo(pluginregistration_pb2.InfoRequest(),
-                                                                            timeout=10)
+            return pluginregistration_pb2_grpc.RegistrationStub(ch).GetInfo(
+                pluginregistration_pb2.InfoRequest(), timeout=10
+            )
 
     def notify(self, registered: bool, error: str = "") -> None:
         with self._channel(self.node.registry_dir / names.REGISTRATION_SOCKET) as ch:
             pluginregistration_pb2_grpc.RegistrationStub(ch).NotifyRegistrationStatus(
-                pluginregistration_pb2.RegistrationStatus(plugin_registered=registered, error=error), timeout=10)
+                pluginregistration_pb2.RegistrationStatus(plugin_registered=registered, error=error),
+                timeout=10,
+            )
 
     def _stub(self, version: str, ch):
         mods = {"v1": (dra_v1_pb2, dra_v1_pb2_grpc), "v1beta1": (dra_v1beta1_pb2, dra_v1beta1_pb2_grpc)}
@@ -215,19 +275,31 @@ class Kubelet:
         with self._channel(self.node.plugin_dir / names.DRA_SOCKET) as ch:
             pb, stub = self._stub(version, ch)
             req = pb.NodePrepareResourcesRequest(
-                claims=[pb.Claim(namespace=ns, name=n, uid=u) for ns, n, u in claims])
+                claims=[pb.Claim(namespace=ns, name=n, uid=u) for ns, n, u in claims]
+            )
             resp = stub.NodePrepareResources(req, timeout=timeout)
         out = {}
         for uid, r in resp.claims.items():
-            out[uid] = {"error": r.error, "devices": [
-                (list(d.request_names), d.pool_name, d.device_name, list(d.cdi_device_ids),
-                 d.share_id if version == "v1" and d.HasField("share_id") else None) for d in r.devices]}
+            out[uid] = {
+                "error": r.error,
+                "devices": [
+                    (
+                        list(d.request_names),
+                        d.pool_name,
+                        d.device_name,
+                        list(d.cdi_device_ids),
+                        d.share_id if version == "v1" and d.HasField("share_id") else None,
+                    )
+                    for d in r.devices
+                ],
+            }
         return out
 
     def unprepare(self, claims: list[tuple[str, str, str]], version: str = "v1", timeout: float = 30) -> dict:
         with self._channel(self.node.plugin_dir / names.DRA_SOCKET) as ch:
             pb, stub = self._stub(version, ch)
             req = pb.NodeUnprepareResourcesRequest(
-                claims=[pb.Claim(namespace=ns, name=n, uid=u) for ns, n, u in claims])
+                claims=[pb.Claim(namespace=ns, name=n, uid=u) for ns, n, u in claims]
+            )
             resp = stub.NodeUnprepareResources(req, timeout=timeout)
         return {uid: r.error for uid, r in resp.claims.items()}

@@ -8,8 +8,16 @@ from driver.plugin.checkpoint import STATE_COMPLETED, Checkpoint, ClaimRecord, D
 
 
 def sample() -> dict:
-    dev = DeviceRecord(["r"], "node-a", "gpu-0-mig-1g10gb-6", None, ["k8s.gpu.carve.dev/claim=u1-gpu-0-mig-1g10gb-6"],
-                       "mig", "GPU-0", MigRecord("GPU-0", "1g.10gb", 6, 3, "MIG-x"))
+    dev = DeviceRecord(
+        ["r"],
+        "node-a",
+        "gpu-0-mig-1g10gb-6",
+        None,
+        ["k8s.gpu.carve.dev/claim=u1-gpu-0-mig-1g10gb-6"],
+        "mig",
+        "GPU-0",
+        MigRecord("GPU-0", "1g.10gb", 6, 3, "MIG-x"),
+    )
     return {"u1": ClaimRecord("u1", "ns", "c", STATE_COMPLETED, [dev])}
 
 

@@ -19,10 +19,14 @@ CLEAN = {"specs": [], "claim_dirs": [], "checkpoint": {}}
 
 def mixed_claim(node):
     """One claim with a MIG device and a soft slice: every step of prepare has work to do."""
-    return node.put_claim("mixed", [
-        result("mig", node.device("mig", profile="1g.10gb")),
-        result("soft", "gpu-1", share_id=str(uuid.uuid4()), consumed={"memory": "4Gi", "cores": "30"}),
-    ], [slice_config("soft")])
+    return node.put_claim(
+        "mixed",
+        [
+            result("mig", node.device("mig", profile="1g.10gb")),
+            result("soft", "gpu-1", share_id=str(uuid.uuid4()), consumed={"memory": "4Gi", "cores": "30"}),
+        ],
+        [slice_config("soft")],
+    )
 
 
 def assert_prepared_once(node, uid: str) -> None:
@@ -48,7 +52,9 @@ def test_crash_during_prepare_recovers(node, kubelet, plugin_factory, point):
         assert node.leftovers() == CLEAN and node.mig_instances() == []  # rolled back
     out = kubelet.prepare([claim])
     assert out[claim[2]]["error"] == ""
-    assert sorted(d[2] for d in out[claim[2]]["devices"]) == sorted([node.device("mig", profile="1g.10gb"), "gpu-1"])
+    assert sorted(d[2] for d in out[claim[2]]["devices"]) == sorted(
+        [node.device("mig", profile="1g.10gb"), "gpu-1"]
+    )
     assert_prepared_once(node, claim[2])
     assert kubelet.unprepare([claim]) == {claim[2]: ""}
     assert node.leftovers() == CLEAN and node.mig_instances() == []
@@ -81,7 +87,9 @@ def test_corrupt_checkpoint_is_moved_aside_and_state_rebuilt(node, kubelet, plug
     assert list(node.plugin_dir.glob("checkpoint.json.corrupt-*"))
     assert_prepared_once(node, claim[2])  # nothing prepared is forgotten
     again = kubelet.prepare([claim])
-    assert sorted(d[3] for d in again[claim[2]]["devices"]) == sorted(d[3] for d in before[claim[2]]["devices"])
+    assert sorted(d[3] for d in again[claim[2]]["devices"]) == sorted(
+        d[3] for d in before[claim[2]]["devices"]
+    )
     assert kubelet.unprepare([claim]) == {claim[2]: ""}
     assert node.leftovers() == CLEAN and node.mig_instances() == []
 
@@ -90,7 +98,9 @@ def test_reboot_voids_prepared_state(node, kubelet, plugin_factory, tmp_path):
     boot = tmp_path / "boot_id"
     boot.write_text("boot-1\n")
     first = plugin_factory(MIG_SOFT, extra=("--boot-id-file", str(boot)))
-    claim = node.put_claim("soft", [result("s", "gpu-1", share_id=str(uuid.uuid4()), consumed={"memory": "1Gi"})])
+    claim = node.put_claim(
+        "soft", [result("s", "gpu-1", share_id=str(uuid.uuid4()), consumed={"memory": "1Gi"})]
+    )
     assert kubelet.prepare([claim])[claim[2]]["error"] == ""
     first.stop()
     boot.write_text("boot-2\n")

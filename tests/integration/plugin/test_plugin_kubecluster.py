@@ -12,7 +12,7 @@ from driver import names
 from driver.cluster import fields_of_disabled_gates
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "cluster"))
-from apiserver_standin import ApiServerStandIn  # noqa: E402
+from apiserver_standin import ApiServerStandIn
 
 
 def test_gates_off_fall_back_and_prepare_reads_the_claim_over_http(node, kubelet, tmp_path):
@@ -21,8 +21,11 @@ def test_gates_off_fall_back_and_prepare_reads_the_claim_over_http(node, kubelet
         kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
         # The first write of a slice loses a race: the plugin must re-read and retry.
         server.fail_next("POST", "/apis/resource.k8s.io/v1/resourceslices", code=409, reason="Conflict")
-        plugin = PluginProcess(node, "0=mig,1=soft,exclusive",
-                               extra=("--cluster", "kube", "--kubeconfig", str(kubeconfig), "--k8s-version", "1.34"))
+        plugin = PluginProcess(
+            node,
+            "0=mig,1=soft,exclusive",
+            extra=("--cluster", "kube", "--kubeconfig", str(kubeconfig), "--k8s-version", "1.34"),
+        )
         plugin.start()
         try:
             log = plugin.log()
@@ -36,12 +39,17 @@ def test_gates_off_fall_back_and_prepare_reads_the_claim_over_http(node, kubelet
             pools = {s["spec"]["pool"]["generation"] for s in server.slices().values()}
             assert len(pools) == 1  # one generation across the pool
 
-            stored = server.put_claim({
-                "metadata": {"name": "two-slots", "namespace": "ml"},
-                "spec": {"devices": {"requests": [{"name": "s"}]}},
-                "status": {"allocation": {"devices": {"results": [
-                    result("s", "gpu-1-slot-0"), result("s", "gpu-1-slot-1")]}}},
-            })
+            stored = server.put_claim(
+                {
+                    "metadata": {"name": "two-slots", "namespace": "ml"},
+                    "spec": {"devices": {"requests": [{"name": "s"}]}},
+                    "status": {
+                        "allocation": {
+                            "devices": {"results": [result("s", "gpu-1-slot-0"), result("s", "gpu-1-slot-1")]}
+                        }
+                    },
+                }
+            )
             claim = ("ml", "two-slots", stored["metadata"]["uid"])
             out = kubelet.prepare([claim])
             assert out[claim[2]]["error"] == ""

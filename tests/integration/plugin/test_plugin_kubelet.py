@@ -1,4 +1,4 @@
-"""The plugin process under a fake kubelet: registration, prepare/unprepare over v1 and v1beta1, every kind."""
+"""The plugin process under a fake kubelet: registration, v1 and v1beta1 prepare/unprepare, every kind."""
 
 from __future__ import annotations
 
@@ -11,25 +11,21 @@ from pathlib import Path
 import jsonschema
 import pytest
 from plugin_harness import NODE, result, slice_config
+from referencing import Registry, Resource
 
 from driver import names
 
-SCHEMA_DIR = Path("/work/shared/reference/cdi-schema")
-if not SCHEMA_DIR.exists():
-    SCHEMA_DIR = Path(__file__).resolve().parents[3] / "tests" / "data" / "cdi-schema"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "unit" / "cdi" / "cdi-schema"
 
 MIG_SOFT = "0=mig,1=soft,exclusive"
 SLOTS_TS = "0=slots,1=timeslice,exclusive"
 
 
 def validate_cdi(doc: dict) -> None:
-    from referencing import Registry, Resource
-
+    """Structure per the CDI project's JSON schema (draft-07; defs.json resolved locally)."""
     schema = json.loads((SCHEMA_DIR / "schema.json").read_text())
     defs = json.loads((SCHEMA_DIR / "defs.json").read_text())
-    registry = Registry().with_resource("defs.json", Resource.from_contents(defs, default_specification=
-                                        jsonschema.Draft7Validator.META_SCHEMA and None) if False else
-                                        Resource.opaque(defs))
+    registry = Registry().with_resource("defs.json", Resource.opaque(defs))
     jsonschema.Draft7Validator(schema, registry=registry).validate(doc)
 
 
@@ -72,14 +68,17 @@ def test_prepare_and_unprepare_mig_soft_and_whole_gpu(node, kubelet, plugin_fact
     plugin_factory(MIG_SOFT)
     mig_dev = node.device("mig", profile="1g.10gb")
     share = str(uuid.uuid4())
-    soft = node.put_claim("soft", [result("slice", "gpu-1", share_id=share, consumed={"memory": "4Gi", "cores": "30"})],
-                          [slice_config(corePolicy="force", priority="low")])
+    soft = node.put_claim(
+        "soft",
+        [result("slice", "gpu-1", share_id=share, consumed={"memory": "4Gi", "cores": "30"})],
+        [slice_config(corePolicy="force", priority="low")],
+    )
     mig = node.put_claim("mig", [result("mig", mig_dev)])
     whole = node.put_claim("t4", [result("gpu", "gpu-2")])
 
     out = kubelet.prepare([soft, mig, whole], version)
     assert {u: r["error"] for u, r in out.items()} == {soft[2]: "", mig[2]: "", whole[2]: ""}
-    (req, pool, dev, ids, got_share), = out[soft[2]]["devices"]
+    ((req, pool, dev, ids, got_share),) = out[soft[2]]["devices"]
     assert (req, pool, dev) == (["slice"], NODE, "gpu-1")
     assert ids == [f"{names.CDI_KIND}={soft[2]}-gpu-1-{share}"]
     assert got_share == (share if version == "v1" else None)
@@ -127,8 +126,9 @@ def test_repeated_prepare_returns_the_same_ids(node, kubelet, plugin_factory):
 
 def test_slots_on_one_gpu_add_up_and_timeslice_has_no_limits(node, kubelet, plugin_factory):
     plugin_factory(SLOTS_TS)
-    slots = node.put_claim("slots", [result("s", "gpu-0-slot-0"), result("s", "gpu-0-slot-3"),
-                                     result("s", "gpu-0-slot-7")])
+    slots = node.put_claim(
+        "slots", [result("s", "gpu-0-slot-0"), result("s", "gpu-0-slot-3"), result("s", "gpu-0-slot-7")]
+    )
     ts = node.put_claim("ts", [result("t", "gpu-1", share_id=str(uuid.uuid4()))])
     out = kubelet.prepare([slots, ts])
     assert out[slots[2]]["error"] == "" and out[ts[2]]["error"] == ""
@@ -152,13 +152,21 @@ def test_unknown_claim_unprepare_is_a_no_op(node, kubelet, plugin_factory):
 def test_bad_claims_fail_alone(node, kubelet, plugin_factory):
     plugin_factory(MIG_SOFT)
     good = node.put_claim("good", [result("gpu", "gpu-2")])
-    typo = node.put_claim("typo", [result("s", "gpu-1", share_id=str(uuid.uuid4()),
-                                          consumed={"memory": "1Gi"})], [slice_config(corepolicy="force")])
+    typo = node.put_claim(
+        "typo",
+        [result("s", "gpu-1", share_id=str(uuid.uuid4()), consumed={"memory": "1Gi"})],
+        [slice_config(corepolicy="force")],
+    )
     wrong_kind = node.put_claim("kind", [result("gpu", "gpu-2")], [slice_config()])
     mismatch = node.put_claim("moved", [result("gpu", "gpu-2")])
     not_allocated = ("default", "pending", str(uuid.uuid4()))
-    node.cluster.put_resource_claim({"metadata": {"name": "pending", "namespace": "default",
-                                                  "uid": not_allocated[2]}, "spec": {}, "status": {}})
+    node.cluster.put_resource_claim(
+        {
+            "metadata": {"name": "pending", "namespace": "default", "uid": not_allocated[2]},
+            "spec": {},
+            "status": {},
+        }
+    )
     elsewhere = node.put_claim("elsewhere", [result("gpu", "gpu-2", pool="node-b")])
     stale = ("default", "moved", str(uuid.uuid4()))  # same name, another UID
 
@@ -174,3 +182,40 @@ def test_bad_claims_fail_alone(node, kubelet, plugin_factory):
     assert "node-b" in out[elsewhere[2]]["error"] and "pool" in out[elsewhere[2]]["error"]
     assert node.spec_files() == [names.cdi_spec_file_name(good[2])]
     assert list(node.checkpoint_claims()) == [good[2]]
+
+
+def test_health_endpoint_follows_registration(node, kubelet, plugin_factory):
+    import re
+    import urllib.error
+    import urllib.request
+
+    plugin = plugin_factory(extra=("--healthz-addr", "127.0.0.1:0"))
+    port = re.search(r"healthz=127\.0\.0\.1:(\d+)", plugin.log()).group(1)
+    url = f"http://127.0.0.1:{port}"
+    with urllib.request.urlopen(f"{url}/healthz", timeout=10) as r:
+        assert r.status == 200 and r.read() == b"ok\n"
+    kubelet.notify(False, "socket path mismatch")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"{url}/healthz", timeout=10)
+    assert e.value.code == 503 and b"socket path mismatch" in e.value.read()
+    with urllib.request.urlopen(f"{url}/status", timeout=10) as r:
+        status = json.loads(r.read())
+    assert status["registration"]["status"] == "refused"
+
+
+def test_file_lock_keeps_a_second_process_from_preparing(node, kubelet, plugin_factory):
+    import fcntl
+    import threading
+
+    plugin_factory()
+    claim = node.put_claim("c", [result("gpu", "gpu-2")])
+    fd = os.open(node.plugin_dir / "plugin.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as another plugin process in the middle of a prepare would
+    outcome: dict = {}
+    t = threading.Thread(target=lambda: outcome.update(kubelet.prepare([claim])))
+    t.start()
+    t.join(1.0)
+    assert t.is_alive() and node.spec_files() == []  # waiting for the lock
+    os.close(fd)
+    t.join(10)
+    assert outcome[claim[2]]["error"] == "" and len(node.spec_files()) == 1

@@ -16,8 +16,15 @@ from driver.plugin.recovery import recover
 
 GI = 1024**3
 CATALOG = {
-    "gpu-0-mig-1g10gb-6": NodeDevice("gpu-0-mig-1g10gb-6", names.TYPE_MIG, "GPU-0", 0, {"memory": 10 * GI},
-                                     profile="1g.10gb", placement_start=6),
+    "gpu-0-mig-1g10gb-6": NodeDevice(
+        "gpu-0-mig-1g10gb-6",
+        names.TYPE_MIG,
+        "GPU-0",
+        0,
+        {"memory": 10 * GI},
+        profile="1g.10gb",
+        placement_start=6,
+    ),
     "gpu-1": NodeDevice("gpu-1", names.TYPE_VGPU, "GPU-1", 1, {"memory": 80 * GI, "cores": 100}),
 }
 
@@ -35,8 +42,9 @@ class DictMig:
         key = (gpu_uuid, start)
         if key not in self.live:
             self.created += 1
-            self.live[key] = MigInstance(f"MIG-{gpu_uuid}-{start}", 19, profile, MigPlacement(start, 1), self.next_gi,
-                                         0, 10 * GI, 14)
+            self.live[key] = MigInstance(
+                f"MIG-{gpu_uuid}-{start}", 19, profile, MigPlacement(start, 1), self.next_gi, 0, 10 * GI, 14
+            )
             self.next_gi += 1
         return self.live[key]
 
@@ -56,22 +64,43 @@ def world(tmp_path):
     (limiter / names.LIMITER_LIBRARY).touch()
 
     def make(boot="b1", mig_ops=None):
-        return Preparer(PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter), cluster,
-                        HostLayout.scan(tmp_path / "root"), mig_ops or mig, lambda: CATALOG,
-                        Checkpoint(tmp_path / "checkpoint.json", boot))
+        return Preparer(
+            PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter),
+            cluster,
+            HostLayout.scan(tmp_path / "root"),
+            mig_ops or mig,
+            lambda: CATALOG,
+            Checkpoint(tmp_path / "checkpoint.json", boot),
+        )
 
     return cluster, mig, make
 
 
 def put(cluster, name, results):
-    obj = cluster.put_resource_claim({"metadata": {"name": name, "namespace": "ns"}, "status": {"allocation": {
-        "devices": {"results": [{"driver": names.DRIVER_NAME, "pool": "node-a", **r} for r in results]}}}})
+    obj = cluster.put_resource_claim(
+        {
+            "metadata": {"name": name, "namespace": "ns"},
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [{"driver": names.DRIVER_NAME, "pool": "node-a", **r} for r in results]
+                    }
+                }
+            },
+        }
+    )
     return ClaimRef("ns", name, obj["metadata"]["uid"])
 
 
-MIXED = [{"request": "m", "device": "gpu-0-mig-1g10gb-6"},
-         {"request": "s", "device": "gpu-1", "shareID": "0b0e0a0d-1111-4222-8333-444455556666",
-          "consumedCapacity": {"memory": "2Gi", "cores": "10"}}]
+MIXED = [
+    {"request": "m", "device": "gpu-0-mig-1g10gb-6"},
+    {
+        "request": "s",
+        "device": "gpu-1",
+        "shareID": "0b0e0a0d-1111-4222-8333-444455556666",
+        "consumedCapacity": {"memory": "2Gi", "cores": "10"},
+    },
+]
 
 
 def test_prepare_reuses_an_existing_mig_instance(world):

@@ -12,12 +12,10 @@ from referencing import Registry, Resource
 from driver import names
 from driver.cdi.spec import CdiDevice, CdiError, ContainerEdits, DeviceNode, Mount, claim_spec, device_ids
 
-SCHEMA_DIR = Path("/work/shared/reference/cdi-schema")
+SCHEMA_DIR = Path(__file__).resolve().parent / "cdi-schema"
 
 
 def _validate(doc: dict) -> None:
-    if not SCHEMA_DIR.exists():
-        pytest.skip("CDI JSON schema not available on this machine (/work/shared/reference/cdi-schema)")
     schema = json.loads((SCHEMA_DIR / "schema.json").read_text())
     defs = json.loads((SCHEMA_DIR / "defs.json").read_text())
     registry = Registry().with_resource("defs.json", Resource.opaque(defs))
@@ -26,8 +24,12 @@ def _validate(doc: dict) -> None:
 
 def test_claim_spec_has_kind_devices_and_common_edits():
     uid = "a1b2c3d4-0000-4000-8000-000000000001"
-    gpu = CdiDevice(names.cdi_device_name(uid, "gpu-0"), ContainerEdits(device_nodes=(DeviceNode("/dev/nvidia0"),)))
-    common = ContainerEdits(env=("NVIDIA_VISIBLE_DEVICES=void",), mounts=(Mount("/h/libcuda.so.1", "/usr/lib64/libcuda.so.1"),))
+    gpu = CdiDevice(
+        names.cdi_device_name(uid, "gpu-0"), ContainerEdits(device_nodes=(DeviceNode("/dev/nvidia0"),))
+    )
+    common = ContainerEdits(
+        env=("NVIDIA_VISIBLE_DEVICES=void",), mounts=(Mount("/h/libcuda.so.1", "/usr/lib64/libcuda.so.1"),)
+    )
     doc = claim_spec(uid, [gpu], common)
     _validate(doc)
     assert doc["kind"] == "k8s.gpu.carve.dev/claim"
@@ -50,7 +52,9 @@ def test_device_node_host_path_needs_0_5_0():
     node = DeviceNode("/dev/nvidia0", host_path="/run/nvidia/driver/dev/nvidia0")
     doc = claim_spec("u", [CdiDevice("abc", ContainerEdits(device_nodes=(node,)))], ContainerEdits())
     assert doc["cdiVersion"] == "0.5.0"
-    assert doc["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"] == "/run/nvidia/driver/dev/nvidia0"
+    assert (
+        doc["devices"][0]["containerEdits"]["deviceNodes"][0]["hostPath"] == "/run/nvidia/driver/dev/nvidia0"
+    )
 
 
 def test_same_host_path_is_not_written_and_keeps_0_3_0():
@@ -62,7 +66,9 @@ def test_same_host_path_is_not_written_and_keeps_0_3_0():
 
 def test_merged_edits_drop_duplicates_and_keep_order():
     a = ContainerEdits(env=("X=1",), device_nodes=(DeviceNode("/dev/nvidiactl"),))
-    b = ContainerEdits(env=("X=1", "Y=2"), device_nodes=(DeviceNode("/dev/nvidiactl"), DeviceNode("/dev/nvidia-uvm")))
+    b = ContainerEdits(
+        env=("X=1", "Y=2"), device_nodes=(DeviceNode("/dev/nvidiactl"), DeviceNode("/dev/nvidia-uvm"))
+    )
     m = a.merged(b)
     assert m.env == ("X=1", "Y=2")
     assert [n.path for n in m.device_nodes] == ["/dev/nvidiactl", "/dev/nvidia-uvm"]

@@ -1,4 +1,4 @@
-"""Planning a claim (pure): checks on the claim, config resolution, and the limits of soft slices and slots."""
+"""Planning a claim (pure): checks on the claim, config resolution, limits of soft slices and slots."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ CATALOG = {
 
 
 def claim(results, config=(), uid="uid-1"):
-    return {"metadata": {"uid": uid, "name": "train", "namespace": "ml"},
-            "status": {"allocation": {"devices": {"results": results, "config": list(config)}}}}
+    return {
+        "metadata": {"uid": uid, "name": "train", "namespace": "ml"},
+        "status": {"allocation": {"devices": {"results": results, "config": list(config)}}},
+    }
 
 
 def res(device, request="r", pool="node-a", **extra):
@@ -28,13 +30,25 @@ def res(device, request="r", pool="node-a", **extra):
 
 
 def opaque(kind, source="FromClaim", **params):
-    return {"source": source, "opaque": {"driver": names.DRIVER_NAME,
-                                         "parameters": {"apiVersion": names.CONFIG_API_VERSION, "kind": kind, **params}}}
+    return {
+        "source": source,
+        "opaque": {
+            "driver": names.DRIVER_NAME,
+            "parameters": {"apiVersion": names.CONFIG_API_VERSION, "kind": kind, **params},
+        },
+    }
 
 
 def test_soft_slice_limits_come_from_consumed_capacity():
-    plan = plan_claim(REF, claim([res("gpu-0", shareID="s1", consumedCapacity={"memory": "4Gi", "cores": "30"})],
-                                 [opaque("SliceConfig", oomPolicy="kill")]), "node-a", CATALOG)
+    plan = plan_claim(
+        REF,
+        claim(
+            [res("gpu-0", shareID="s1", consumedCapacity={"memory": "4Gi", "cores": "30"})],
+            [opaque("SliceConfig", oomPolicy="kill")],
+        ),
+        "node-a",
+        CATALOG,
+    )
     limits = claim_limits(plan, "/var/run/carve/region")
     assert [(d.memory_bytes, d.cores_percent, d.uuid) for d in limits.devices] == [(4 * GI, 30, "GPU-0")]
     assert limits.oom_policy == "kill"
@@ -65,8 +79,12 @@ def test_subrequest_reports_its_main_request():
         (claim([res("gpu-9")]), "'gpu-9' is not a device this node publishes"),
         (claim([{**res("gpu-2"), "driver": "other.dev"}]), "no device of driver"),
         (claim([res("gpu-2")], [opaque("SliceConfig")]), "SliceConfig does not fit device type gpu"),
-        (claim([res("gpu-0", consumedCapacity={"memory": "4Gi"})], [opaque("SliceConfig", corePolicy="fast")]),
-         "corePolicy"),
+        (
+            claim(
+                [res("gpu-0", consumedCapacity={"memory": "4Gi"})], [opaque("SliceConfig", corePolicy="fast")]
+            ),
+            "corePolicy",
+        ),
         (claim([res("gpu-0", consumedCapacity={"memory": "lots"})]), "consumedCapacity.memory"),
     ],
 )
@@ -79,12 +97,15 @@ def test_bad_claims_name_the_claim_and_the_problem(obj, expected):
 
 def test_soft_slice_without_consumed_memory_is_an_error():
     plan = plan_claim(REF, claim([res("gpu-0")]), "node-a", CATALOG)
-    with pytest.raises(PrepareError, match="consumedCapacity.memory"):
+    with pytest.raises(PrepareError, match=r"consumedCapacity\.memory"):
         claim_limits(plan, "/r")
 
 
 def test_limited_devices_of_one_claim_need_one_config():
-    results = [res("gpu-0", request="a", consumedCapacity={"memory": "1Gi"}), res("gpu-1-slot-0", request="b")]
+    results = [
+        res("gpu-0", request="a", consumedCapacity={"memory": "1Gi"}),
+        res("gpu-1-slot-0", request="b"),
+    ]
     configs = [opaque("SliceConfig", priority="low")]
     configs[0]["requests"] = ["a"]
     with pytest.raises(PrepareError, match="same SliceConfig"):

@@ -1,4 +1,4 @@
-"""Publishing slices against LocalCluster: create, no-op, generation bump, stale slices, conflicts, gates off."""
+"""Publishing against LocalCluster: create, no-op, generation bump, stale slices, conflicts, gates off."""
 
 from __future__ import annotations
 
@@ -14,8 +14,13 @@ NODE = "node-a"
 
 def make(cluster, strategies, gpus=None, sleep=None):
     gpus = gpus or fake_node("2xA100-80GB,1xT4", NODE)
-    return Publisher(cluster, NODE, lambda s, g: build_slices(NODE, gpus, s, Settings(), "1.36", g), strategies,
-                     sleep=sleep or (lambda _s: None))
+    return Publisher(
+        cluster,
+        NODE,
+        lambda s, g: build_slices(NODE, gpus, s, Settings(), "1.36", g),
+        strategies,
+        sleep=sleep or (lambda _s: None),
+    )
 
 
 def generations(cluster):

@@ -1,0 +1,310 @@
+/*
+ * feedback.c: the background thread that turns measured SM utilization into a launch budget.
+ *
+ * Every 5 ms it refills each throttled device's token bucket at `rate` blocks per second. Every tick
+ * (CARVE_TICK_MS, default 100 ms) it reads the claim's limits from the region (so the plugin can change a
+ * running claim's share), samples NVML's per-process utilization, sums it over the claim's pids, and sets
+ *     rate <- blocks_launched_per_second * (target / measured)
+ * The update is a ratio: it holds for any GPU size, kernel length or grid shape, so its gain does not
+ * depend on the SM count (HAMi-core's step grows with SMs squared). Policy decides the target:
+ *     default  throttle only while another process is busy on the GPU, else burst
+ *     force    always hold the share
+ *     disable  never throttle (the thread is not even started)
+ * and a low-priority claim drops to LOW_SHARE while a high-priority neighbour is busy.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "limiter.h"
+
+#define REFILL_NS 5000000ull
+#define NEIGHBOUR_MIN 5    /* percent of SM time by other processes that counts as a busy neighbour */
+#define LOW_SHARE 10       /* what a low-priority claim keeps while a high-priority neighbour is busy */
+#define GAIN 0.8           /* fraction of the measured error corrected per tick */
+#define MAX_SAMPLES 256
+
+typedef struct ctl {
+    nvmlDevice_t nvml;
+    int have_nvml;
+    double rate;                 /* blocks per second while throttled */
+    double frac;                 /* fractional tokens carried between refills */
+    unsigned long long last_seen; /* NVML sample timestamp (wall-clock us) */
+} ctl_t;
+
+static ctl_t g_ctl[CARVE_MAX_DEVICES];
+static pthread_mutex_t g_decide_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_devices;
+static uint64_t g_tick_ns = 100000000ull;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned long long wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000u;
+}
+
+static void setup_nvml(void)
+{
+    int nvml = carve_nvml_init() && REAL(nvmlInit_v2) && REAL(nvmlInit_v2)() == NVML_SUCCESS &&
+               REAL(nvmlDeviceGetProcessUtilization);
+    if (!nvml)
+        CARVE_LOG(CARVE_LOG_WARN, "NVML is unavailable: compute limits cannot be measured and are not enforced");
+    int n = 0;
+    if (REAL(cuDeviceGetCount) && REAL(cuDeviceGetCount)(&n) != CUDA_SUCCESS)
+        n = 0;
+    g_devices = n < CARVE_MAX_DEVICES ? n : CARVE_MAX_DEVICES;
+    for (int d = 0; nvml && d < g_devices; d++) {
+        CUuuid u;
+        char s[96];
+        ctl_t *c = &g_ctl[d];
+        if (REAL(cuDeviceGetUuid_v2) && REAL(cuDeviceGetUuid_v2)(&u, d) == CUDA_SUCCESS &&
+            REAL(nvmlDeviceGetHandleByUUID)) {
+            const unsigned char *b = (const unsigned char *)u.bytes;
+            snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                     b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+            c->have_nvml = REAL(nvmlDeviceGetHandleByUUID)(s, &c->nvml) == NVML_SUCCESS;
+        }
+        if (!c->have_nvml && REAL(nvmlDeviceGetHandleByIndex_v2))
+            c->have_nvml = REAL(nvmlDeviceGetHandleByIndex_v2)((unsigned)d, &c->nvml) == NVML_SUCCESS;
+        c->last_seen = wall_us() - g_tick_ns / 1000;
+    }
+}
+
+typedef struct sample {
+    unsigned claim, other; /* percent of SM time */
+    int neighbour;         /* another process is busy on this GPU */
+} sample_t;
+
+/* 1 with a fresh measurement, 0 when NVML has nothing new to say. */
+static int measure(int d, uint64_t launched, sample_t *out)
+{
+    ctl_t *c = &g_ctl[d];
+    nvmlProcessUtilizationSample_t s[MAX_SAMPLES];
+    unsigned n = MAX_SAMPLES;
+    memset(out, 0, sizeof *out);
+    if (!c->have_nvml)
+        return 0;
+    nvmlReturn_t rc = REAL(nvmlDeviceGetProcessUtilization)(c->nvml, s, &n, c->last_seen);
+    if (rc == NVML_ERROR_NOT_FOUND)
+        return launched == 0; /* idle, unless we launched and the driver has not sampled yet */
+    if (rc != NVML_SUCCESS)
+        return 0;
+
+    int32_t pids[CARVE_MAX_PROCS];
+    unsigned npids = 0, live = 0;
+    for (unsigned i = 0; i < carve_region->max_procs && i < CARVE_MAX_PROCS; i++) {
+        if (__atomic_load_n(&carve_region->procs[i].pid, __ATOMIC_ACQUIRE) <= 0)
+            continue;
+        live++;
+        int hp = carve_host_pid_of_slot((int)i);
+        if (hp > 0)
+            pids[npids++] = hp;
+    }
+    /* Average each pid's samples (a driver may return several per pid), then sum per side. */
+    unsigned total = 0, active_pids = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (s[i].timeStamp > c->last_seen)
+            c->last_seen = s[i].timeStamp;
+        int seen = 0;
+        for (unsigned j = 0; j < i && !seen; j++)
+            seen = s[j].pid == s[i].pid;
+        if (seen)
+            continue;
+        unsigned sum = 0, cnt = 0;
+        for (unsigned j = i; j < n; j++)
+            if (s[j].pid == s[i].pid) {
+                sum += s[j].smUtil;
+                cnt++;
+            }
+        unsigned u = sum / (cnt ? cnt : 1);
+        int mine = 0;
+        for (unsigned j = 0; j < npids && !mine; j++)
+            mine = (unsigned)pids[j] == s[i].pid;
+        if (mine)
+            out->claim += u;
+        else
+            out->other += u;
+        total += u;
+        active_pids += u > 0;
+    }
+    if (npids == 0) {
+        /* No pid of ours is known to NVML (a pid namespace the plugin has not resolved yet): count the whole
+         * GPU as ours (never more than the share) and guess a neighbour from the number of busy pids. */
+        out->claim = total;
+        out->other = 0;
+        out->neighbour = active_pids > live;
+    } else {
+        out->neighbour = out->other >= NEIGHBOUR_MIN;
+    }
+    if (out->claim > 100)
+        out->claim = 100;
+    return 1;
+}
+
+static void set_tokens(carve_gate_t *g, int64_t v)
+{
+    __atomic_store_n(&g->tokens, v, __ATOMIC_RELEASE);
+}
+
+static void control(int d, double elapsed_s)
+{
+    carve_gate_t *g = &carve_gates[d];
+    ctl_t *c = &g_ctl[d];
+    carve_region_device_t *rd = &carve_region->devices[d];
+    uint64_t launched = __atomic_exchange_n(&g->launched, 0, __ATOMIC_ACQ_REL);
+    int starved = __atomic_exchange_n(&g->starved, 0, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&g->total, launched, __ATOMIC_RELAXED);
+
+    unsigned limit = __atomic_load_n(&rd->cores_limit, __ATOMIC_RELAXED);
+    unsigned policy = __atomic_load_n(&carve_region->core_policy, __ATOMIC_RELAXED);
+    int low = __atomic_load_n(&carve_region->priority, __ATOMIC_RELAXED) == CARVE_PRIORITY_LOW;
+    int high_neighbours = __atomic_load_n(&rd->high_neighbours, __ATOMIC_RELAXED) > 0;
+    sample_t m;
+    int fresh = measure(d, launched, &m);
+
+    unsigned target = limit == 0 || limit > 100 ? 100 : limit;
+    int yield = low && high_neighbours && m.neighbour;
+    if (yield && target > LOW_SHARE)
+        target = LOW_SHARE;
+    int throttle = policy != CARVE_CORE_DISABLE && target < 100 &&
+                   (policy == CARVE_CORE_FORCE || m.neighbour || yield);
+    if (fresh)
+        __atomic_store_n(&rd->utilization, m.claim, __ATOMIC_RELAXED);
+    __atomic_store_n(&rd->target, throttle ? target : 100, __ATOMIC_RELAXED);
+
+    if (!throttle) {
+        if (__atomic_load_n(&g->active, __ATOMIC_RELAXED)) {
+            __atomic_store_n(&g->active, 0, __ATOMIC_RELEASE);
+            set_tokens(g, 0); /* waiters see active == 0 and go */
+        }
+        return;
+    }
+    double launched_rate = elapsed_s > 0 ? (double)launched / elapsed_s : 0;
+    if (!__atomic_load_n(&g->active, __ATOMIC_RELAXED)) {
+        /* switching on: what the claim launched for what it measured, scaled to the target */
+        if (fresh && m.claim > 0 && launched_rate > 0)
+            c->rate = launched_rate * target / m.claim;
+        else if (c->rate <= 0)
+            c->rate = launched_rate > 0 ? launched_rate * target / 100.0 : 1000.0;
+        c->frac = 0;
+        set_tokens(g, 0);
+        __atomic_store_n(&g->active, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    if (!fresh)
+        return;
+    double rate = c->rate;
+    if (m.claim > 0) {
+        double ratio = (double)target / m.claim;
+        if (ratio < 1 || starved) {
+            double next = launched_rate * (1 + GAIN * (ratio - 1));
+            if (next < rate / 8)
+                next = rate / 8;
+            if (next > rate * 8)
+                next = rate * 8;
+            rate = next;
+        }
+    } else if (starved) {
+        rate *= 2; /* launches waited yet nothing ran: the budget is far too small */
+    }
+    c->rate = rate > 1 ? rate : 1;
+}
+
+static void refill(int d, double dt_s)
+{
+    carve_gate_t *g = &carve_gates[d];
+    ctl_t *c = &g_ctl[d];
+    if (!__atomic_load_n(&g->active, __ATOMIC_RELAXED))
+        return;
+    double add = c->rate * dt_s + c->frac;
+    int64_t whole = (int64_t)add;
+    c->frac = add - (double)whole;
+    int64_t cap = (int64_t)(c->rate * 0.01) + 1; /* at most 10 ms of budget banked: no long bursts */
+    int64_t v = __atomic_load_n(&g->tokens, __ATOMIC_RELAXED), next;
+    do {
+        next = v + whole;
+        if (next > cap)
+            next = v > cap ? v : cap;
+    } while (!__atomic_compare_exchange_n(&g->tokens, &v, next, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+}
+
+static void *feedback_main(void *arg)
+{
+    setup_nvml();
+    uint64_t last = mono_ns(), last_ctl = last;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)REFILL_NS};
+    for (;;) {
+        nanosleep(&ts, NULL);
+        uint64_t now = mono_ns();
+        for (int d = 0; d < g_devices; d++)
+            refill(d, (double)(now - last) / 1e9);
+        last = now;
+        if (now - last_ctl >= g_tick_ns) {
+            for (int d = 0; d < g_devices; d++)
+                control(d, (double)(now - last_ctl) / 1e9);
+            last_ctl = now;
+        }
+    }
+    return NULL;
+}
+
+/* Once per process, at its first launch: start the feedback thread when a compute limit is possible. */
+int carve_gate_decide(void)
+{
+    pthread_mutex_lock(&g_decide_lock);
+    int s = __atomic_load_n(&carve_gate_state, __ATOMIC_RELAXED);
+    if (s == 0) {
+        carve_init();
+        int wanted = 0;
+        if (carve_region->core_policy != CARVE_CORE_DISABLE) {
+            /* a shared region's limits can change while we run; a private one's cannot */
+            wanted = carve_region_shared || carve_region->priority == CARVE_PRIORITY_LOW;
+            for (unsigned d = 0; d < CARVE_MAX_DEVICES && !wanted; d++)
+                wanted = carve_region->devices[d].cores_limit > 0;
+        }
+        const char *tick = getenv("CARVE_TICK_MS");
+        if (tick && atoi(tick) >= 10 && atoi(tick) <= 1000)
+            g_tick_ns = (uint64_t)atoi(tick) * 1000000ull;
+        pthread_t t;
+        pthread_attr_t attr;
+        sigset_t all, old;
+        if (wanted) {
+            /* the thread must never run the application's signal handlers */
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &old);
+            pthread_attr_init(&attr);
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            if (pthread_create(&t, &attr, feedback_main, NULL) != 0) {
+                CARVE_LOG(CARVE_LOG_ERROR, "cannot start the feedback thread: compute limits are not enforced");
+                wanted = 0;
+            }
+            pthread_attr_destroy(&attr);
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+        }
+        s = wanted ? 2 : 1;
+        __atomic_store_n(&carve_gate_state, s, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_decide_lock);
+    return s;
+}
+
+void carve_feedback_after_fork(void)
+{
+    /* the thread does not exist in the child: decide again at its first launch */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    g_decide_lock = fresh;
+    memset(carve_gates, 0, sizeof carve_gates);
+    memset(g_ctl, 0, sizeof g_ctl);
+    carve_gate_state = 0;
+}
