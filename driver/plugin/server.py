@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 from concurrent import futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -51,7 +51,6 @@ class PluginConfig:
     publish_interval_s: float = 60.0
     workers: int = 16
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
-    extra: dict = field(default_factory=dict)
 
 
 def _k8s_version(cluster, configured: str) -> str:
