@@ -242,7 +242,8 @@ static void refill(int d, double dt_s)
 static void *feedback_main(void *arg)
 {
     setup_nvml();
-    uint64_t last = mono_ns(), last_ctl = last;
+    /* the first tick comes early: until it, launches run unthrottled while the rate is calibrated */
+    uint64_t last = mono_ns(), last_ctl = last - g_tick_ns + 25000000ull;
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)REFILL_NS};
     for (;;) {
         nanosleep(&ts, NULL);
