@@ -1,14 +1,18 @@
 """Fixtures shared by every test: where the native build lives and an environment of fake GPUs.
 
-Component-specific fixtures live in the conftest.py of that component's test folder.
+Component-specific fixtures live in the conftest.py of that component's test folder. Helpers that several
+folders need live in tests/support/ and are imported as `support.<module>`: pytest puts this folder (tests/)
+on sys.path when it loads this file, for every test under it.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.apiserver_standin import ApiServerStandIn
 
 REPO = Path(__file__).resolve().parents[1]
 NATIVE_BUILD = REPO / "native" / "build"
@@ -31,8 +35,17 @@ def fake_gpu_env(tmp_path: Path):
             CARVE_FAKE_GPUS=gpus,
             CARVE_FAKE_SEED=seed,
             CARVE_FAKE_STATE=str(state or tmp_path / "fake-gpus.state"),
-            LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(FAKE_LIB_DIR), os.environ.get("LD_LIBRARY_PATH")])),
+            LD_LIBRARY_PATH=os.pathsep.join(
+                filter(None, [str(FAKE_LIB_DIR), os.environ.get("LD_LIBRARY_PATH")])
+            ),
         )
         return env
 
     return build
+
+
+@pytest.fixture
+def apiserver() -> Iterator[ApiServerStandIn]:
+    """A started stand-in of the API server (tests/support/apiserver_standin.py), stopped after the test."""
+    with ApiServerStandIn() as server:
+        yield server

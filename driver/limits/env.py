@@ -97,7 +97,8 @@ def parse_limiter_env(env: Mapping[str, str], device_count: int) -> ClaimLimits:
         try:
             devices.append(DeviceLimit(memory_bytes=int(mem), cores_percent=int(cores)))
         except ValueError:
-            raise LimitsError(f"env: device {i}: memory {mem!r} or cores {cores!r} is not an integer") from None
+            problem = f"memory {mem!r} or cores {cores!r} is not an integer"
+            raise LimitsError(f"env: device {i}: {problem}") from None
     limits = ClaimLimits(
         devices=tuple(devices),
         region_path=env.get(names.ENV_REGION, ""),

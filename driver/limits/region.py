@@ -7,6 +7,7 @@ field; tests/unit/limits/test_limits_region_layout.py compares every offset and 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -202,11 +203,38 @@ class Region:
             if p.pid > 0
         ]
 
+    def resolve_host_pids(self, proc: Path = Path("/proc")) -> int:
+        """Fill in the host pid of processes that run in their own pid namespace; returns how many.
+
+        NVML reports host pids; a containerised process cannot see its own, the node can. A slot is matched by
+        its pid namespace inode and its pid inside that namespace (the last field of NSpid).
+        """
+        pending = {
+            (p.pid_ns, p.pid): p for p in self._struct.procs if p.pid > 0 and p.host_pid == 0 and p.pid_ns
+        }
+        filled = 0
+        for entry in proc.iterdir() if pending else ():
+            if not entry.name.isdigit():
+                continue
+            try:
+                ns = os.stat(entry / "ns" / "pid").st_ino
+                status = (entry / "status").read_text()
+            except OSError:
+                continue  # exited, or not ours to read
+            nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+            slot = pending.pop((ns, int(nspid[-1])), None) if nspid else None
+            if slot is not None:
+                slot.host_pid = int(entry.name)
+                filled += 1
+        return filled
+
     def close(self) -> None:
         if self._map.closed:
             return
         del self._struct
-        self._map.close()
+        # a caller may still hold a view of a field: the mapping then goes when that view does
+        with contextlib.suppress(BufferError):
+            self._map.close()
 
     def __enter__(self) -> Region:
         return self

@@ -4,6 +4,8 @@ File `<plugin-dir>/checkpoint.json`:
     {"version": 1, "checksum": "sha256:<hex of the canonical data>", "data": {"bootID": ..., "claims": {...}}}
 Written atomically (driver.fsutil.write_atomic). Loading never raises for a bad file: a corrupt or
 unreadable checkpoint is moved aside and reported, so the plugin can rebuild its state and keep running.
+During a rolling update two plugin processes share the file (one at a time, under the node lock):
+`reload_if_changed` lets each adopt what the other wrote instead of overwriting it.
 """
 
 from __future__ import annotations
@@ -117,6 +119,15 @@ class Checkpoint:
     def __init__(self, path: Path, boot_id: str):
         self.path = Path(path)
         self.boot_id = boot_id
+        self._stamp: tuple[int, int, int] | None = None  # the file as this process last wrote or read it
+
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        # Every save is a rename onto the path, so a write by anyone changes the inode (and the mtime).
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def encode(self, claims: dict[str, ClaimRecord]) -> bytes:
         data = {
@@ -129,14 +140,26 @@ class Checkpoint:
 
     def save(self, claims: dict[str, ClaimRecord]) -> None:
         write_atomic(self.path, self.encode(claims), mode=0o600)
+        self._stamp = self._file_stamp()
 
-    def load(self) -> Loaded:
+    def reload_if_changed(self) -> Loaded | None:
+        """The file's content when someone else replaced it since our last save or load, else None.
+
+        A bad file is reported (status corrupt), never moved aside: the caller keeps its state.
+        """
+        stamp = self._file_stamp()
+        if stamp is None or stamp == self._stamp:
+            return None
+        return self.load(move_aside=False)
+
+    def load(self, move_aside: bool = True) -> Loaded:
+        self._stamp = self._file_stamp()
         try:
             raw_bytes = self.path.read_bytes()
         except FileNotFoundError:
             return Loaded({}, "missing")
         except OSError as e:
-            return self._move_aside(f"unreadable: {e}")
+            return self._move_aside(f"unreadable: {e}") if move_aside else Loaded({}, "corrupt", str(e))
         try:
             doc = json.loads(raw_bytes)
             if not isinstance(doc, dict):
@@ -148,7 +171,8 @@ class Checkpoint:
                 raise ValueError("checksum: does not match the data")
             claims = {uid: claim_from_json(uid, raw) for uid, raw in data["claims"].items()}
         except (ValueError, KeyError, TypeError) as e:
-            return self._move_aside(f"{type(e).__name__}: {e}")
+            why = f"{type(e).__name__}: {e}"
+            return self._move_aside(why) if move_aside else Loaded({}, "corrupt", why)
         if data.get("bootID") != self.boot_id:
             # Prepared state does not survive a reboot: device nodes, MIG instances and /var/run/cdi are gone.
             return Loaded(

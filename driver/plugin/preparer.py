@@ -154,7 +154,10 @@ class Preparer:
                 raise PrepareError(f"{ref}: reading the claim from the API server: {e}") from None
             plan = plan_claim(ref, claim, self.settings.node_name, self.catalog())
             with self.node_lock.hold():
+                self._sync()
                 leftover = self.state.get(ref.uid)
+                if leftover and leftover.state == STATE_COMPLETED:  # prepared by another plugin process
+                    return Prepared(devices=tuple(leftover.devices))
                 if leftover:  # a PrepareStarted left by a failed attempt: start clean
                     self._undo(leftover, inject=False)
                 record = self._record(plan)
@@ -281,6 +284,7 @@ class Preparer:
 
     def _unprepare_one(self, ref: ClaimRef) -> str:
         with self.claim_locks.hold(ref.uid), self.node_lock.hold():
+            self._sync()
             record = self.state.get(ref.uid)
             if record is None:
                 # Unknown claim: nothing to do, but never leave a stray spec behind for it.
@@ -334,6 +338,33 @@ class Preparer:
         if root.exists():
             shutil.rmtree(root)
             fsync_dir(self.claims_dir)
+
+    def _sync(self) -> None:
+        """Adopt the checkpoint another plugin process wrote (rolling update); call with the node lock held.
+
+        Without this, our next save would drop the claims the other process prepared meanwhile.
+        """
+        loaded = self.checkpoint.reload_if_changed()
+        if loaded is None:
+            return
+        if loaded.status == "ok":
+            event(
+                log,
+                logging.INFO,
+                "checkpoint.reloaded",
+                reason="written by another process",
+                claims=len(loaded.claims),
+            )
+            self.state = dict(loaded.claims)
+        else:
+            event(
+                log,
+                logging.WARNING,
+                "checkpoint.reload-skipped",
+                status=loaded.status,
+                error=loaded.detail,
+                action="keeping the state in memory",
+            )
 
     def _save(self) -> None:
         self.checkpoint.save(self.state)

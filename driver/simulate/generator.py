@@ -30,6 +30,7 @@ MIX = {"inference": 0.60, "notebook": 0.25, "training": 0.15}
 INFERENCE_SIZES = ((4, 10, 3), (8, 20, 4), (12, 25, 2), (16, 30, 3), (20, 40, 2), (24, 50, 1))
 NOTEBOOK_SIZES = ((4, 5, 2), (6, 10, 2), (8, 10, 1))
 TRAINING_GPUS = ((1, 4), (2, 3), (4, 2), (8, 1))
+MAX_RESULTS = 32  # resource.k8s.io/v1: devices one claim may be allocated
 SLOT_COUNTS = (1, 2, 3, 4)  # firstAvailable allows 8 alternatives: mig, soft, 4 slot sizes, timeslice, gpu
 
 
@@ -71,27 +72,36 @@ def small_claim(memory_gib: int, cores: int, request: str = "gpu") -> dict[str, 
 
 
 def whole_gpus_claim(count: int, memory_gib: int, split_count: int) -> dict[str, Any]:
-    """`count` GPUs for training: one request per GPU, each a whole GPU under whatever the node offers."""
-    requests = []
-    constraints = []
-    for i in range(count):
-        name = f"gpu{i}"
-        requests.append({"name": name, "firstAvailable": [
-            {"name": "gpu", "deviceClassName": names.CLASS_GPU,
-             "selectors": _sel(_at_least("memory", f"{memory_gib}Gi"))},
-            # All of a soft GPU's compute; memory as the job needs it.
-            {"name": "soft", "deviceClassName": names.CLASS_VGPU,
-             "capacity": {"requests": {"memory": f"{memory_gib}Gi", "cores": "100"}}},
-            {"name": "slots", "deviceClassName": names.CLASS_SLOT, "count": split_count},
-            {"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE},
-        ]})
-        constraints.append({"requests": [f"{name}/slots"], "matchAttribute": f"{DOMAIN}/parentUUID"})
+    """`count` whole GPUs for training, under whatever the node offers.
+
+    One request with a count, not one request per GPU: the allocator tries devices of one request in
+    increasing order (combinations) but restarts every request from the first device (permutations), so
+    on a nearly full node `count` separate requests cost up to count! attempts before failing.
+    Slots stand in for a GPU only when that fits the 32 results a claim may hold; a one-GPU job takes
+    all slots of one GPU (matchAttribute parentUUID), a bigger one count x split_count slots anywhere
+    on the node.
+    """
+    request = "gpus"
+    memory = f"{memory_gib}Gi"
+    alternatives: list[dict[str, Any]] = [
+        {"name": "gpu", "deviceClassName": names.CLASS_GPU, "count": count,
+         "selectors": _sel(_at_least("memory", memory))},
+        # All of a soft GPU's compute, memory as the job needs it; 100% cores keeps two apart.
+        {"name": "soft", "deviceClassName": names.CLASS_VGPU, "count": count,
+         "capacity": {"requests": {"memory": memory, "cores": "100"}}},
+    ]
+    constraints: list[dict[str, Any]] = []
+    if count * split_count <= MAX_RESULTS:
+        alternatives.append({"name": "slots", "deviceClassName": names.CLASS_SLOT, "count": count * split_count})
+        if count == 1:
+            constraints.append({"requests": [f"{request}/slots"], "matchAttribute": f"{DOMAIN}/parentUUID"})
+    alternatives.append({"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE, "count": count})
     if count > 1:
-        # Two requests must not time-slice the same GPU (whole, soft and slot devices cannot be shared
-        # that way anyway: exclusive, 100% cores, or all slots taken).
-        constraints.append({"requests": [f"gpu{i}/timeslice" for i in range(count)],
-                            "distinctAttribute": f"{DOMAIN}/uuid"})
-    return {"devices": {"requests": requests, "constraints": constraints}}
+        constraints.append({"requests": [f"{request}/timeslice"], "distinctAttribute": f"{DOMAIN}/uuid"})
+    devices: dict[str, Any] = {"requests": [{"name": request, "firstAvailable": alternatives}]}
+    if constraints:
+        devices["constraints"] = constraints
+    return {"devices": devices}
 
 
 def _weighted(rng: random.Random, table: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:

@@ -184,14 +184,13 @@ static void control(int d, double elapsed_s)
     __atomic_store_n(&rd->target, throttle ? target : 100, __ATOMIC_RELAXED);
 
     if (!throttle) {
-        if (__atomic_load_n(&g->active, __ATOMIC_RELAXED)) {
-            __atomic_store_n(&g->active, 0, __ATOMIC_RELEASE);
-            set_tokens(g, 0); /* waiters see active == 0 and go */
-        }
+        int counting = policy != CARVE_CORE_DISABLE && (target < 100 || low);
+        __atomic_store_n(&g->mode, counting ? CARVE_GATE_COUNT : CARVE_GATE_IDLE, __ATOMIC_RELEASE);
+        set_tokens(g, 0); /* waiters see the mode change and go */
         return;
     }
     double launched_rate = elapsed_s > 0 ? (double)launched / elapsed_s : 0;
-    if (!__atomic_load_n(&g->active, __ATOMIC_RELAXED)) {
+    if (__atomic_load_n(&g->mode, __ATOMIC_RELAXED) != CARVE_GATE_THROTTLE) {
         /* switching on: what the claim launched for what it measured, scaled to the target */
         if (fresh && m.claim > 0 && launched_rate > 0)
             c->rate = launched_rate * target / m.claim;
@@ -199,7 +198,7 @@ static void control(int d, double elapsed_s)
             c->rate = launched_rate > 0 ? launched_rate * target / 100.0 : 1000.0;
         c->frac = 0;
         set_tokens(g, 0);
-        __atomic_store_n(&g->active, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&g->mode, CARVE_GATE_THROTTLE, __ATOMIC_RELEASE);
         return;
     }
     if (!fresh)
@@ -225,7 +224,7 @@ static void refill(int d, double dt_s)
 {
     carve_gate_t *g = &carve_gates[d];
     ctl_t *c = &g_ctl[d];
-    if (!__atomic_load_n(&g->active, __ATOMIC_RELAXED))
+    if (__atomic_load_n(&g->mode, __ATOMIC_RELAXED) != CARVE_GATE_THROTTLE)
         return;
     double add = c->rate * dt_s + c->frac;
     int64_t whole = (int64_t)add;
@@ -237,6 +236,18 @@ static void refill(int d, double dt_s)
         if (next > cap)
             next = v > cap ? v : cap;
     } while (!__atomic_compare_exchange_n(&g->tokens, &v, next, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+}
+
+/* Launches skip the gate entirely while no device counts or throttles. */
+void carve_launch_free_update(void)
+{
+    int any = __atomic_load_n(&carve_gate_state, __ATOMIC_RELAXED) != 1;
+    if (__atomic_load_n(&carve_gate_state, __ATOMIC_RELAXED) == 2) {
+        any = 0;
+        for (unsigned d = 0; d < CARVE_MAX_DEVICES && !any; d++)
+            any = __atomic_load_n(&carve_gates[d].mode, __ATOMIC_RELAXED) != CARVE_GATE_IDLE;
+    }
+    __atomic_store_n(&carve_launch_free, !any, __ATOMIC_RELEASE);
 }
 
 static void *feedback_main(void *arg)
@@ -254,6 +265,7 @@ static void *feedback_main(void *arg)
         if (now - last_ctl >= g_tick_ns) {
             for (int d = 0; d < g_devices; d++)
                 control(d, (double)(now - last_ctl) / 1e9);
+            carve_launch_free_update();
             last_ctl = now;
         }
     }
@@ -293,8 +305,13 @@ int carve_gate_decide(void)
             pthread_attr_destroy(&attr);
             pthread_sigmask(SIG_SETMASK, &old, NULL);
         }
+        /* count from the first launch on limited devices, so the first tick can calibrate */
+        for (unsigned d = 0; wanted && d < CARVE_MAX_DEVICES; d++)
+            if (carve_region->devices[d].cores_limit > 0 || carve_region->priority == CARVE_PRIORITY_LOW)
+                carve_gates[d].mode = CARVE_GATE_COUNT;
         s = wanted ? 2 : 1;
         __atomic_store_n(&carve_gate_state, s, __ATOMIC_RELEASE);
+        carve_launch_free_update();
     }
     pthread_mutex_unlock(&g_decide_lock);
     return s;
@@ -308,4 +325,5 @@ void carve_feedback_after_fork(void)
     memset(carve_gates, 0, sizeof carve_gates);
     memset(g_ctl, 0, sizeof g_ctl);
     carve_gate_state = 0;
+    carve_launch_free = 0;
 }

@@ -126,15 +126,20 @@ int carve_untrack(uint64_t key, int kind, int *dev, uint64_t *bytes); /* 0 when 
 int carve_lookup(uint64_t key, int kind, uint64_t *bytes);            /* 0 when found */
 
 /* --- throttle.c / feedback.c ----------------------------------------------------------------------- */
+enum { CARVE_GATE_IDLE = 0, CARVE_GATE_COUNT = 1, CARVE_GATE_THROTTLE = 2 };
+/* IDLE: no compute limit on the device, launches pass untouched; COUNT: limited but bursting (launches are
+ * counted so the rate can be calibrated the moment throttling starts); THROTTLE: the token bucket applies. */
 typedef struct carve_gate {
     int64_t tokens;      /* launch budget in thread blocks; negative = launches waiting */
     uint64_t launched;   /* blocks launched since the last control tick */
     uint64_t total;      /* blocks launched since start (diagnostics) */
-    int active;          /* 1 while this device is throttled */
+    int mode;            /* CARVE_GATE_IDLE / _COUNT / _THROTTLE, set by the feedback thread */
     int starved;         /* a launch waited since the last control tick */
     char pad[64 - 32];
 } carve_gate_t;
 extern carve_gate_t carve_gates[CARVE_MAX_DEVICES];
+extern int carve_launch_free; /* 1: launches need no gate at all (see throttle.c) */
+void carve_launch_free_update(void);
 extern int carve_gate_state; /* 0 undecided, 1 off (no compute limit possible), 2 on (feedback thread) */
 extern __thread uint64_t carve_thread_launches __attribute__((tls_model("initial-exec"))); /* launches this thread made through the hooks */
 void carve_gate_wait(carve_gate_t *g);

@@ -1,8 +1,8 @@
 /*
  * throttle.c: every launch path passes the launch gate, charged by its grid size in thread blocks.
  *
- * Hot path: one relaxed load when compute is not limited; otherwise an atomic add (and, while the device
- * is throttled, an atomic subtract from its token bucket). A launch that finds the bucket in debt waits
+ * Hot path: relaxed loads only when the device has no compute limit; with a limit an atomic add (and, while
+ * the device is throttled, an atomic subtract from its token bucket). A launch that finds the bucket in debt waits
  * in carve_gate_wait, the slow path, until the feedback thread (feedback.c) has refilled it.
  * Graphs are charged the blocks of their kernel nodes, counted once when they are instantiated.
  */
@@ -15,12 +15,14 @@ carve_gate_t carve_gates[CARVE_MAX_DEVICES] __attribute__((aligned(64)));
 int carve_gate_state;
 __thread uint64_t carve_thread_launches __attribute__((tls_model("initial-exec")));
 
-static inline void gate(uint64_t blocks)
+/* 1 while a launch needs nothing from the limiter: initialised, and no device counts or throttles. The
+ * feedback thread clears it when a device gets a compute limit; everything else is the slow path. */
+int carve_launch_free;
+
+__attribute__((noinline)) static void gate_slow(uint64_t blocks)
 {
-    carve_thread_launches++;
+    carve_init();
     int s = __atomic_load_n(&carve_gate_state, __ATOMIC_RELAXED);
-    if (LIKELY(s == 1))
-        return;
     if (UNLIKELY(s == 0))
         s = carve_gate_decide();
     if (s != 2)
@@ -29,18 +31,39 @@ static inline void gate(uint64_t blocks)
     if ((unsigned)dev >= CARVE_MAX_DEVICES)
         return;
     carve_gate_t *g = &carve_gates[dev];
+    int mode = __atomic_load_n(&g->mode, __ATOMIC_RELAXED);
+    if (mode == CARVE_GATE_IDLE)
+        return;
     __atomic_add_fetch(&g->launched, blocks, __ATOMIC_RELAXED);
-    if (!__atomic_load_n(&g->active, __ATOMIC_RELAXED))
+    if (mode != CARVE_GATE_THROTTLE)
         return;
     if (__atomic_sub_fetch(&g->tokens, (int64_t)blocks, __ATOMIC_ACQ_REL) < 0)
         carve_gate_wait(g);
 }
 
+/* Every launch hook has the same shape: the hot path is a thread-local count, one load and a tail call to
+ * the driver; anything else happens in a separate out-of-line function that also tail-calls the driver, so
+ * the hot path needs no stack frame. */
+#define GATED(ret, name, params, args, blocks)                                                             \
+    __attribute__((noinline)) static ret slow_##name params                                               \
+    {                                                                                                      \
+        gate_slow(blocks);                                                                                 \
+        return REAL(name) args;                                                                            \
+    }                                                                                                      \
+    CARVE_API ret name params                                                                              \
+    {                                                                                                      \
+        carve_thread_launches++;                                                                           \
+        if (LIKELY(__atomic_load_n(&carve_launch_free, __ATOMIC_RELAXED)))                                \
+            return REAL(name) args;                                                                        \
+        return slow_##name args;                                                                           \
+    }
+
 void carve_gate_wait(carve_gate_t *g)
 {
     __atomic_store_n(&g->starved, 1, __ATOMIC_RELAXED);
     struct timespec ts = {.tv_sec = 0, .tv_nsec = 500000};
-    while (__atomic_load_n(&g->tokens, __ATOMIC_ACQUIRE) < 0 && __atomic_load_n(&g->active, __ATOMIC_RELAXED))
+    while (__atomic_load_n(&g->tokens, __ATOMIC_ACQUIRE) < 0 &&
+           __atomic_load_n(&g->mode, __ATOMIC_RELAXED) == CARVE_GATE_THROTTLE)
         nanosleep(&ts, NULL);
 }
 
@@ -49,49 +72,36 @@ static inline uint64_t grid(unsigned x, unsigned y, unsigned z)
     return (uint64_t)x * y * z;
 }
 
-#define LAUNCH_KERNEL(name)                                                                                \
-    CARVE_API CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,  \
-                            unsigned bz, unsigned shmem, CUstream s, void **params, void **extra)           \
-    {                                                                                                      \
-        carve_init();                                                                                      \
-        gate(grid(gx, gy, gz));                                                                            \
-        return REAL(name)(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);                             \
-    }
-LAUNCH_KERNEL(cuLaunchKernel)
-LAUNCH_KERNEL(cuLaunchKernel_ptsz)
+#define KERNEL_PARAMS                                                                                      \
+    (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem, \
+     CUstream s, void **params, void **extra)
+#define KERNEL_ARGS (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra)
+GATED(CUresult, cuLaunchKernel, KERNEL_PARAMS, KERNEL_ARGS, grid(gx, gy, gz))
+GATED(CUresult, cuLaunchKernel_ptsz, KERNEL_PARAMS, KERNEL_ARGS, grid(gx, gy, gz))
 
-#define LAUNCH_COOPERATIVE(name)                                                                           \
-    CARVE_API CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,  \
-                            unsigned bz, unsigned shmem, CUstream s, void **params)                         \
-    {                                                                                                      \
-        carve_init();                                                                                      \
-        gate(grid(gx, gy, gz));                                                                            \
-        return REAL(name)(f, gx, gy, gz, bx, by, bz, shmem, s, params);                                    \
-    }
-LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel)
-LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel_ptsz)
+#define COOP_PARAMS                                                                                        \
+    (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem, \
+     CUstream s, void **params)
+#define COOP_ARGS (f, gx, gy, gz, bx, by, bz, shmem, s, params)
+GATED(CUresult, cuLaunchCooperativeKernel, COOP_PARAMS, COOP_ARGS, grid(gx, gy, gz))
+GATED(CUresult, cuLaunchCooperativeKernel_ptsz, COOP_PARAMS, COOP_ARGS, grid(gx, gy, gz))
 
-#define LAUNCH_EX(name)                                                                                    \
-    CARVE_API CUresult name(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)       \
-    {                                                                                                      \
-        carve_init();                                                                                      \
-        gate(config ? grid(config->gridDimX, config->gridDimY, config->gridDimZ) : 1);                     \
-        return REAL(name)(config, f, params, extra);                                                       \
-    }
-LAUNCH_EX(cuLaunchKernelEx)
-LAUNCH_EX(cuLaunchKernelEx_ptsz)
+#define EX_PARAMS (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
+#define EX_ARGS (config, f, params, extra)
+#define EX_BLOCKS (config ? grid(config->gridDimX, config->gridDimY, config->gridDimZ) : 1)
+GATED(CUresult, cuLaunchKernelEx, EX_PARAMS, EX_ARGS, EX_BLOCKS)
+GATED(CUresult, cuLaunchKernelEx_ptsz, EX_PARAMS, EX_ARGS, EX_BLOCKS)
 
 /* Deprecated, still exported: all launches are charged to the calling thread's device. */
-CARVE_API CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n,
-                                                        unsigned int flags)
+static uint64_t multi_blocks(const CUDA_LAUNCH_PARAMS *list, unsigned n)
 {
-    carve_init();
     uint64_t blocks = 0;
     for (unsigned i = 0; list && i < n; i++)
         blocks += grid(list[i].gridDimX, list[i].gridDimY, list[i].gridDimZ);
-    gate(blocks);
-    return REAL(cuLaunchCooperativeKernelMultiDevice)(list, n, flags);
+    return blocks;
 }
+GATED(CUresult, cuLaunchCooperativeKernelMultiDevice, (CUDA_LAUNCH_PARAMS *list, unsigned int n, unsigned int flags),
+      (list, n, flags), multi_blocks(list, n))
 
 /* --- graphs ---------------------------------------------------------------------------------------- */
 
@@ -163,19 +173,8 @@ static inline uint64_t exec_blocks(CUgraphExec exec)
     return blocks;
 }
 
-CARVE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
-{
-    carve_init();
-    gate(exec_blocks(exec));
-    return REAL(cuGraphLaunch)(exec, s);
-}
-
-CARVE_API CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s)
-{
-    carve_init();
-    gate(exec_blocks(exec));
-    return REAL(cuGraphLaunch_ptsz)(exec, s);
-}
+GATED(CUresult, cuGraphLaunch, (CUgraphExec exec, CUstream s), (exec, s), exec_blocks(exec))
+GATED(CUresult, cuGraphLaunch_ptsz, (CUgraphExec exec, CUstream s), (exec, s), exec_blocks(exec))
 
 /* Launches this thread made through the limiter's hooks (tests check every path is intercepted). */
 CARVE_API uint64_t carveLimiterThreadLaunches(void)

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 import uuid
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "plugin"))
-from plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess, result
+from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess, result
 
 from driver import names
 from driver.cluster import LocalCluster

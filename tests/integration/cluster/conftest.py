@@ -1,8 +1,6 @@
-"""Fixtures for Cluster tests: the HTTP stand-in of the API server and clusters of both kinds.
+"""Fixtures for Cluster tests: a KubeCluster on the API server stand-in, and clusters of both kinds.
 
-`apiserver` is a started ApiServerStandIn (stopped after the test). Other test folders can reuse it:
-    sys.path.insert(0, str(Path(__file__).parents[1] / "cluster"))
-    from apiserver_standin import ApiServerStandIn
+The `apiserver` fixture itself is in tests/conftest.py (any test can use it).
 """
 
 from __future__ import annotations
@@ -11,16 +9,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from apiserver_standin import ApiServerStandIn
+from support.apiserver_standin import ApiServerStandIn
 
 from driver.cluster import LocalCluster
 from driver.cluster.kube import KubeCluster
-
-
-@pytest.fixture
-def apiserver() -> Iterator[ApiServerStandIn]:
-    with ApiServerStandIn() as server:
-        yield server
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from apiserver_standin import ApiServerStandIn
+from support.apiserver_standin import ApiServerStandIn
 from test_cluster_contract import claim_obj, slice_obj
 
 from driver.cluster import ClusterError, Conflict, NotFound

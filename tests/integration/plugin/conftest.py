@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess
+from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess
 
 
 @pytest.fixture

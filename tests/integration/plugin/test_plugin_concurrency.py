@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from plugin_harness import result
+from support.plugin_harness import result
 
 from driver import names
 

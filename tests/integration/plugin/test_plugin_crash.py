@@ -8,7 +8,7 @@ import uuid
 
 import grpc
 import pytest
-from plugin_harness import result, slice_config
+from support.plugin_harness import result, slice_config
 
 from driver import names
 from driver.plugin.faults import PREPARE_POINTS, UNPREPARE_POINTS

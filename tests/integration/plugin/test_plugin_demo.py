@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from plugin_harness import REPO
+from support.plugin_harness import REPO
 
 
 def test_demo_prepares_three_claims_and_cleans_up():

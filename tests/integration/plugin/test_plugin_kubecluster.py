@@ -3,16 +3,11 @@ publishing with a gate off (fallback), a conflict retried, and a prepare that re
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-from plugin_harness import NODE, PluginProcess, result
+from support.apiserver_standin import ApiServerStandIn
+from support.plugin_harness import NODE, PluginProcess, result
 
 from driver import names
 from driver.cluster import fields_of_disabled_gates
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "cluster"))
-from apiserver_standin import ApiServerStandIn
 
 
 def test_gates_off_fall_back_and_prepare_reads_the_claim_over_http(node, kubelet, tmp_path):

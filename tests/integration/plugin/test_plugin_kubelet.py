@@ -10,8 +10,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from plugin_harness import NODE, result, slice_config
 from referencing import Registry, Resource
+from support.plugin_harness import NODE, result, slice_config
 
 from driver import names
 

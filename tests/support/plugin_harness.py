@@ -29,7 +29,7 @@ from api.grpc import (
 from driver import names
 from driver.plugin.filecluster import FileCluster
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 NODE = "node-a"
 FAKE_GPUS = "fake:2xA100-80GB,1xT4"
 FAKE_LIB_READY = (REPO / "native/build/fakes/libnvidia-ml.so.1").exists()

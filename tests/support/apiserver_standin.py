@@ -18,8 +18,8 @@ like the real server would; `drop_fields` removes fields of disabled feature gat
 1.34/1.35 server does. Errors are `Status` objects. A bearer token, when set, is required. Every request is
 recorded in `requests` so tests can assert what the client sent.
 
-Reuse from another test folder: put this folder on sys.path in your conftest.py and import
-`ApiServerStandIn` (see tests/integration/cluster/conftest.py for the `apiserver` fixture).
+Any test can use it: `from support.apiserver_standin import ApiServerStandIn` (tests/ is on sys.path
+through tests/conftest.py, which also defines the `apiserver` fixture).
 """
 
 from __future__ import annotations

@@ -1,0 +1,81 @@
+"""Harness for the limiter's integration tests: fake GPUs, a claim region, and the C test client.
+
+Every process runs with libcarve-limiter.so preloaded against the fake libcuda.so.1 / libnvidia-ml.so.1
+(native/fakes), exactly as a container runs it against the real driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from driver.limits import ClaimLimits, DeviceLimit, create_region
+
+REPO = Path(__file__).resolve().parents[3]
+BUILD = REPO / "native" / "build"
+LIMITER = BUILD / "libcarve-limiter.so"
+FAKES = BUILD / "fakes"
+CLIENT = BUILD / "tests" / "limiter_client_cuda_nvml"
+
+
+def require_native() -> None:
+    needed = (LIMITER, FAKES / "libcuda.so.1", FAKES / "libnvidia-ml.so.1", CLIENT)
+    missing = [p for p in needed if not p.exists()]
+    if missing:
+        pytest.fail(f"native build missing ({', '.join(map(str, missing))}): run `make native`")
+
+
+@dataclass
+class Claim:
+    """One claim on fake GPUs: its region file and the environment of its processes."""
+
+    tmp: Path
+    gpus: str = "1xT4"
+    state: Path | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def region(self) -> Path:
+        return self.tmp / "region"
+
+    def create(self, memory: int = 0, cores: int = 0, **kw: str) -> Claim:
+        limits = ClaimLimits(devices=(DeviceLimit(memory, cores),), region_path=str(self.region), **kw)
+        create_region(self.region, limits)
+        return self
+
+    def env(self, preload: bool = True, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CARVE_", "CUDA_", "LD_PRELOAD"))}
+        env.update(
+            CARVE_FAKE_GPUS=self.gpus,
+            CARVE_FAKE_SEED="limiter-test",
+            CARVE_FAKE_STATE=str(self.state or self.tmp / "fake.state"),
+            CARVE_REGION=str(self.region),
+            CARVE_LOG="warn",
+            LD_LIBRARY_PATH=str(FAKES),
+        )
+        if preload:
+            env["LD_PRELOAD"] = str(LIMITER)
+        env.update(self.extra)
+        env.update(extra)
+        return env
+
+    def run(
+        self, *args: str, timeout: float = 60, check: bool = True, **env: str
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [str(CLIENT), *args], env=self.env(**env), capture_output=True, text=True, timeout=timeout
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"client {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def popen(self, *args: str, **env: str) -> subprocess.Popen:
+        return subprocess.Popen([str(CLIENT), *args], env=self.env(**env), stdout=subprocess.PIPE, text=True)
+
+    def json(self, *args: str, **env: str) -> dict:
+        return json.loads(self.run(*args, **env).stdout.strip().splitlines()[-1])
