@@ -62,9 +62,10 @@ class Cluster(Protocol):
         """One slice. Raises NotFound."""
         ...
 
-    def create_resource_slice(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create_resource_slice(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         """Create; `metadata.name` or `metadata.generateName` names it. Returns the stored object (with
-        resourceVersion and uid, minus any field the server dropped). Raises AlreadyExists."""
+        resourceVersion and uid, minus any field the server dropped). Raises AlreadyExists.
+        `dry_run`: the server admits the object (drops disabled fields, validates) but stores nothing."""
         ...
 
     def update_resource_slice(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -141,7 +141,7 @@ class KubeCluster:
         )
         return self.to_dict(got)
 
-    def create_resource_slice(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create_resource_slice(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         body = self.to_model(obj, SLICE_MODEL)
         meta = obj.get("metadata") or {}
         got = self._call(
@@ -149,7 +149,10 @@ class KubeCluster:
             meta.get("name") or meta.get("generateName", ""),
             "",
             lambda: self.resource.create_resource_slice(
-                body, field_manager=FIELD_MANAGER, _request_timeout=self.request_timeout
+                body,
+                field_manager=FIELD_MANAGER,
+                _request_timeout=self.request_timeout,
+                **({"dry_run": "All"} if dry_run else {}),
             ),
         )
         return self.to_dict(got)

@@ -106,7 +106,7 @@ class LocalCluster:
             except KeyError:
                 raise _slice_not_found(name) from None
 
-    def create_resource_slice(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create_resource_slice(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         meta = obj.get("metadata") or {}
         with self._lock:
             name = meta.get("name") or ""
@@ -124,6 +124,10 @@ class LocalCluster:
                 raise AlreadyExists(
                     f"resourceslices {name!r} already exists", KIND_RESOURCE_SLICE, name, status=409
                 )
+            if dry_run:
+                stored = drop_disabled_fields(obj, self.drop_fields)
+                stored["metadata"] = {**stored.get("metadata", {}), "name": name}
+                return stored
             stored = self._stamp(drop_disabled_fields(obj, self.drop_fields), KIND_RESOURCE_SLICE)
             stored["metadata"].update(name=name, uid=str(uuid.uuid4()), generation=1)
             stored["metadata"].setdefault("creationTimestamp", _now())

@@ -54,7 +54,10 @@ def parse_strategy_spec(spec: str, gpus: list[Gpu]) -> dict[int, str]:
         if not sep:
             if default is not None:
                 raise ModelError(f"strategy spec {spec!r}: {token!r}: a second default strategy")
-            strategy(key)
+            try:
+                strategy(key)
+            except ModelError as e:
+                raise ModelError(f"strategy spec {spec!r}: {token!r}: {e}; or <index>=<strategy>") from None
             default = key
             continue
         if not key.isdigit():

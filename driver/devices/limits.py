@@ -18,7 +18,7 @@ from driver.devices.attributes import parse_quantity
 from driver.devices.base import ModelError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -117,7 +117,7 @@ def _check_name(value: Any, pattern: re.Pattern[str], max_len: int, where: str, 
 def _check_qualified_name(key: str, where: str, limits: ApiLimits) -> None:
     domain, sep, ident = key.rpartition("/")
     if sep:
-        _check_name(domain, _DNS_SUBDOMAIN, limits.max_domain_length, where, f"domain of {key!r}", limits)
+        _check_name(domain, DNS_SUBDOMAIN, limits.max_domain_length, where, f"domain of {key!r}", limits)
     if not _C_IDENTIFIER.match(ident):
         raise _fail(limits, where, f"name {key!r}: {ident!r} is not a C identifier")
     if len(ident) > limits.max_id_length:
@@ -289,29 +289,32 @@ def validate_slices(slices: Iterable[dict[str, Any]], limits: ApiLimits) -> None
         pools.setdefault((spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")), []).append(s)
     for (driver, pool_name), members in pools.items():
         pool_where = f"pool {pool_name!r}"
-        _check_name(driver, _DNS_SUBDOMAIN, limits.max_driver_name_length, pool_where, "driver name", limits)
+        _check_name(driver, DNS_SUBDOMAIN, limits.max_driver_name_length, pool_where, "driver name", limits)
         if not pool_name or len(pool_name) > limits.max_pool_name_length:
             raise _fail(
                 limits, pool_where, f"pool name must have 1..{limits.max_pool_name_length} characters"
             )
         for segment in pool_name.split("/"):
-            _check_name(segment, _DNS_SUBDOMAIN, limits.max_pool_name_length, pool_where, "pool name", limits)
+            _check_name(segment, DNS_SUBDOMAIN, limits.max_pool_name_length, pool_where, "pool name", limits)
         pool_sets: dict[str, dict[str, Any]] = {}
         device_names: set[str] = set()
         for s in members:
             where = f"slice {s.get('metadata', {}).get('name')!r}"
             spec = s["spec"]
             _check_name(
-                s.get("metadata", {}).get("name"), _DNS_SUBDOMAIN, 253, where, "metadata.name", limits
+                s.get("metadata", {}).get("name"), DNS_SUBDOMAIN, 253, where, "metadata.name", limits
             )
             pool = spec.get("pool") or {}
-            if pool.get("resourceSliceCount") != len(members) or int(pool.get("generation", -1)) < 0:
+            if pool.get("resourceSliceCount") != len(members):
                 raise _fail(
                     limits,
                     where,
                     f"pool.resourceSliceCount {pool.get('resourceSliceCount')} does not match the "
-                    f"{len(members)} slices of the pool, or generation is negative",
+                    f"{len(members)} slices of the pool",
                 )
+            generation = pool.get("generation")
+            if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+                raise _fail(limits, where, f"pool.generation {generation!r} is not an integer >= 0")
             if not spec.get("nodeName"):
                 raise _fail(limits, where, "nodeName is missing")
             devices = spec.get("devices") or []

@@ -120,12 +120,13 @@ def _mig_device(gpu: Gpu, profile: MigProfile, placement: MigPlacement) -> Devic
 
 
 def _whole_gpu(gpu: Gpu, counters: dict[str, dict[str, str]]) -> Device:
-    full = {k: v for k, v in counters.items() if not k.startswith("profile-")}
+    # Every counter in full, so the whole GPU excludes (and is excluded by) any MIG device: the memory
+    # slices alone would do that, but "all of them" keeps the rule obvious to a reader of the slice.
     return {
         "name": gpu.name,
         "attributes": common_attributes(gpu, names.TYPE_GPU),
         "capacity": fixed_capacity(gpu.memory_bytes, gpu.multiprocessors),
-        "consumesCounters": [{"counterSet": counter_set_name(gpu), "counters": full}],
+        "consumesCounters": [{"counterSet": counter_set_name(gpu), "counters": dict(counters)}],
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from driver import names
 from driver.devices import DEFAULT_STRATEGY, devices_for
 from driver.devices.base import CounterSet, Device, DeviceSet, ModelError, Settings
-from driver.devices.limits import ApiLimits, limits_for, validate_slices
+from driver.devices.limits import DNS_SUBDOMAIN, ApiLimits, limits_for, validate_slices
 from driver.gpu.model import Gpu
 
 API_VERSION = "resource.k8s.io/v1"
@@ -122,8 +122,13 @@ def build_slices(
 ) -> list[dict[str, Any]]:
     """The ResourceSlices of one node's pool, validated against the version's limits before returning
     (validate=False skips that check, for simulations that build thousands of known-good nodes)."""
-    if not node_name:
-        raise ModelError("node name is empty")
+    if not node_name or len(node_name) > 253 or not DNS_SUBDOMAIN.match(node_name):
+        raise ModelError(
+            f"node name {node_name!r}: not a DNS subdomain (lower-case letters, digits, '-' and '.', "
+            "at most 253 characters); it names the pool and the slices"
+        )
+    if generation < 0:
+        raise ModelError(f"pool generation {generation}: must not be negative")
     limits = limits_for(k8s_version)
     sets = device_sets(gpus, strategies, settings)
     chunks = _counter_chunks(limits, sets) + _device_chunks(limits, sets)

@@ -113,7 +113,7 @@ def create_mig_instance(gpu_uuid: str, profile: int | str, placement_start: int)
     with _lock:
         handle = handle_by_uuid(gpu_uuid)
         _require_mig_mode(gpu_uuid, handle)
-        profiles = read_profiles(f"GPU {gpu_uuid}", handle, 0)
+        profiles = read_profiles(f"GPU {gpu_uuid}", handle)
         prof = _profile(gpu_uuid, profiles, profile)
         placement = _placement(gpu_uuid, prof, placement_start)
         what = f"GPU {gpu_uuid}: MIG {prof.name} at {placement.start}:{placement.size}"
@@ -182,7 +182,7 @@ def list_mig_instances(gpu_uuid: str) -> tuple[MigInstance, ...]:
         _capable, enabled, _pending = mig_mode(what, handle)
         if not enabled:
             return ()
-        return read_instances(what, handle, read_profiles(what, handle, 0))
+        return read_instances(what, handle, read_profiles(what, handle))
 
 
 def enable_mig(gpu_uuid: str) -> None:

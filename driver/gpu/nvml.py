@@ -152,22 +152,30 @@ def _cuda_version(v: int) -> str:
 
 
 def _multiprocessors(what: str, handle: Any, cc: tuple[int, int], profiles: tuple[MigProfile, ...]) -> int:
-    """SM count from nvmlDeviceGetAttributes; drivers that answer it only for MIG handles get a fallback:
-    the largest MIG profile's SMs, else CUDA cores / cores per SM (64 up to Volta/Turing and GA100,
-    128 from GA10x on, as in the CUDA programming guide)."""
+    """SM count from nvmlDeviceGetAttributes. NVML documents that call for MIG handles only, so a driver
+    may refuse it for a whole GPU; then CUDA cores / cores per SM (64 up to Volta/Turing and GA100, 128
+    from GA10x on, as in the CUDA programming guide); a MIG-enabled GPU may refuse that too, and only then
+    the largest MIG profile's SMs stand in (fewer than the GPU has on an A100: 98 of 108)."""
     try:
         return int(pynvml.nvmlDeviceGetAttributes(handle).multiprocessorCount)
     except _UNSUPPORTED:
         pass
     except pynvml.NVMLError as e:
         raise InventoryError(f"{what}: nvmlDeviceGetAttributes (multiprocessor count): {e}") from None
-    if profiles:
+    try:
+        cores = int(pynvml.nvmlDeviceGetNumGpuCores(handle))
+    except _UNSUPPORTED:
+        if not profiles:
+            raise InventoryError(
+                f"{what}: neither nvmlDeviceGetAttributes nor nvmlDeviceGetNumGpuCores gives the SM count"
+            ) from None
         return max(p.multiprocessors for p in profiles)
-    cores = call(what, pynvml.nvmlDeviceGetNumGpuCores, handle)
+    except pynvml.NVMLError as e:
+        raise InventoryError(f"{what}: nvmlDeviceGetNumGpuCores: {e}") from None
     return cores // (64 if cc <= (8, 0) else 128)
 
 
-def _profile_name(index: int, info: Any, total_bytes: int) -> str:
+def _profile_name(index: int, info: Any) -> str:
     name = _text(getattr(info, "name", b"") or b"").strip()
     if name:
         return name.removeprefix("MIG ").strip()
@@ -201,7 +209,7 @@ def _placements(what: str, handle: Any, profile_id: int) -> tuple[MigPlacement, 
     return tuple(MigPlacement(array[i].start, array[i].size) for i in range(count.value))
 
 
-def read_profiles(what: str, handle: Any, total_bytes: int) -> tuple[MigProfile, ...]:
+def read_profiles(what: str, handle: Any) -> tuple[MigProfile, ...]:
     """Every GPU-instance profile NVML reports for the GPU, with its possible placements."""
     profiles = []
     for index in range(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
@@ -217,7 +225,7 @@ def read_profiles(what: str, handle: Any, total_bytes: int) -> tuple[MigProfile,
             MigProfile(
                 id=info.id,
                 index=index,
-                name=_profile_name(index, info, total_bytes),
+                name=_profile_name(index, info),
                 compute_slices=info.sliceCount,
                 memory_bytes=info.memorySizeMB * MI,
                 multiprocessors=info.multiprocessorCount,
@@ -334,7 +342,7 @@ def read_gpu(i: int, driver_version: str, cuda_version: str) -> Gpu:
     major, minor = call(what, pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     arch = call(what, pynvml.nvmlDeviceGetArchitecture, handle)
     capable, enabled, _pending = mig_mode(what, handle)
-    profiles = read_profiles(what, handle, memory) if capable else ()
+    profiles = read_profiles(what, handle) if capable else ()
     return Gpu(
         uuid=uuid,
         index=call(what, pynvml.nvmlDeviceGetIndex, handle),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from driver import names
 from driver.allocator import quantity
+from driver.devices.attributes import PCI_BUS_ID_ATTRIBUTE
 
 _GPU_NAME = re.compile(r"^gpu-(\d+)")
 
@@ -24,6 +25,7 @@ class NodeDevice:
     capacity: dict[str, int] = field(default_factory=dict)  # whole-device capacity, parsed quantities
     profile: str | None = None  # MIG profile name (NVML form, e.g. "1g.10gb")
     placement_start: int | None = None
+    pci_bus_id: str = ""  # "0000:41:00.0", lower case; CUDA_DEVICE_ORDER=PCI_BUS_ID orders by it
 
     @property
     def is_mig(self) -> bool:
@@ -67,6 +69,7 @@ def device_from_slice(dev: dict) -> NodeDevice:
         capacity=capacity,
         profile=_attr(attrs, "profile"),
         placement_start=_attr(attrs, "placementStart"),
+        pci_bus_id=str(_attr(attrs, PCI_BUS_ID_ATTRIBUTE) or "").lower(),
     )
 
 

@@ -56,10 +56,6 @@ class ClaimRecord:
     state: str
     devices: list[DeviceRecord] = field(default_factory=list)
 
-    @property
-    def ref(self) -> str:
-        return f"{self.namespace}/{self.name} ({self.uid})"
-
 
 @dataclass
 class Loaded:

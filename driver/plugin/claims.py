@@ -44,10 +44,6 @@ class PlannedDevice:
         """The claim's request the container refers to (a subrequest counts as its main request)."""
         return self.request.split("/", 1)[0]
 
-    @property
-    def cdi_name(self) -> str:
-        return self.device.name if not self.share_id else f"{self.device.name}-{self.share_id}"
-
 
 @dataclass(frozen=True)
 class ClaimPlan:
@@ -124,13 +120,15 @@ def claim_limits(plan: ClaimPlan, region_path: str) -> ClaimLimits | None:
     """The limiter settings of a claim, or None when it has no soft slice or slot.
 
     Soft slices: the memory and cores each share consumed. Slots: the sum of the slots taken on one GPU.
-    Several shares of one GPU in one claim add up. Devices are ordered by GPU minor number.
+    Several shares of one GPU in one claim add up. The limiter indexes devices by CUDA ordinal, so they
+    are ordered by PCI bus id (then minor), the order CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID, which
+    the claim's container edits set.
     """
     limited = [p for p in plan.devices if p.device.is_limited]
     if not limited:
         return None
     per_gpu: dict[str, list[int]] = {}
-    minors: dict[str, int] = {}
+    order: dict[str, tuple[str, int]] = {}
     for p in limited:
         if p.device.type == names.TYPE_VGPU:
             memory = p.consumed.get("memory", 0)
@@ -146,11 +144,11 @@ def claim_limits(plan: ClaimPlan, region_path: str) -> ClaimLimits | None:
         acc = per_gpu.setdefault(p.device.gpu_uuid, [0, 0])
         acc[0] += memory
         acc[1] += cores
-        minors[p.device.gpu_uuid] = p.device.minor
+        order[p.device.gpu_uuid] = (p.device.pci_bus_id, p.device.minor)
     config = limited[0].config
     devices = tuple(
         DeviceLimit(memory_bytes=mem, cores_percent=min(cores, 100), uuid=uuid)
-        for uuid, (mem, cores) in sorted(per_gpu.items(), key=lambda kv: minors[kv[0]])
+        for uuid, (mem, cores) in sorted(per_gpu.items(), key=lambda kv: order[kv[0]])
     )
     # cores 100 (a whole GPU's worth of slots) means "no throttle": the limiter's 0.
     devices = tuple(

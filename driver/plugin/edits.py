@@ -37,8 +37,17 @@ LIBRARIES = (
 BINARIES = ("nvidia-smi", "nvidia-debugdump", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server")
 COMMON_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 LIMITER_PRELOAD_PATH = "/etc/ld.so.preload"
+# Each claim's region directory is mounted at /var/run/carve/<claim-uid>, so two soft claims in one
+# container never mount onto the same path (see docs/plugin.md, "Several soft claims in one container").
 REGION_CONTAINER_DIR = "/var/run/carve"
 REGION_FILE = "region"
+# The limiter indexes limits by CUDA ordinal; PCI order is the one the plugin can predict (claim_limits).
+DEVICE_ORDER_ENV = "CUDA_DEVICE_ORDER=PCI_BUS_ID"
+
+
+def region_container_path(claim_uid: str) -> str:
+    """CARVE_REGION for a claim: its region file as the claim's containers see it."""
+    return f"{REGION_CONTAINER_DIR}/{claim_uid}/{REGION_FILE}"
 
 
 @dataclass(frozen=True)
@@ -141,13 +150,17 @@ class ClaimFiles:
 
 
 def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> ContainerEdits:
-    """Mounts and env that put the claim's processes under the limiter."""
+    """Mounts and env that put the claim's processes under the limiter.
+
+    The region directory goes where `limits.region_path` says (region_container_path of the claim).
+    """
     env = limiter_env(limits)
+    region_dir = str(Path(limits.region_path).parent)
     return ContainerEdits(
-        env=tuple(f"{k}={v}" for k, v in sorted(env.items())),
+        env=(*(f"{k}={v}" for k, v in sorted(env.items())), DEVICE_ORDER_ENV),
         mounts=(
             Mount(str(Path(limiter_dir) / names.LIMITER_LIBRARY), names.LIMITER_CONTAINER_PATH),
             Mount(str(files.preload), LIMITER_PRELOAD_PATH),
-            Mount(str(files.region_dir), REGION_CONTAINER_DIR, ("rw", "nosuid", "nodev", "bind")),
+            Mount(str(files.region_dir), region_dir, ("rw", "nosuid", "nodev", "bind")),
         ),
     )

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from driver import names
 from driver.cdi.spec import CdiDevice, ContainerEdits, claim_spec
@@ -37,11 +37,12 @@ from driver.plugin.checkpoint import (
     MigRecord,
 )
 from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, PrepareError, claim_limits, plan_claim
-from driver.plugin.edits import REGION_CONTAINER_DIR, REGION_FILE, ClaimFiles, HostLayout, limiter_edits
+from driver.plugin.edits import ClaimFiles, HostLayout, limiter_edits, region_container_path
 from driver.plugin.locks import ClaimLocks, NodeLock
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class MigOps(Protocol):
@@ -99,37 +100,27 @@ class Preparer:
     # --- the kubelet's two calls -----------------------------------------------------------------------
 
     def prepare(self, refs: list[ClaimRef]) -> dict[str, Prepared]:
-        return {ref.uid: self._guarded(ref, self._prepare_one, Prepared) for ref in refs}
+        results = {}
+        for ref in refs:
+            prepared, error = self._guarded("prepare", ref, self._prepare_one)
+            results[ref.uid] = Prepared(error=error) if error else prepared
+        return results
 
     def unprepare(self, refs: list[ClaimRef]) -> dict[str, str]:
-        return {ref.uid: self._guarded(ref, self._unprepare_one, str) for ref in refs}
+        return {ref.uid: self._guarded("unprepare", ref, self._unprepare_one)[1] for ref in refs}
 
-    def _guarded(self, ref: ClaimRef, step, wrap):
-        # One bad claim never affects the others of the same call.
+    def _guarded(self, action: str, ref: ClaimRef, step: Callable[[ClaimRef], T]) -> tuple[T | None, str]:
+        """(result, "") or (None, the claim's error): one bad claim never affects the others of a call."""
+        who = f"{ref.namespace}/{ref.name}"
         try:
-            return step(ref)
+            return step(ref), ""
         except PrepareError as e:
-            event(
-                log,
-                logging.WARNING,
-                f"{step.__name__.strip('_').replace('_one', '')}.failed",
-                claim=f"{ref.namespace}/{ref.name}",
-                uid=ref.uid,
-                error=str(e),
-            )
-            return wrap(error=str(e)) if wrap is Prepared else str(e)
+            event(log, logging.WARNING, f"{action}.failed", claim=who, uid=ref.uid, error=str(e))
+            return None, str(e)
         except Exception as e:
-            event(
-                log,
-                logging.ERROR,
-                "internal.error",
-                exc_info=True,
-                claim=f"{ref.namespace}/{ref.name}",
-                uid=ref.uid,
-                error=repr(e),
-            )
-            message = f"internal error: {type(e).__name__}: {e}"
-            return wrap(error=message) if wrap is Prepared else message
+            # Logged here, inside the handler, so the traceback is still there to log.
+            event(log, logging.ERROR, "internal.error", exc_info=True, claim=who, uid=ref.uid, error=f"{e!r}")
+            return None, f"internal error: {type(e).__name__}: {e}"
 
     # --- prepare ---------------------------------------------------------------------------------------
 
@@ -210,7 +201,7 @@ class Preparer:
 
         files = ClaimFiles(self.claims_dir / ref.uid)
         common = self.layout.base_edits()
-        limits = claim_limits(plan, f"{REGION_CONTAINER_DIR}/{REGION_FILE}")
+        limits = claim_limits(plan, region_container_path(ref.uid))
         if limits is not None:
             common = common.merged(self._write_claim_files(ref, files, limits))
         faults.reached("prepare-after-limits")
@@ -282,7 +273,7 @@ class Preparer:
 
     # --- unprepare -------------------------------------------------------------------------------------
 
-    def _unprepare_one(self, ref: ClaimRef) -> str:
+    def _unprepare_one(self, ref: ClaimRef) -> None:
         with self.claim_locks.hold(ref.uid), self.node_lock.hold():
             self._sync()
             record = self.state.get(ref.uid)
@@ -293,7 +284,7 @@ class Preparer:
                 event(
                     log, logging.INFO, "unprepare.unknown", claim=f"{ref.namespace}/{ref.name}", uid=ref.uid
                 )
-                return ""
+                return
             self._undo(record, inject=True)
             event(
                 log,
@@ -303,7 +294,6 @@ class Preparer:
                 uid=ref.uid,
                 devices=[d.device for d in record.devices],
             )
-            return ""
 
     def _undo(self, record: ClaimRecord, inject: bool) -> None:
         """Remove everything a claim may have: spec, MIG instances, files, checkpoint entry. Idempotent."""

@@ -7,9 +7,11 @@ writer makes us re-read instead of overwriting), stale ones deleted. Conflicts a
 with exponential backoff.
 
 Feature detection: a server whose DRAConsumableCapacity or DRAPartitionableDevices gate is off silently
-drops `allowMultipleAllocations` / `sharedCounters` / `consumesCounters` on write. Reading back what was
-stored tells us; the affected GPUs then fall back (soft -> slots, timeslice -> exclusive, mig -> exclusive)
-and the pool is published again, with a warning naming the gate and the GPUs.
+drops `allowMultipleAllocations` / `sharedCounters` / `consumesCounters` on write. Before its first write
+the publisher asks with a dry-run create of each slice (the server admits it, drops what it would drop and
+stores nothing), so the scheduler never sees devices the node cannot serve. Should the dry run fail, the
+same comparison is made on what a real write stored. The affected GPUs fall back (soft -> slots,
+timeslice -> exclusive, mig -> exclusive), with a warning naming the gates and the GPUs.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ class Publisher:
         self.sleep = sleep
         self.generation = 0
         self.last_error = ""
+        self._probed = False
 
     def desired(self) -> list[dict]:
         """The slices for the effective strategies (what prepare's catalog is built from)."""
@@ -113,13 +116,15 @@ class Publisher:
 
     def publish(self) -> list[dict]:
         """Reconcile until the server holds our pool; raises PublishError after the last attempt."""
+        if not self._probed:
+            self._probe_gates()
         delay = self.backoff_s
         for attempt in range(1, self.attempts + 1):
             try:
                 stored, desired = self._reconcile()
                 gates = dropped_gates(desired, stored) - self.gates_off
                 if gates:
-                    self._fall_back(gates)
+                    self._fall_back(gates, "read back after a write")
                     stored, _ = self._reconcile()
                 self.last_error = ""
                 return stored
@@ -142,7 +147,28 @@ class Publisher:
                 delay = min(delay * 2, 10.0)
         raise PublishError(f"publishing ResourceSlices of node {self.node_name}: {self.last_error}")
 
-    def _fall_back(self, gates: set[str]) -> None:
+    def _probe_gates(self) -> None:
+        """Find disabled gates with dry-run creates (nothing is stored); once per process."""
+        self._probed = True
+        gates: set[str] = set()
+        try:
+            for want in self.build(self.requested, 1):
+                probe = {**want, "metadata": {"generateName": f"{want['metadata']['name']}-probe-"}}
+                got = self.cluster.create_resource_slice(probe, dry_run=True)
+                gates |= dropped_gates([want], [{**got, "metadata": want["metadata"]}])
+        except ClusterError as e:
+            event(
+                log,
+                logging.WARNING,
+                "publish.probe-failed",
+                error=f"{type(e).__name__}: {e}",
+                action="gates are detected from the first write instead",
+            )
+            return
+        if gates:
+            self._fall_back(gates, "dry-run create")
+
+    def _fall_back(self, gates: set[str], found_by: str) -> None:
         before = self.effective
         self.gates_off |= gates
         self.effective = fallback(self.requested, self.gates_off)
@@ -152,7 +178,8 @@ class Publisher:
             logging.WARNING,
             "publish.gate-off",
             gates=sorted(gates),
-            detail="the API server dropped the gated fields on write",
+            detail="the API server drops the gated fields on write",
+            found_by=found_by,
             fallback=changed or "none",
         )
 

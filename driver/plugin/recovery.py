@@ -108,8 +108,7 @@ def _rebuild(preparer: Preparer) -> None:
         doc = preparer.specs.read(uid)
         try:
             devices = [
-                _device_record(uid, d["name"], doc["kind"], catalog, preparer.settings.node_name)
-                for d in doc["devices"]
+                _device_record(uid, d["name"], catalog, preparer.settings.node_name) for d in doc["devices"]
             ]
         except (KeyError, TypeError, ValueError) as e:
             event(
@@ -134,7 +133,7 @@ def _rebuild(preparer: Preparer) -> None:
         event(log, logging.WARNING, "claim.rebuilt", uid=uid, devices=[d.device for d in devices])
 
 
-def _device_record(uid: str, cdi_name: str, kind: str, catalog: dict, pool: str) -> DeviceRecord:
+def _device_record(uid: str, cdi_name: str, catalog: dict, pool: str) -> DeviceRecord:
     prefix = f"{uid}-"
     if not cdi_name.startswith(prefix):
         raise ValueError(f"device {cdi_name!r} does not start with the claim UID")
@@ -152,7 +151,7 @@ def _device_record(uid: str, cdi_name: str, kind: str, catalog: dict, pool: str)
         pool=pool,
         device=device,
         share_id=share,
-        cdi_ids=[f"{kind}={cdi_name}"] if kind == names.CDI_KIND else [f"{names.CDI_KIND}={cdi_name}"],
+        cdi_ids=[f"{names.CDI_KIND}={cdi_name}"],
         type=known.type if known else "",
         gpu_uuid=known.gpu_uuid if known else "",
         mig=mig,

@@ -14,7 +14,14 @@ from driver.devices import Settings
 from driver.simulate.cluster import AUTO, build_cluster
 from driver.simulate.engine import SimResult, Simulation
 from driver.simulate.generator import generate
-from driver.simulate.inputs import STRATEGY_NAMES, NodeGroup, SimulateError, TracePod, load_cluster, load_trace
+from driver.simulate.inputs import (
+    STRATEGY_NAMES,
+    NodeGroup,
+    SimulateError,
+    TracePod,
+    load_cluster,
+    load_trace,
+)
 from driver.simulate.policies import POLICIES
 from driver.simulate.report import as_json, table
 
@@ -25,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", required=True, type=Path, help="cluster.yaml: nodes and their GPUs")
     parser.add_argument("--trace", required=True, type=Path, help="trace.yaml: pods, or a generator")
     parser.add_argument("--strategy", default=AUTO, choices=(AUTO, *STRATEGY_NAMES),
-                        help="strategy for every GPU; auto: each node's own, else mig where possible, else soft")
+                        help="strategy for every GPU; auto: each node's own, else mig where possible, "
+                             "else soft")
     parser.add_argument("--node-policy", default="kube", choices=sorted(POLICIES),
                         help="kube: spread like the default scheduler; binpack: fullest node first")
     parser.add_argument("--compare", action="store_true",
@@ -50,7 +58,8 @@ def _warn_never_fit(result: SimResult, shown: int = 3) -> None:
         print(f"carve simulate: [{result.strategy}] pod {pod} fits on no node, even empty: {reason}",
               file=sys.stderr)
     if len(items) > shown:
-        print(f"carve simulate: [{result.strategy}] ... and {len(items) - shown} more such pods", file=sys.stderr)
+        print(f"carve simulate: [{result.strategy}] ... and {len(items) - shown} more such pods",
+              file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

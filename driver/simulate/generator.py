@@ -31,7 +31,6 @@ INFERENCE_SIZES = ((4, 10, 3), (8, 20, 4), (12, 25, 2), (16, 30, 3), (20, 40, 2)
 NOTEBOOK_SIZES = ((4, 5, 2), (6, 10, 2), (8, 10, 1))
 TRAINING_GPUS = ((1, 4), (2, 3), (4, 2), (8, 1))
 MAX_RESULTS = 32  # resource.k8s.io/v1: devices one claim may be allocated
-SLOT_COUNTS = (1, 2, 3, 4)  # firstAvailable allows 8 alternatives: mig, soft, 4 slot sizes, timeslice, gpu
 
 
 def _at_least(what: str, amount: str) -> str:
@@ -42,7 +41,15 @@ def _sel(expression: str) -> list[dict[str, Any]]:
     return [{"cel": {"expression": expression}}]
 
 
-def small_claim(memory_gib: int, cores: int, request: str = "gpu") -> dict[str, Any]:
+def slot_counts(memory_gib: int, cores: int, split_count: int) -> list[int]:
+    """How many slots to try, fewest first. Cores set the minimum on every GPU (a slot has 100/N
+    percent); memory per slot depends on the GPU, so larger counts follow for smaller GPUs."""
+    per_slot = max(1, 100 // split_count)
+    k0 = max(1, -(-cores // per_slot))
+    return sorted({min(split_count, k) for k in (k0, k0 + 1, k0 + 2, k0 + 4)})
+
+
+def small_claim(memory_gib: int, cores: int, split_count: int = 10, request: str = "gpu") -> dict[str, Any]:
     """A share of one GPU: `memory_gib` GiB and `cores` percent, under whatever the node offers."""
     memory = f"{memory_gib}Gi"
     alternatives: list[dict[str, Any]] = [
@@ -51,7 +58,7 @@ def small_claim(memory_gib: int, cores: int, request: str = "gpu") -> dict[str, 
          "capacity": {"requests": {"memory": memory, "cores": str(cores)}}},
     ]
     constraints = []
-    for k in SLOT_COUNTS:
+    for k in slot_counts(memory_gib, cores, split_count):
         # k slots of one GPU that together hold the share: each slot needs 1/k of it (rounded up).
         per_mem = f"{math.ceil(memory_gib * 1024 / k)}Mi"
         per_cores = str(math.ceil(cores / k))
@@ -60,7 +67,8 @@ def small_claim(memory_gib: int, cores: int, request: str = "gpu") -> dict[str, 
             "selectors": _sel(f"{_at_least('memory', per_mem)} && {_at_least('cores', per_cores)}"),
         })
         if k > 1:
-            constraints.append({"requests": [f"{request}/slots{k}"], "matchAttribute": f"{DOMAIN}/parentUUID"})
+            constraints.append({"requests": [f"{request}/slots{k}"],
+                                "matchAttribute": f"{DOMAIN}/parentUUID"})
     alternatives += [
         {"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE},
         {"name": "gpu", "deviceClassName": names.CLASS_GPU, "selectors": _sel(_at_least("memory", memory))},
@@ -92,7 +100,8 @@ def whole_gpus_claim(count: int, memory_gib: int, split_count: int) -> dict[str,
     ]
     constraints: list[dict[str, Any]] = []
     if count * split_count <= MAX_RESULTS:
-        alternatives.append({"name": "slots", "deviceClassName": names.CLASS_SLOT, "count": count * split_count})
+        alternatives.append({"name": "slots", "deviceClassName": names.CLASS_SLOT,
+                             "count": count * split_count})
         if count == 1:
             constraints.append({"requests": [f"{request}/slots"], "matchAttribute": f"{DOMAIN}/parentUUID"})
     alternatives.append({"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE, "count": count})
@@ -117,12 +126,12 @@ def _pod(rng: random.Random, kind: str, n: int, arrival: float, split_count: int
     if kind == "inference":
         mem, cores = _weighted(rng, INFERENCE_SIZES)
         duration = _lognormal_s(rng, 5400, 0.8, 600, 12 * 3600)
-        return TracePod(f"inference-{n}", arrival, duration, (small_claim(mem, cores),),
+        return TracePod(f"inference-{n}", arrival, duration, (small_claim(mem, cores, split_count),),
                         Demand(mem * GI, float(cores)), kind)
     if kind == "notebook":
         mem, cores = _weighted(rng, NOTEBOOK_SIZES)
         duration = float(rng.randrange(2 * 3600, 10 * 3600, 60))
-        return TracePod(f"notebook-{n}", arrival, duration, (small_claim(mem, cores),),
+        return TracePod(f"notebook-{n}", arrival, duration, (small_claim(mem, cores, split_count),),
                         Demand(mem * GI, float(cores)), kind)
     (gpus,) = _weighted(rng, TRAINING_GPUS)
     mem = rng.choice((12, 14))  # fits the smallest emulated GPU (T4, 15 GiB), so any node can train

@@ -135,7 +135,8 @@ class PodModel(_Strict):
         for i, spec in enumerate(claims):
             requests = (spec.get("devices") or {}).get("requests") if isinstance(spec, dict) else None
             if not isinstance(requests, list) or not requests:
-                raise ValueError(f"claims[{i}]: a ResourceClaim spec needs devices.requests (a non-empty list)")
+                raise ValueError(f"claims[{i}]: a ResourceClaim spec needs devices.requests "
+                                 "(a non-empty list)")
             for j, req in enumerate(requests):
                 if not isinstance(req, dict) or not req.get("name"):
                     raise ValueError(f"claims[{i}].devices.requests[{j}]: needs a name")

@@ -9,7 +9,8 @@ depends on it:
 - GET  /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}
 - GET  /apis/resource.k8s.io/v1/resourceslices   (fieldSelector spec.nodeName, spec.driver, spec.pool.name,
        metadata.name with = == !=; labelSelector with =, ==, !=, key, !key; list items carry no kind)
-- POST /apis/resource.k8s.io/v1/resourceslices   (name or generateName; 409 AlreadyExists)
+- POST /apis/resource.k8s.io/v1/resourceslices   (name or generateName; 409 AlreadyExists; dryRun=All
+       answers what would be stored without storing it)
 - GET, PUT, DELETE /apis/resource.k8s.io/v1/resourceslices/{name}   (PUT with a stale resourceVersion:
        409 Conflict; without one: unconditional)
 Every write bumps one resourceVersion counter; `generation` grows when the spec changes. Written slices
@@ -109,7 +110,7 @@ class ApiServerStandIn:
         self.version = version
         self.token = token
         self.requests: list[Recorded] = []
-        self._faults: list[list[Any]] = []  # [method, path, code, reason, times left]
+        self._faults: list[list[Any]] = []  # [method, path, code, reason, times left, dry run]
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -180,16 +181,25 @@ class ApiServerStandIn:
             return copy.deepcopy(stored)
 
     def fail_next(
-        self, method: str, path: str, code: int = 500, reason: str = "InternalError", times: int = 1
+        self,
+        method: str,
+        path: str,
+        code: int = 500,
+        reason: str = "InternalError",
+        times: int = 1,
+        dry_run: bool = False,
     ) -> None:
-        """Answer the next `times` requests `method path` (path as sent, without query) with an error."""
-        with self.store.lock:
-            self._faults.append([method, path, code, reason, times])
+        """Answer the next `times` requests `method path` (path as sent, without query) with an error.
 
-    def _injected(self, method: str, path: str) -> ApiError | None:
+        Only requests that are (dry_run=True) or are not (the default) dry runs (`dryRun=All`) match.
+        """
+        with self.store.lock:
+            self._faults.append([method, path, code, reason, times, dry_run])
+
+    def _injected(self, method: str, path: str, dry_run: bool) -> ApiError | None:
         with self.store.lock:
             for fault in self._faults:
-                if fault[0] == method and fault[1] == path and fault[4] > 0:
+                if fault[0] == method and fault[1] == path and fault[4] > 0 and fault[5] == dry_run:
                     fault[4] -= 1
                     return ApiError(fault[2], fault[3], f"injected failure of {method} {path}")
         return None
@@ -201,7 +211,7 @@ class ApiServerStandIn:
     # -- request handling (called by the handler threads) ---------------------------------------------
 
     def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
-        injected = self._injected(method, path)
+        injected = self._injected(method, path, query.get("dryRun") == ["All"])
         if injected is not None:
             raise injected
         if path in ("/version", "/version/"):
@@ -227,7 +237,7 @@ class ApiServerStandIn:
                 if method == "GET":
                     return 200, self._list_slices(query)
                 if method == "POST":
-                    return 201, self._create_slice(body)
+                    return 201, self._create_slice(body, dry_run=query.get("dryRun") == ["All"])
             if len(rest) == 2 and rest[0] == "resourceslices":
                 if method == "GET":
                     return 200, self._get_slice(rest[1])
@@ -284,7 +294,7 @@ class ApiServerStandIn:
         with self.store.lock:
             return copy.deepcopy(self._existing(name))
 
-    def _create_slice(self, body: Any) -> dict[str, Any]:
+    def _create_slice(self, body: Any, dry_run: bool = False) -> dict[str, Any]:
         obj = self._check_body(body)
         meta = obj.setdefault("metadata", {})
         with self.store.lock:
@@ -303,12 +313,10 @@ class ApiServerStandIn:
                 )
             meta["name"] = name
             stored = self._admit(obj)
-            stored["metadata"].update(
-                uid=str(uuid.uuid4()),
-                generation=1,
-                creationTimestamp=_now(),
-                resourceVersion=self.store.next_rv(),
-            )
+            stored["metadata"].update(uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now())
+            if dry_run:  # admitted (fields of disabled gates dropped, validated) but not persisted
+                return copy.deepcopy(stored)
+            stored["metadata"]["resourceVersion"] = self.store.next_rv()
             self.store.slices[name] = stored
             return copy.deepcopy(stored)
 

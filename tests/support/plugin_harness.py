@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -227,6 +228,16 @@ class PluginProcess:
 
     def log(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def wait_for_log(self, pattern: str, timeout_s: float = 10.0) -> re.Match:
+        """The first match of a regex in the log, waiting for it: the registration socket appears before
+        the process logs `plugin.started`, so a test must not read that line right after start()."""
+        deadline = time.monotonic() + timeout_s
+        while (found := re.search(pattern, self.log())) is None:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{pattern!r} not in the plugin log within {timeout_s}s:\n{self.log()}")
+            time.sleep(0.02)
+        return found
 
     def stop(self) -> int:
         if self.proc and self.proc.poll() is None:

@@ -10,17 +10,11 @@
 
 static nvmlReturn_t enabled_parent(nvmlDevice_t dev, const fake_mig_table_t **t)
 {
-    nvmlReturn_t rc = fake_nvml_ready();
+    nvmlReturn_t rc = fake_nvml_mig_parent(dev, t);
     if (rc != NVML_SUCCESS)
         return rc;
-    const fake_gpu_t *g = fake_nvml_gpu(dev);
-    if (!g || dev->is_mig)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    *t = fake_nvml_mig_table(g->index);
-    if (!*t)
-        return NVML_ERROR_NOT_SUPPORTED;
     fake_mig_view_t v;
-    if (fake_nvml_mig_view(g->index, &v) != 0)
+    if (fake_nvml_mig_view(dev->gpu, &v) != 0)
         return NVML_ERROR_UNKNOWN;
     return v.current == NVML_DEVICE_MIG_ENABLE ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }

@@ -17,8 +17,7 @@
 
 #include "nvmlfake.h"
 
-/* Parent (non-MIG) device of ours, and its MIG table; NVML_SUCCESS or the error to return. */
-static nvmlReturn_t mig_parent(nvmlDevice_t dev, const fake_mig_table_t **t)
+nvmlReturn_t fake_nvml_mig_parent(nvmlDevice_t dev, const fake_mig_table_t **t)
 {
     nvmlReturn_t rc = fake_nvml_ready();
     if (rc != NVML_SUCCESS)
@@ -63,7 +62,7 @@ const fake_mig_instance_t *fake_nvml_view_gi(const fake_mig_view_t *v, unsigned 
 NVML_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
 {
     const fake_mig_table_t *t;
-    nvmlReturn_t rc = mig_parent(device, &t);
+    nvmlReturn_t rc = fake_nvml_mig_parent(device, &t);
     if (rc == NVML_SUCCESS && (!currentMode || !pendingMode))
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc != NVML_SUCCESS)
@@ -102,7 +101,7 @@ static int do_set_mode(void *arg, fake_gpu_state_t *st)
 NVML_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus)
 {
     const fake_mig_table_t *t;
-    nvmlReturn_t rc = mig_parent(device, &t);
+    nvmlReturn_t rc = fake_nvml_mig_parent(device, &t);
     if (rc == NVML_ERROR_NOT_SUPPORTED && fake_nvml_gpu(device) && activationStatus &&
         (mode == NVML_DEVICE_MIG_DISABLE || mode == NVML_DEVICE_MIG_ENABLE))
         return rc;
@@ -146,7 +145,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, u
                                                           nvmlGpuInstanceProfileInfo_t *info)
 {
     const fake_mig_table_t *t;
-    nvmlReturn_t rc = mig_parent(device, &t);
+    nvmlReturn_t rc = fake_nvml_mig_parent(device, &t);
     if (rc == NVML_SUCCESS && (!info || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT))
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc != NVML_SUCCESS)
@@ -187,7 +186,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, 
                                                            nvmlGpuInstanceProfileInfo_v2_t *info)
 {
     const fake_mig_table_t *t;
-    nvmlReturn_t rc = mig_parent(device, &t);
+    nvmlReturn_t rc = fake_nvml_mig_parent(device, &t);
     if (rc == NVML_SUCCESS && (!info || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT))
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc != NVML_SUCCESS)
@@ -200,7 +199,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t devi
                                                                nvmlGpuInstanceProfileInfo_v2_t *info)
 {
     const fake_mig_table_t *t;
-    nvmlReturn_t rc = mig_parent(device, &t);
+    nvmlReturn_t rc = fake_nvml_mig_parent(device, &t);
     if (rc == NVML_SUCCESS && !info)
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc != NVML_SUCCESS)
@@ -214,7 +213,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t
                                                                     unsigned int *count)
 {
     const fake_mig_table_t *t;
-    nvmlReturn_t rc = mig_parent(device, &t);
+    nvmlReturn_t rc = fake_nvml_mig_parent(device, &t);
     if (rc == NVML_SUCCESS && !count)
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc != NVML_SUCCESS)

@@ -44,22 +44,10 @@ nvmlReturn_t fake_nvml_mig_lookup(nvmlDevice_t dev, const fake_gi_profile_t **gp
     return NVML_SUCCESS;
 }
 
-/* Parent device handle of ours; NVML_SUCCESS, or the error for the call. */
-static nvmlReturn_t parent(nvmlDevice_t dev, const fake_mig_table_t **t)
-{
-    nvmlReturn_t rc = fake_nvml_ready();
-    if (rc != NVML_SUCCESS)
-        return rc;
-    if (!fake_nvml_gpu(dev) || dev->is_mig)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    *t = fake_nvml_mig_table(dev->gpu);
-    return *t ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
-}
-
 NVML_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
 {
     const fake_mig_table_t *t;
-    nvmlReturn_t rc = parent(device, &t);
+    nvmlReturn_t rc = fake_nvml_mig_parent(device, &t);
     if (rc == NVML_SUCCESS && !count)
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc != NVML_SUCCESS)
@@ -75,7 +63,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, u
                                                           nvmlDevice_t *migDevice)
 {
     const fake_mig_table_t *t;
-    nvmlReturn_t rc = parent(device, &t);
+    nvmlReturn_t rc = fake_nvml_mig_parent(device, &t);
     if (rc == NVML_SUCCESS && !migDevice)
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc != NVML_SUCCESS)

@@ -42,6 +42,10 @@ nvmlComputeInstance_t fake_nvml_ci_handle(unsigned gpu, unsigned gi_id, unsigned
 int fake_nvml_is_gi(nvmlGpuInstance_t gi);
 int fake_nvml_is_ci(nvmlComputeInstance_t ci);
 
+/* A whole-GPU handle of ours and its MIG table (mig.c): NVML_SUCCESS, else the error the call returns
+ * (not initialised, INVALID_ARGUMENT for a foreign or MIG handle, NOT_SUPPORTED without MIG). */
+nvmlReturn_t fake_nvml_mig_parent(nvmlDevice_t dev, const fake_mig_table_t **t);
+
 /* The MIG table of a GPU (NULL when not MIG capable) and a profile in it by id or index. */
 const fake_mig_table_t *fake_nvml_mig_table(unsigned gpu);
 const fake_gi_profile_t *fake_nvml_profile_by_id(const fake_mig_table_t *t, unsigned id);

@@ -261,3 +261,13 @@ def test_disabled_partitionable_gate_drops_counters_on_update_too(make_cluster) 
 def test_server_version(make_cluster) -> None:
     cluster, _ = make_cluster(version=(1, 35))
     assert cluster.server_version() == (1, 35)
+
+
+def test_dry_run_create_answers_what_would_be_stored_and_stores_nothing(make_cluster) -> None:
+    cluster, _ = make_cluster(drop_fields=fields_of_disabled_gates(["DRAConsumableCapacity"]))
+    obj = slice_obj("s1", allowMultipleAllocations=True)
+    got = cluster.create_resource_slice(obj, dry_run=True)
+    assert "allowMultipleAllocations" not in got["spec"]["devices"][0]
+    assert got["spec"]["devices"][0]["name"] == "gpu-0"
+    assert cluster.list_resource_slices(DRIVER_NAME) == []
+    cluster.create_resource_slice(obj)  # the name is still free

@@ -99,6 +99,8 @@ def test_mig_on_a_t4_names_the_gpu(fake_gpu_env):
         (["--gpus", MIXED, "--strategy", "5=soft"], "no GPU with index 5"),
         (["--gpus", MIXED, "--k8s-version", "1.29"], "unsupported Kubernetes version '1.29'"),
         (["--gpus", MIXED, "--split-count", "0"], "split_count"),
+        (["--gpus", MIXED, "--generation", "-1"], "pool generation -1: must not be negative"),
+        (["--gpus", MIXED, "--node-name", "Node_1"], "node name 'Node_1': not a DNS subdomain"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(fake_gpu_env, args, fragment):

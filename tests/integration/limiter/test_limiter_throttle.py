@@ -98,8 +98,10 @@ def test_force_policy_holds_the_share_with_or_without_a_neighbour(runs):
 
 
 def test_live_change_from_30_to_60_percent_takes_effect_within_a_second(runs):
-    windows = runs["live"]["windows"]  # 250 ms each; the share changes at 2.0 s
-    before = windows[2:8]  # 0.5 - 2.0 s
+    windows = runs["live"]["windows"]  # 250 ms each; the share changes 2.0 s after the first client started
+    # This client may have started a little after the first one, so in its own timeline the change can come
+    # before 2.0 s: the "before" windows stop at 1.5 s to leave that start-up skew out.
+    before = windows[2:6]  # 0.5 - 1.5 s
     after = windows[12:]  # from 3.0 s: at most one second after the change
     assert all(near(w, 30) for w in before), windows
     assert after and all(near(w, 60) for w in after), windows

@@ -63,3 +63,17 @@ def test_other_boot_is_reported_with_its_claims(tmp_path):
     Checkpoint(tmp_path / "checkpoint.json", "boot-1").save(sample())
     loaded = Checkpoint(tmp_path / "checkpoint.json", "boot-2").load()
     assert loaded.status == "rebooted" and set(loaded.claims) == {"u1"}
+
+
+def test_reload_if_changed_sees_only_other_writers_and_never_moves_a_bad_file(tmp_path):
+    mine = Checkpoint(tmp_path / "checkpoint.json", "boot-1")
+    other = Checkpoint(tmp_path / "checkpoint.json", "boot-1")
+    mine.save({})
+    assert mine.reload_if_changed() is None  # our own write
+    other.save(sample())
+    reloaded = mine.reload_if_changed()
+    assert reloaded.status == "ok" and reloaded.claims == sample()
+    assert mine.reload_if_changed() is None
+    (tmp_path / "checkpoint.json").write_text("{not json")
+    assert mine.reload_if_changed().status == "corrupt"
+    assert (tmp_path / "checkpoint.json").read_text() == "{not json"  # left for the next start to handle

@@ -26,13 +26,20 @@ def test_gates_off_fall_back_and_prepare_reads_the_claim_over_http(node, kubelet
             log = plugin.log()
             assert "event=publish.retry" in log
             assert "event=publish.gate-off" in log and "DRAConsumableCapacity" in log
+            assert "found_by=" in log and "dry-run" in log
+            dry_runs = [r for r in server.requests if r.method == "POST" and r.query.get("dryRun") == ["All"]]
+            writes = [r.body for r in server.requests if r.method in ("POST", "PUT") and r not in dry_runs]
+            assert dry_runs and writes
+            for body in writes:  # the scheduler never saw a device the node cannot serve
+                assert not body["spec"].get("sharedCounters")
+                assert not any(d.get("allowMultipleAllocations") for d in body["spec"].get("devices", []))
             devices = [d for s in server.slices().values() for d in s["spec"].get("devices", [])]
             device_names = {d["name"] for d in devices}
             assert "gpu-1-slot-0" in device_names and "gpu-0" in device_names
             assert not any("-mig-" in n for n in device_names)
             assert not any(d.get("allowMultipleAllocations") for d in devices)
             pools = {s["spec"]["pool"]["generation"] for s in server.slices().values()}
-            assert len(pools) == 1  # one generation across the pool
+            assert pools == {1}  # one generation across the pool, written once
 
             stored = server.put_claim(
                 {

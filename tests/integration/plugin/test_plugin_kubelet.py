@@ -97,7 +97,9 @@ def test_prepare_and_unprepare_mig_soft_and_whole_gpu(node, kubelet, plugin_fact
     assert "ro" in mounts[names.LIMITER_CONTAINER_PATH]["options"]
     preload = Path(mounts["/etc/ld.so.preload"]["hostPath"])
     assert preload.read_text() == names.LIMITER_CONTAINER_PATH + "\n"
-    assert (Path(mounts["/var/run/carve"]["hostPath"]) / "region").stat().st_size > 0
+    assert env["CARVE_REGION"] == f"/var/run/carve/{soft[2]}/region"
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert (Path(mounts[f"/var/run/carve/{soft[2]}"]["hostPath"]) / "region").stat().st_size > 0
     assert "/usr/lib64/libcuda.so.1" in mounts and "/usr/bin/nvidia-smi" in mounts
     nodes = [n["path"] for n in soft_spec["devices"][0]["containerEdits"]["deviceNodes"]]
     assert nodes == ["/dev/nvidia1"]
@@ -185,12 +187,11 @@ def test_bad_claims_fail_alone(node, kubelet, plugin_factory):
 
 
 def test_health_endpoint_follows_registration(node, kubelet, plugin_factory):
-    import re
     import urllib.error
     import urllib.request
 
     plugin = plugin_factory(extra=("--healthz-addr", "127.0.0.1:0"))
-    port = re.search(r"healthz=127\.0\.0\.1:(\d+)", plugin.log()).group(1)
+    port = plugin.wait_for_log(r"healthz=127\.0\.0\.1:(\d+)").group(1)
     url = f"http://127.0.0.1:{port}"
     with urllib.request.urlopen(f"{url}/healthz", timeout=10) as r:
         assert r.status == 200 and r.read() == b"ok\n"

@@ -130,7 +130,7 @@ def test_failure_rolls_back_only_that_claim(world, tmp_path):
     assert p.specs.claim_uids() == {good.uid}
 
 
-def test_unexpected_exception_is_an_internal_error_for_that_claim(world):
+def test_unexpected_exception_is_an_internal_error_for_that_claim(world, caplog):
     cluster, _, make = world
     p = make()
     recover(p)
@@ -138,6 +138,8 @@ def test_unexpected_exception_is_an_internal_error_for_that_claim(world):
     original = cluster.get_resource_claim
     cluster.get_resource_claim = lambda ns, n: (_ for _ in ()).throw(ZeroDivisionError("boom"))
     assert p.prepare([ref])[ref.uid].error == "internal error: ZeroDivisionError: boom"
+    (logged,) = [r for r in caplog.records if "internal.error" in r.getMessage()]
+    assert logged.exc_info and logged.exc_info[0] is ZeroDivisionError  # the traceback is in the log
     cluster.get_resource_claim = original
     assert p.prepare([ref])[ref.uid].error == ""
 
@@ -157,3 +159,43 @@ def test_lost_checkpoint_is_rebuilt_from_cdi_specs_and_mig_state(world, tmp_path
     assert [d.mig.gpu_instance_id for d in rebuilt.devices if d.mig] == [1]
     assert q.unprepare([ref]) == {ref.uid: ""}
     assert mig.live == {} and q.specs.claim_uids() == set()
+
+
+def test_two_processes_sharing_the_plugin_dir_never_lose_each_others_claims(world):
+    # A rolling update: the old and the new plugin process both serve for a while, one at a time under the
+    # node's file lock. Each must adopt what the other wrote to the checkpoint, not overwrite it.
+    cluster, mig, make = world
+    old, new = make(), make()
+    recover(old)
+    recover(new)
+    first = put(cluster, "first", MIXED)
+    second = put(cluster, "second", MIXED[1:])
+    assert old.prepare([first])[first.uid].error == ""
+    assert new.prepare([second])[second.uid].error == ""
+    assert set(new.state) == {first.uid, second.uid}
+    assert new.prepare([first])[first.uid].devices == old.prepare([first])[first.uid].devices
+    assert mig.created == 1  # the new process found the claim prepared and did not prepare it again
+    assert old.unprepare([second]) == {second.uid: ""}  # the old process knows the new one's claim
+    assert set(new.specs.claim_uids()) == {first.uid}
+    assert new.unprepare([first]) == {first.uid: ""}
+    assert mig.live == {} and old.specs.claim_uids() == set()
+    q = make()
+    assert recover(q) == "ok" and q.state == {}
+
+
+def test_two_soft_claims_mount_their_regions_at_different_paths(world):
+    # Both claims may end up in one container: their region mounts must not land on the same path.
+    cluster, _, make = world
+    p = make()
+    recover(p)
+    refs = [put(cluster, n, MIXED[1:]) for n in ("a", "b")]
+    assert all(r.error == "" for r in p.prepare(refs).values())
+    regions = []
+    for ref in refs:
+        edits = p.specs.read(ref.uid)["containerEdits"]
+        env = dict(e.split("=", 1) for e in edits["env"])
+        mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
+        region_dir = env["CARVE_REGION"].rpartition("/")[0]
+        assert mounts[region_dir].endswith(f"/claims/{ref.uid}/region")
+        regions.append(region_dir)
+    assert len(set(regions)) == 2

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from devices_reference import mig_reference
 
 from driver.devices import ModelError
 from driver.devices.catalog import fake_gpu, fake_node, models, parse_fake_spec
 
-REFERENCE = json.loads((Path(__file__).parents[2] / "data" / "mig_reference.json").read_text())["models"]
+REFERENCE = mig_reference()
 
 
 def test_catalog_has_the_models_the_fake_library_emulates():
@@ -27,8 +25,14 @@ def test_catalog_mig_profiles_match_the_reference(model):
     for p in gpu.mig_profiles:
         assert [[x.start, x.size] for x in p.placements] == ref["profiles"][p.name]["placements"]
         assert p.max_instances == ref["profiles"][p.name]["max_instances"]
+        assert p.compute_slices == ref["profiles"][p.name]["compute_slices"]
         assert p.memory_bytes <= gpu.memory_bytes and p.multiprocessors <= gpu.multiprocessors
     assert gpu.memory_slice_count == ref["memory_slices"]
+
+
+def test_every_mig_capable_model_is_compared_with_the_reference():
+    mig_models = {key for key in models() if fake_gpu(key).mig_capable}
+    assert mig_models == set(REFERENCE)
 
 
 def test_non_mig_models_have_no_profiles():

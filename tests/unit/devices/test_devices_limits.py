@@ -33,6 +33,13 @@ def test_valid_slices_pass():
     validate_slices(base("mig", "1.35"), L135)
 
 
+@pytest.mark.parametrize("generation", [-1, "1", None])
+def test_generation_must_be_a_non_negative_integer(generation):
+    slices = base()
+    slices[0]["spec"]["pool"]["generation"] = generation
+    expect(slices, L134, f"pool.generation {generation!r} is not an integer >= 0")
+
+
 def test_more_than_128_devices():
     slices = base()
     slices[0]["spec"]["devices"] = [plain_device(i) for i in range(129)]
@@ -124,17 +131,20 @@ def test_shared_counters_at_most_32_per_slice_on_1_34():
 def test_consumed_counters_at_most_32_per_device_on_1_34():
     slices = base("mig")
     whole = next(d for d in slices[0]["spec"]["devices"] if d["name"] == "gpu-0")
-    whole["consumesCounters"] = whole["consumesCounters"] * 3  # 3 x 11 counters
-    expect(slices, L134, "device 'gpu-0'", "consumes 33 counters, more than 32")
+    n = len(whole["consumesCounters"][0]["counters"])  # 12 on an A100: 3 totals, 8 slices, 1 instance limit
+    whole["consumesCounters"] = whole["consumesCounters"] * 3
+    expect(slices, L134, "device 'gpu-0'", f"consumes {3 * n} counters, more than 32")
 
 
 def test_consumed_counters_at_most_1024_per_slice_on_1_34():
     limits = limits_for("1.34")
     slices = base("mig")
     devices = slices[0]["spec"]["devices"]
-    template = devices[-1]  # the whole GPU: 11 counters
-    slices[0]["spec"]["devices"] = [dict(copy.deepcopy(template), name=f"w-{i}") for i in range(94)]
-    expect(slices, limits, "devices consume 1034 counters, more than 1024")
+    template = devices[-1]  # the whole GPU
+    n = len(template["consumesCounters"][0]["counters"])
+    copies = 1024 // n + 1  # just over the slice budget
+    slices[0]["spec"]["devices"] = [dict(copy.deepcopy(template), name=f"w-{i}") for i in range(copies)]
+    expect(slices, limits, f"devices consume {copies * n} counters, more than 1024")
 
 
 def test_devices_and_counters_in_one_slice_on_1_35():

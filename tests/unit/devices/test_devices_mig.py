@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from fractions import Fraction
 from itertools import combinations
-from pathlib import Path
 
 import pytest
+from devices_reference import mig_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +16,7 @@ from driver.devices.attributes import parse_quantity
 from driver.devices.catalog import fake_gpu
 from driver.devices.mig import profile_slug
 
-REFERENCE = json.loads((Path(__file__).parents[2] / "data" / "mig_reference.json").read_text())["models"]
+REFERENCE = mig_reference()
 MIG_MODELS = sorted(REFERENCE)
 
 
@@ -100,6 +99,14 @@ def test_whole_gpu_conflicts_with_every_mig_device(model):
     for d in mig_devices(ds):
         assert fits([d], ds.counter_sets)
         assert not fits([whole, d], ds.counter_sets), d["name"]
+
+
+@pytest.mark.parametrize("model", MIG_MODELS)
+def test_whole_gpu_consumes_every_counter_in_full(model):
+    ds = mig_set(model)
+    (whole,) = [d for d in ds.devices if d["name"] == "gpu-0"]
+    (cs,) = ds.counter_sets
+    assert whole["consumesCounters"] == [{"counterSet": cs["name"], "counters": cs["counters"]}]
 
 
 def _valid_combinations(model, devices):

@@ -107,6 +107,17 @@ def test_long_node_names_still_give_valid_slice_names():
     build_slices(node, fake_node("1xT4", node), {0: "exclusive"})
 
 
+@pytest.mark.parametrize("node", ["", "N1", "n1_a", "-n1", "a" * 254])
+def test_node_names_that_cannot_name_a_pool_are_errors(node):
+    with pytest.raises(ModelError, match=r"node name .*: not a DNS subdomain"):
+        build_slices(node, fake_node("1xT4"), {0: "exclusive"})
+
+
+def test_negative_generation_is_an_error():
+    with pytest.raises(ModelError, match="pool generation -1: must not be negative"):
+        build_slices("n1", fake_node("1xT4"), {0: "exclusive"}, generation=-1)
+
+
 def test_unknown_kubernetes_version_is_an_error():
     with pytest.raises(ModelError, match=r"unsupported Kubernetes version '1\.30'"):
         build_slices("n1", fake_node("1xT4"), {0: "exclusive"}, k8s_version="1.30")

@@ -145,6 +145,7 @@ def test_strategy_spec_per_index_and_default():
         ("7=mig", "'7=mig': no GPU with index 7"),
         ("0=mig,0=soft", "'0=soft': GPU 0 named twice"),
         ("soft,mig", "'mig': a second default"),
+        ("0mig", "'0mig': unknown strategy '0mig'"),
         ("", "is empty"),
     ],
 )

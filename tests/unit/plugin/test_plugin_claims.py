@@ -52,7 +52,7 @@ def test_soft_slice_limits_come_from_consumed_capacity():
     limits = claim_limits(plan, "/var/run/carve/region")
     assert [(d.memory_bytes, d.cores_percent, d.uuid) for d in limits.devices] == [(4 * GI, 30, "GPU-0")]
     assert limits.oom_policy == "kill"
-    assert plan.devices[0].cdi_name == "gpu-0-s1"
+    assert plan.devices[0].share_id == "s1"
 
 
 def test_slots_on_one_gpu_are_summed():
@@ -110,3 +110,37 @@ def test_limited_devices_of_one_claim_need_one_config():
     configs[0]["requests"] = ["a"]
     with pytest.raises(PrepareError, match="same SliceConfig"):
         plan_claim(REF, claim(results, configs), "node-a", CATALOG)
+
+
+def test_limits_follow_pci_order_not_minor_order():
+    # CUDA_DEVICE_ORDER=PCI_BUS_ID numbers the container's GPUs by bus id; limit i must be that GPU's.
+    catalog = {
+        "gpu-0": NodeDevice(
+            "gpu-0", names.TYPE_VGPU, "GPU-0", 0, {"memory": 80 * GI}, pci_bus_id="0000:81:00.0"
+        ),
+        "gpu-1": NodeDevice(
+            "gpu-1", names.TYPE_VGPU, "GPU-1", 1, {"memory": 80 * GI}, pci_bus_id="0000:07:00.0"
+        ),
+    }
+    results = [
+        res("gpu-0", shareID="a", consumedCapacity={"memory": "1Gi"}),
+        res("gpu-1", shareID="b", consumedCapacity={"memory": "2Gi"}),
+    ]
+    limits = claim_limits(plan_claim(REF, claim(results), "node-a", catalog), "/r")
+    assert [(d.uuid, d.memory_bytes) for d in limits.devices] == [("GPU-1", 2 * GI), ("GPU-0", 1 * GI)]
+
+
+def test_catalog_reads_the_pci_bus_id_attribute():
+    from driver.plugin.catalog import device_from_slice
+
+    dev = device_from_slice(
+        {
+            "name": "gpu-3",
+            "attributes": {
+                "type": {"string": "vgpu"},
+                "uuid": {"string": "GPU-3"},
+                "resource.kubernetes.io/pciBusID": {"string": "0000:3B:00.0"},
+            },
+        }
+    )
+    assert (dev.minor, dev.pci_bus_id) == (3, "0000:3b:00.0")

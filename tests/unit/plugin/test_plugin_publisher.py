@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from driver import names
 from driver.cluster import LocalCluster, fields_of_disabled_gates
-from driver.cluster.base import Conflict
+from driver.cluster.base import ClusterError, Conflict
 from driver.devices import Settings, build_slices
 from driver.devices.catalog import fake_node
 from driver.plugin.publisher import GATE_CONSUMABLE, GATE_PARTITIONABLE, Publisher, fallback
@@ -80,6 +80,46 @@ def test_gates_off_fall_back_to_slots_and_whole_gpus():
     device_names = {d["name"] for s in stored for d in s["spec"].get("devices", [])}
     assert "gpu-1-slot-0" in device_names and not any("-mig-" in n for n in device_names)
     assert not any(s["spec"].get("sharedCounters") for s in stored)
+
+
+def test_gates_off_are_found_by_a_dry_run_so_the_pool_is_written_once():
+    cluster = LocalCluster(drop_fields=fields_of_disabled_gates([GATE_CONSUMABLE, GATE_PARTITIONABLE]))
+    written: list[dict] = []
+    real_create = cluster.create_resource_slice
+
+    def recording(obj, dry_run=False):
+        if not dry_run:
+            written.append(obj)
+        return real_create(obj, dry_run=dry_run)
+
+    cluster.create_resource_slice = recording
+    pub = make(cluster, {0: "mig", 1: "soft", 2: "timeslice"})
+    pub.publish()
+    assert pub.effective == {0: "exclusive", 1: "slots", 2: "exclusive"}
+    assert generations(cluster) == {1}  # no first generation with devices the node cannot serve
+    for obj in written:
+        assert not obj["spec"].get("sharedCounters")
+        assert not any(d.get("allowMultipleAllocations") for d in obj["spec"].get("devices", []))
+    assert not any("probe" in s["metadata"]["name"] for s in cluster.list_resource_slices(names.DRIVER_NAME))
+
+
+def test_failed_dry_run_falls_back_to_reading_back_the_write():
+    cluster = LocalCluster(drop_fields=fields_of_disabled_gates([GATE_CONSUMABLE]))
+    real_create = cluster.create_resource_slice
+
+    def no_dry_run(obj, dry_run=False):
+        if dry_run:
+            raise ClusterError("dry run refused", "ResourceSlice", status=403)
+        return real_create(obj)
+
+    cluster.create_resource_slice = no_dry_run
+    pub = make(cluster, {0: "soft", 1: "soft", 2: "exclusive"})
+    stored = pub.publish()
+    assert pub.gates_off == {GATE_CONSUMABLE}
+    assert {d["name"] for s in stored for d in s["spec"].get("devices", [])} >= {
+        "gpu-0-slot-0",
+        "gpu-1-slot-0",
+    }
 
 
 def test_fallback_keeps_strategies_the_gate_does_not_touch():

@@ -1,0 +1,83 @@
+"""`carve simulate` end to end through the CLI: table, JSON, --compare, and usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from driver.cli import main
+
+KEYS = {"gpus_total", "peak_gpus_busy", "gpu_hours_busy", "pods_total", "pods_scheduled",
+        "pods_never_scheduled", "mean_wait_s", "lower_bound_gpus", "packing_ratio"}
+SMALL_POD = {"devices": {"requests": [{"name": "g", "firstAvailable": [
+    {"name": "soft", "deviceClassName": "vgpu.carve.dev",
+     "capacity": {"requests": {"memory": "4Gi", "cores": "20"}}},
+    {"name": "slots", "deviceClassName": "slot.carve.dev", "count": 2},
+    {"name": "mig", "deviceClassName": "mig.carve.dev"},
+    {"name": "gpu", "deviceClassName": "gpu.carve.dev"}]}],
+    "constraints": [{"requests": ["g/slots"], "matchAttribute": "gpu.carve.dev/parentUUID"}]}}
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    cluster = tmp_path / "cluster.yaml"
+    trace = tmp_path / "trace.yaml"
+    cluster.write_text(yaml.safe_dump({"nodes": [{"name": "n", "gpus": "2xA100-80GB"}]}))
+    trace.write_text(yaml.safe_dump({"pods": [
+        {"name": f"p{i}", "arrival": i * 10, "duration": 100, "claims": [SMALL_POD]} for i in range(4)]}))
+    return cluster, trace
+
+
+def test_json_output_has_every_key(files, capsys) -> None:
+    cluster, trace = files
+    assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--strategy", "soft",
+                 "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) >= KEYS
+    # Four 20% shares present at once fit one soft GPU.
+    assert (report["pods_scheduled"], report["peak_gpus_busy"], report["lower_bound_gpus"]) == (4, 1, 1)
+
+
+def test_compare_runs_each_strategy(files, capsys) -> None:
+    cluster, trace = files
+    assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--compare",
+                 "-o", "json"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert list(reports) == ["exclusive", "mig", "soft", "slots"]
+    # Exclusive: 4 pods, 2 GPUs -> two wait. The others share, so nobody waits.
+    assert reports["exclusive"]["peak_gpus_busy"] == 2
+    assert reports["exclusive"]["mean_wait_s"] > 0
+    for name in ("mig", "soft", "slots"):
+        assert reports[name]["mean_wait_s"] == 0
+        assert reports[name]["lower_bound_gpus"] == reports["exclusive"]["lower_bound_gpus"]
+
+
+def test_table_output_has_one_column_per_strategy(files, capsys) -> None:
+    cluster, trace = files
+    assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--compare"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-4:] == ["exclusive", "mig", "soft", "slots"]
+    assert any(line.startswith("packing ratio") for line in lines)
+
+
+def test_bad_input_is_a_usage_error_naming_the_file(files, capsys) -> None:
+    cluster, trace = files
+    trace.write_text("pods: [{name: p, arrival: 0, claims: []}]\n")
+    assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("carve simulate: trace.yaml: pods[0].")
+
+
+def test_pods_that_never_fit_are_explained_on_stderr(files, capsys) -> None:
+    cluster, trace = files
+    trace.write_text(yaml.safe_dump({"pods": [{"name": "huge", "arrival": 0, "duration": 1, "claims": [
+        {"devices": {"requests": [{"name": "g", "exactly": {
+            "deviceClassName": "gpu.carve.dev", "count": 3}}]}}]}]}))
+    assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--strategy", "exclusive",
+                 "-o", "json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["pods_never_scheduled"] == 1
+    assert "pod huge fits on no node, even empty" in out.err

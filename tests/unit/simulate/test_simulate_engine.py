@@ -1,0 +1,99 @@
+"""The event loop's rules, on traces small enough to work out by hand."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import nodes, pod, soft, soft_or_whole, whole_gpus
+
+
+def test_pod_that_fits_no_node_is_never_scheduled(run) -> None:
+    result = run([nodes("n", 1, "1xT4", "exclusive")], [pod("big", 0, 10, whole_gpus(2))])
+    assert (result.pods_scheduled, result.pods_never_scheduled, result.pods_never_fit) == (0, 1, 1)
+    assert result.peak_gpus_busy == 0
+    assert "big" in result.never_fit_reasons
+
+
+def test_pod_too_big_does_not_block_the_pods_behind_it(run) -> None:
+    trace = [pod("big", 0, 10, whole_gpus(2)), pod("small", 1, 10)]
+    result = run([nodes("n", 1, "1xT4", "exclusive")], trace)
+    assert result.placements["small"].start == 1
+    assert result.pods_never_scheduled == 1
+
+
+def test_pod_waits_for_a_departure(run) -> None:
+    # One GPU. a holds it 0..100; b arrives at 10 and starts when a leaves, then runs its 50 s.
+    result = run([nodes("n", 1, "1xT4", "exclusive")], [pod("a", 0, 100), pod("b", 10, 50)])
+    assert result.placements["b"].start == 100
+    assert result.mean_wait_s == pytest.approx((0 + 90) / 2)
+    assert result.max_wait_s == 90
+    assert result.peak_gpus_busy == 1
+    assert result.gpu_hours_busy == pytest.approx(150 / 3600)  # busy from 0 to 150 without a gap
+
+
+def test_departure_frees_capacity_for_an_arrival_at_the_same_instant(run) -> None:
+    result = run([nodes("n", 1, "1xT4", "exclusive")], [pod("a", 0, 100), pod("b", 100, 10)])
+    assert result.placements["b"].start == 100
+    assert result.mean_wait_s == 0
+
+
+def test_waiting_pods_retry_oldest_first(run) -> None:
+    trace = [pod("a", 0, 100), pod("b", 10, 10), pod("c", 20, 10)]
+    result = run([nodes("n", 1, "1xT4", "exclusive")], trace)
+    assert (result.placements["b"].start, result.placements["c"].start) == (100, 110)
+
+
+def test_a_pod_whose_second_claim_fails_releases_its_first(run) -> None:
+    # Two GPUs. a takes one (0..100). b needs two claims of one GPU each: it fits an empty node but not
+    # now, so it waits, and must not keep the GPU its first claim got, or c could not start at 20.
+    trace = [pod("a", 0, 100), pod("b", 10, 5, whole_gpus(), whole_gpus()), pod("c", 20, 100)]
+    result = run([nodes("n", 1, "2xT4", "exclusive")], trace)
+    assert result.placements["c"].start == 20
+    # a leaves at 100 but c holds the other GPU until 120: only then do both of b's claims fit.
+    assert result.placements["b"].start == 120
+    assert sorted(result.placements["b"].devices) == ["gpu=gpu-0", "gpu=gpu-1"]
+
+
+def test_kube_policy_spreads_and_binpack_fills_the_first_node(run) -> None:
+    cluster = [nodes("a", 1, "2xT4", "exclusive"), nodes("b", 1, "2xT4", "exclusive")]
+    trace = [pod("p1", 0, 100), pod("p2", 1, 100)]
+    spread = run(cluster, trace, policy="kube")
+    packed = run(cluster, trace, policy="binpack")
+    assert (spread.placements["p1"].node, spread.placements["p2"].node) == ("a", "b")
+    assert (packed.placements["p1"].node, packed.placements["p2"].node) == ("a", "a")
+
+
+def test_binpack_keeps_a_whole_node_free_for_a_big_pod(run) -> None:
+    # Two 2-GPU nodes; two 1-GPU pods, then a 2-GPU pod. Spreading leaves no node with 2 free GPUs.
+    cluster = [nodes("a", 1, "2xT4", "exclusive"), nodes("b", 1, "2xT4", "exclusive")]
+    trace = [pod("p1", 0, 100), pod("p2", 1, 100), pod("big", 2, 10, whole_gpus(2))]
+    assert run(cluster, trace, policy="kube").placements["big"].start == 100
+    assert run(cluster, trace, policy="binpack").placements["big"].start == 2
+
+
+def test_soft_slices_share_a_gpu_until_its_cores_run_out(run) -> None:
+    # 40% + 40% fit one soft GPU; a third 40% share does not and waits for the first to leave.
+    trace = [pod(f"s{i}", i, 100, soft("4Gi", "40")) for i in range(3)]
+    result = run([nodes("n", 1, "1xA100-80GB", "soft")], trace)
+    assert [result.placements[f"s{i}"].start for i in range(3)] == [0, 1, 100]
+    assert result.peak_gpus_busy == 1
+    assert result.lower_bound_gpus == 2  # 120% of cores present at t=2
+
+
+def test_forced_strategy_overrides_the_node_and_mig_falls_back_to_exclusive_without_mig(run) -> None:
+    cluster = [nodes("a", 1, "1xA100-80GB", "soft"), nodes("t", 1, "1xT4")]
+    result = run(cluster, [pod("p", 0, 10)], strategy="mig")
+    assert result.gpus_by_strategy == {"exclusive": 1, "mig": 1}
+
+
+def test_auto_uses_mig_where_possible_and_soft_elsewhere(run) -> None:
+    cluster = [nodes("a", 1, "1xA100-80GB"), nodes("t", 1, "1xT4"), nodes("x", 1, "1xL4", "slots")]
+    assert run(cluster, [pod("p", 0, 10)]).gpus_by_strategy == {"mig": 1, "slots": 1, "soft": 1}
+
+
+def test_packing_ratio_is_peak_over_lower_bound(run) -> None:
+    # Two 10% pods: exclusive gives each a GPU, soft puts both on one; the demand fits one GPU either way.
+    trace = [pod("a", 0, 100, soft_or_whole("4Gi", "10")), pod("b", 0, 100, soft_or_whole("4Gi", "10"))]
+    exclusive = run([nodes("n", 1, "2xT4")], trace, strategy="exclusive")
+    shared = run([nodes("n", 1, "2xT4")], trace, strategy="soft")
+    assert (exclusive.peak_gpus_busy, exclusive.lower_bound_gpus, exclusive.packing_ratio) == (2, 1, 2.0)
+    assert (shared.peak_gpus_busy, shared.lower_bound_gpus, shared.packing_ratio) == (1, 1, 1.0)
