@@ -68,9 +68,35 @@ def _cluster(args: argparse.Namespace):
         return FileCluster(Path(args.cluster.removeprefix("file:")))
     if args.cluster != "kube":
         raise CliError(f"--cluster {args.cluster!r}: expected 'kube' or 'file:<dir>'")
+    from driver.cluster.base import ClusterError
     from driver.cluster.kube import KubeCluster
 
-    return KubeCluster.from_config(args.kubeconfig or None)
+    try:
+        return KubeCluster.from_config(args.kubeconfig or None)
+    except ClusterError as e:
+        raise CliError(f"--kubeconfig: {e}") from None
+
+
+def _check_flags(args: argparse.Namespace, gpus) -> None:
+    """Usage errors are one line and exit 2, before anything is started or changed on the node."""
+    from driver.devices import Settings, limits_for, parse_strategy_spec, strategy
+    from driver.devices.base import ModelError
+
+    try:
+        chosen = parse_strategy_spec(args.strategy, gpus)
+        for gpu in gpus:
+            strategy(chosen[gpu.index]).check(gpu)  # e.g. mig on a GPU without MIG
+        Settings(split_count=args.split_count)
+        if args.k8s_version:
+            limits_for(args.k8s_version)
+    except ModelError as e:
+        raise CliError(str(e)) from None
+    if args.healthz_addr:
+        _host, sep, port = args.healthz_addr.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise CliError(f"--healthz-addr {args.healthz_addr!r}: expected [host]:port, e.g. ':51515'")
+    if not args.publish_interval > 0:
+        raise CliError(f"--publish-interval {args.publish_interval}: must be more than 0 seconds")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         gpus = discover(args.gpus, args.node_name)
+        _check_flags(args, gpus)
         gpus = ensure_mig_mode(gpus, args.strategy, args.gpus, args.node_name)
     except InventoryError as e:
         raise CliError(str(e)) from None

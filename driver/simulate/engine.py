@@ -169,6 +169,7 @@ class Simulation:
         waits: list[float] = []
         never_fit = 0
         reasons: dict[str, str] = {}
+        first_unfit: dict[int, str] = {}  # claim shape -> first pod of that shape that could never fit
         busy = peak = 0
         gpu_seconds = 0.0
         last_t = 0.0
@@ -193,7 +194,9 @@ class Simulation:
                 pod = pods[i]
                 if not self._could_ever_fit(i, pod, claim_sets[i], pod_shapes[i]):
                     never_fit += 1
-                    reasons[pod.name] = self._why_not.get(pod_shapes[i], "")
+                    first = first_unfit.setdefault(pod_shapes[i], pod.name)
+                    why = self._why_not.get(pod_shapes[i], "")
+                    reasons[pod.name] = why if first == pod.name else f"same claims as pod {first}: {why}"
                     continue
                 for node in self.policy.order(self.cluster.nodes):
                     run = self._try(node, i, pod, claim_sets[i], pod_shapes[i], fallback[i])
