@@ -24,7 +24,8 @@ FULL_PODS, FULL_NODES, FULL_GAP_S = 10_000, 100, 30.0
 def _cluster(nodes: int) -> list[NodeGroup]:
     # 60% MIG-capable A100 nodes (auto -> mig), 40% L4 nodes (auto -> soft).
     a100 = nodes * 6 // 10
-    return [NodeGroup("a100", a100, ("A100-80GB",) * 8, None), NodeGroup("l4", nodes - a100, ("L4",) * 8, None)]
+    return [NodeGroup("a100", a100, ("A100-80GB",) * 8, None),
+            NodeGroup("l4", nodes - a100, ("L4",) * 8, None)]
 
 
 def _timed(groups: list[NodeGroup], pods, strategy: str) -> tuple[float, dict, dict]:
