@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from driver.allocator import capacity as cap
-from driver.allocator import explain, pools, quantity, result
+from driver.allocator import pools, quantity, result
 from driver.allocator.cel import CelError, SelectorCache
+from driver.allocator.explain import why
 from driver.allocator.model import (
     Claim,
     Device,
@@ -27,7 +28,7 @@ from driver.allocator.model import (
     read_class,
     read_slice,
 )
-from driver.allocator.search import Candidate, Ledger, Search, SearchAborted
+from driver.allocator.search import Candidates, Ledger, Search, SearchAborted
 
 
 class Unallocatable(Exception):
@@ -61,7 +62,7 @@ class Allocator:
         self.devices: dict[tuple[str, str, str], tuple[pools.Pool, Device]] = {
             d.key: (p, d) for p in self.pools for s in p.slices for d in s.devices}
         self._node_devices: dict[str | None, list[tuple[pools.Pool, Device]]] = {}
-        self._candidates: dict[tuple, list[Candidate]] = {}
+        self._candidates: dict[tuple, Candidates] = {}
         self._node_pools: dict[str | None, list[pools.Pool]] = {}
         self._rebuild_counters()
 
@@ -167,41 +168,47 @@ class Allocator:
                                                   f"{'/'.join(dev.key)}: {e.message}")
         return True
 
-    def candidates(self, req: Request, node: str | None, claim: Claim) -> list[Candidate]:
+    def candidates(self, req: Request, node: str | None, claim: Claim) -> Candidates:
         dc = self.device_class(req)
         key = (node, dc.name, req.selectors)
         found = self._candidates.get(key)
         if found is None:
-            found = []
+            found = Candidates()
             for pool, dev in self.node_devices(node):
                 if not pool.usable:
                     continue
                 outcome = self.selection(req, dc, dev, claim)
                 if outcome is not False:
                     found.append((pool, dev, outcome))
+                    found.has_errors = found.has_errors or isinstance(outcome, CelError)
             # CEL errors name the claim, so only cache lists without them across claims. Without
             # the CEL result cache this list is not kept either: it is a cache of CEL results.
-            if self.selectors.enabled and not any(isinstance(o, CelError) for _, _, o in found):
+            if self.selectors.enabled and not found.has_errors:
                 self._candidates[key] = found
         return found
 
     # --- allocation ----------------------------------------------------------------------------
 
-    def allocate(self, claim_obj: Mapping[str, Any], node: str | None = None) -> dict:
+    def allocate(self, claim_obj: Mapping[str, Any], node: str | None = None, explain: bool = True,
+                 prune: bool = True) -> dict:
+        """The claim's status.allocation, or Unallocatable. With explain=False the reason only says
+        the claim does not fit (the simulator and the controller retry, they do not read it); the
+        explanation costs a pass over every device of every node tried. prune=False searches without
+        pruning, for tests that compare the two."""
         try:
             claim = read_claim(claim_obj)
         except ModelError as e:
             raise Unallocatable(str(e)) from None
         with self._lock:
             try:
-                out = self._allocate(claim, node)
+                out = self._allocate(claim, node, explain, prune)
             except Unallocatable:
                 self._counts["claims_unallocatable"] += 1
                 raise
             self._counts["claims_allocated"] += 1
             return out
 
-    def _allocate(self, claim: Claim, node: str | None) -> dict:
+    def _allocate(self, claim: Claim, node: str | None, explain: bool, prune: bool) -> dict:
         if not claim.requests:
             return result.build(claim, [], self.classes, node)
         for alts in claim.requests:
@@ -214,7 +221,7 @@ class Allocator:
         failures: list[str | None] = []
         for target in targets:
             search = Search(claim, self.ledger, lambda r, t=target: self.candidates(r, t, claim),
-                            self._pools_for(target))
+                            self._pools_for(target), prune)
             try:
                 picks = search.run()
             except SearchAborted as e:
@@ -224,7 +231,10 @@ class Allocator:
             if picks is not None:
                 return result.build(claim, picks, self.classes, target)
             failures.append(target)
-        raise Unallocatable(explain.why(self, claim, failures))
+        if not explain:
+            where = f"node {failures[0]}" if len(failures) == 1 and failures[0] else f"{len(failures)} nodes"
+            raise Unallocatable(f"claim {claim.name} does not fit on {where}")
+        raise Unallocatable(why(self, claim, failures))
 
     def _pools_for(self, node: str | None) -> list[pools.Pool]:
         found = self._node_pools.get(node)

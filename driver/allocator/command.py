@@ -1,7 +1,9 @@
 """`carve allocate`: the allocator as a dry run over files, to answer "why does my claim not fit?".
 
-Reads ResourceSlices, DeviceClasses and ResourceClaims (multi-document YAML or JSON, `kind: List`
-and `*List` kinds too; a ResourceClaimTemplate counts as the claim it would create), allocates the
+Reads ResourceSlices, DeviceClasses and ResourceClaims from files or directories (kubectl -f style;
+multi-document YAML or JSON, `kind: List` and `*List` kinds too; a ResourceClaimTemplate counts as
+the claim it would create; objects of other kinds, such as the Pod next to a template, are skipped
+with one note on stderr; an object given twice is an error naming both places), allocates the
 claims in order (each allocated claim holds its devices for the next), and prints a `List` of the
 claims with `status.allocation`, or with the annotation allocate.carve.dev/reason when they do not
 fit. Exit codes: 0 all allocated, 1 some did not fit, 2 bad input.
@@ -19,23 +21,44 @@ from pathlib import Path
 import yaml
 
 from driver.allocator.allocator import Allocator, Unallocatable
-from driver.allocator.model import ModelError, read_class, read_slice
+from driver.allocator.model import ModelError, object_name, read_claim, read_class, read_slice
 from driver.cli import CliError
 from driver.names import ALLOCATE_REASON_ANNOTATION
 
+SLICE_KINDS = ("ResourceSlice",)
+CLASS_KINDS = ("DeviceClass",)
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--slices", action="append", required=True, metavar="FILE",
-                        help="ResourceSlices (repeatable)")
-    parser.add_argument("--classes", action="append", required=True, metavar="FILE",
-                        help="DeviceClasses (repeatable)")
-    parser.add_argument("--claims", action="append", required=True, metavar="FILE",
-                        help="ResourceClaims or ResourceClaimTemplates to allocate, in order (repeatable)")
-    parser.add_argument("--allocated", action="append", default=[], metavar="FILE",
-                        help="claims that already carry status.allocation (repeatable)")
+    where = "file or directory, repeatable; other kinds in it are skipped"
+    parser.add_argument("--slices", action="append", required=True, metavar="PATH",
+                        help=f"ResourceSlices ({where})")
+    parser.add_argument("--classes", action="append", required=True, metavar="PATH",
+                        help=f"DeviceClasses ({where})")
+    parser.add_argument("--claims", action="append", required=True, metavar="PATH",
+                        help=f"ResourceClaims or ResourceClaimTemplates to allocate, in order ({where})")
+    parser.add_argument("--allocated", action="append", default=[], metavar="PATH",
+                        help=f"claims that already carry status.allocation ({where})")
     parser.add_argument("--node", default=None,
                         help="allocate on this node only (default: the first node that fits)")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format")
+
+
+def expand(paths: list[str], flag: str) -> list[str]:
+    """kubectl -f style: a directory stands for its *.yaml, *.yml and *.json files (not recursive)."""
+    out = []
+    for path in paths:
+        p = Path(path)
+        if path != "-" and p.is_dir():
+            files = sorted(str(f) for f in p.iterdir() if f.is_file() and f.suffix in FILE_SUFFIXES)
+            if not files:
+                raise CliError(f"{flag} {path}: directory holds no {', '.join(FILE_SUFFIXES)} files")
+            out += files
+        else:
+            out.append(path)
+    return out
 
 
 def documents(path: str) -> Iterator[tuple[str, dict]]:
@@ -68,15 +91,38 @@ def documents(path: str) -> Iterator[tuple[str, dict]]:
             yield where, doc
 
 
-def _load(paths: list[str], kinds: tuple[str, ...]) -> list[tuple[str, dict]]:
-    out = []
-    for path in paths:
-        for where, obj in documents(path):
-            kind = obj.get("kind", kinds[0])
-            if kind not in kinds:
-                raise CliError(f"{where}: expected {' or '.join(kinds)}, got {kind}")
-            out.append((where, obj))
-    return out
+class Loader:
+    """Reads the files of each flag, keeps the kinds that flag takes, and remembers what it skipped
+    (pods next to their claim templates, say) for one note at the end."""
+
+    def __init__(self) -> None:
+        self.skipped: list[str] = []
+
+    def load(self, flag: str, paths: list[str], kinds: tuple[str, ...]) -> list[tuple[str, dict]]:
+        out = []
+        seen: dict[tuple[str, str], str] = {}
+        for path in expand(paths, flag):
+            for where, obj in documents(path):
+                kind = obj.get("kind") or kinds[0]  # a bare object is taken as the flag's kind
+                if kind not in kinds:
+                    self.skipped.append(f"{kind} {object_name(obj)} ({where})")
+                    continue
+                if not (obj.get("metadata") or {}).get("name"):
+                    raise CliError(f"{where}: {kind}: metadata.name is missing")
+                key = (kind, object_name(obj))
+                if key in seen:
+                    raise CliError(f"{where}: {kind} {key[1]} is given twice: here and in {seen[key]}")
+                seen[key] = where
+                out.append((where, obj))
+        return out
+
+    def note(self, shown: int = 3) -> None:
+        if not self.skipped:
+            return
+        listed = "; ".join(self.skipped[:shown])
+        more = f"; {len(self.skipped) - shown} more" if len(self.skipped) > shown else ""
+        print(f"carve allocate: skipped {len(self.skipped)} object(s) of kinds it does not read: "
+              f"{listed}{more}", file=sys.stderr)
 
 
 def as_claim(obj: dict) -> dict:
@@ -92,10 +138,14 @@ def as_claim(obj: dict) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    slices = _load(args.slices, ("ResourceSlice",))
-    classes = _load(args.classes, ("DeviceClass",))
-    claims = _load(args.claims, ("ResourceClaim", "ResourceClaimTemplate"))
-    allocated = _load(args.allocated, ("ResourceClaim",))
+    loader = Loader()
+    slices = loader.load("--slices", args.slices, SLICE_KINDS)
+    classes = loader.load("--classes", args.classes, CLASS_KINDS)
+    claims = loader.load("--claims", args.claims, CLAIM_KINDS)
+    allocated = loader.load("--allocated", args.allocated, ("ResourceClaim",))
+    loader.note()
+    if not claims:
+        raise CliError(f"--claims {', '.join(args.claims)}: no ResourceClaim or ResourceClaimTemplate found")
     # Check each document alone first, so an error names its file and document.
     for docs, reader in ((slices, read_slice), (classes, read_class)):
         for where, obj in docs:
@@ -103,6 +153,11 @@ def run(args: argparse.Namespace) -> int:
                 reader(obj)
             except (ModelError, ValueError, KeyError, TypeError) as e:
                 raise CliError(f"{where}: {e}") from None
+    for where, obj in claims:
+        try:
+            read_claim(as_claim(obj))
+        except (ModelError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CliError(f"{where}: {e}") from None
     allocator = Allocator([o for _, o in slices], [o for _, o in classes])
     for where, obj in allocated:
         try:

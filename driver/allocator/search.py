@@ -5,6 +5,23 @@ Requests are satisfied in order; a `firstAvailable` request tries its subrequest
 permutations) of the devices it picks; `All` takes every matching device or fails. For each
 candidate the checks run in the scheduler's order: in use, selectors, capacity, counters, taints,
 constraints. The first complete solution wins; there is no scoring.
+
+Pruning (on unless `prune=False`) only skips parts of the search that cannot hold the first
+solution, so it never changes a result, only how fast a claim that does not fit fails. The search
+visits assignments in lexicographic order of candidate positions and returns the first valid one,
+G; each rule below removes only assignments that are not G:
+- count: a request that still needs k devices stops when fewer than k candidates are left;
+- twins: of two consecutive requests identical but for their name (same class, selectors, count,
+  capacity, tolerations, admin, and the same constraints apply to both), the second starts at the
+  first device of the first. Were G to start the second lower, swapping the two requests' devices
+  would give a valid assignment that is lexicographically smaller than G;
+- equivalent devices: when device d failed at one position, a later device d' at the same
+  position is skipped if exchanging d and d' maps every assignment onto a valid one: neither is
+  already picked, both consume no counters, have the same capacities, holdings, taints and
+  binding fields, the same values of every constrained attribute, and the same selector outcome
+  for every request of the claim. Were G to pick d' there, exchanging would give a smaller valid one.
+Pruning is off for a claim whose candidates hold a CEL error, so that the error surfaces exactly
+where the unpruned search (and the scheduler) would meet it.
 """
 
 from __future__ import annotations
@@ -30,6 +47,12 @@ from driver.allocator.pools import Pool
 MAX_STEPS = 200_000
 
 Candidate = tuple[Pool, Device, "bool | CelError"]
+
+
+class Candidates(list):
+    """A request's candidates in device order; `has_errors` when some outcome is a CelError."""
+
+    has_errors: bool = False
 
 
 class SearchAborted(Exception):
@@ -87,9 +110,24 @@ class _ConstraintState:
             self.values.pop()
 
 
+def _twins(claim: Claim) -> list[bool]:
+    """twins[ri]: request ri is request ri-1 but for its name (see the module docstring)."""
+    out = [False] * len(claim.requests)
+    for ri in range(1, len(claim.requests)):
+        prev, cur = claim.requests[ri - 1], claim.requests[ri]
+        if len(prev) != 1 or len(cur) != 1 or prev[0].sub is not None or cur[0].sub is not None:
+            continue
+        a, b = prev[0], cur[0]
+        out[ri] = (not a.all_devices and not b.all_devices and a.class_name == b.class_name
+                   and a.selectors == b.selectors and a.count == b.count and a.admin == b.admin
+                   and a.tolerations == b.tolerations and a.capacity == b.capacity
+                   and all(c.applies(a) == c.applies(b) for c in claim.constraints))
+    return out
+
+
 class Search:
     def __init__(self, claim: Claim, ledger: Ledger, candidates: Callable[[Request], list[Candidate]],
-                 all_pools: list[Pool]) -> None:
+                 all_pools: list[Pool], prune: bool = True) -> None:
         self.claim = claim
         self.ledger = ledger
         self.candidates = candidates
@@ -100,6 +138,13 @@ class Search:
         self.allocating_counters: dict[tuple[str, str], Counters] = {}
         self.constraints = [_ConstraintState(c) for c in claim.constraints]
         self.steps = 0
+        self.prune = prune and not any(getattr(candidates(r), "has_errors", True)
+                                       for alts in claim.requests for r in alts)
+        self.twins = _twins(claim) if self.prune else []
+        # candidate position of each request's first pick (the twins rule reads it)
+        self.first_index: list[int] = [0] * len(claim.requests)
+        self._members: list[set[tuple[str, str, str]]] | None = None
+        self._signatures: dict[tuple[str, str, str], tuple] = {}
 
     def run(self) -> list[Pick] | None:
         return list(self.picks) if self._request(0) else None
@@ -109,7 +154,8 @@ class Search:
     def _request(self, ri: int) -> bool:
         if ri == len(self.claim.requests):
             return True
-        return any(self._device(ri, alt, 0, 0) for alt in self.claim.requests[ri])
+        start = self.first_index[ri - 1] if self.prune and self.twins[ri] else 0
+        return any(self._device(ri, alt, 0, start) for alt in self.claim.requests[ri])
 
     def _device(self, ri: int, req: Request, n: int, start: int) -> bool:
         if req.all_devices:
@@ -119,8 +165,14 @@ class Search:
         if len(self.picks) + req.count - n > MAX_RESULTS:
             return False
         cands = self.candidates(req)
+        need = req.count - n
+        failed: list[Device] = []  # devices whose subtree failed at this position
         for i in range(start, len(cands)):
+            if self.prune and len(cands) - i < need:
+                break
             pool, dev, outcome = cands[i]
+            if failed and self._equivalent_to_failed(dev, failed):
+                continue
             self.steps += 1
             if self.steps > MAX_STEPS:
                 raise SearchAborted(f"claim {self.claim.name}: gave up after trying {MAX_STEPS} devices "
@@ -135,10 +187,40 @@ class Search:
             undo = self.try_device(req, pool, dev)
             if undo is None:
                 continue
+            if n == 0:
+                self.first_index[ri] = i
             if self._device(ri, req, n + 1, i + 1):
                 return True
             undo()
+            if self.prune and self._may_stand_for_others(dev):
+                failed.append(dev)
         return False
+
+    # --- equivalent devices ----------------------------------------------------------------------
+
+    def _may_stand_for_others(self, dev: Device) -> bool:
+        return not dev.consumes and dev.key not in self.allocating and dev.key not in self.allocating_capacity
+
+    def _equivalent_to_failed(self, dev: Device, failed: list[Device]) -> bool:
+        if not self._may_stand_for_others(dev):
+            return False
+        mine = self._signature(dev)
+        return any(self._signature(f) == mine for f in failed)
+
+    def _signature(self, dev: Device) -> tuple:
+        """Everything a check of this claim reads from a device without counters, but its name."""
+        found = self._signatures.get(dev.key)
+        if found is None:
+            if self._members is None:
+                self._members = [{d.key for _, d, _ in self.candidates(r)}
+                                 for alts in self.claim.requests for r in alts]
+            found = self._signatures[dev.key] = (
+                tuple(sorted(dev.capacity.items())), dev.allow_multiple, dev.taints, dev.binds_to_node,
+                dev.binding_conditions, dev.binding_failure_conditions,
+                tuple(_typed(dev.attribute(c.attribute)) for c in self.claim.constraints),
+                tuple(dev.key in m for m in self._members))
+        # Holdings change during a search only through picks, which _may_stand_for_others excludes.
+        return (found, dev.key in self.ledger.in_use, sorted((self.ledger.shared.get(dev.key) or {}).items()))
 
     def _all(self, ri: int, req: Request) -> bool:
         devices = self.all_devices(req)

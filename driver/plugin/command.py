@@ -50,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"host dir holding {names.LIMITER_LIBRARY} (default <plugin-dir>/lib)",
     )
     p.add_argument("--healthz-addr", default="", help="HTTP health endpoint, e.g. ':51515' (default: off)")
+    p.add_argument(
+        "--metrics-addr", default="", help="Prometheus /metrics endpoint, e.g. ':8080' (default: off)"
+    )
     p.add_argument("--k8s-version", default="", help="Kubernetes minor version for API limits (default: ask)")
     p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots")
     p.add_argument("--publish-interval", type=float, default=60.0, help="seconds between slice reconciles")
@@ -91,10 +94,13 @@ def _check_flags(args: argparse.Namespace, gpus) -> None:
             limits_for(args.k8s_version)
     except ModelError as e:
         raise CliError(str(e)) from None
-    if args.healthz_addr:
-        _host, sep, port = args.healthz_addr.rpartition(":")
-        if not sep or not port.isdigit() or int(port) > 65535:
-            raise CliError(f"--healthz-addr {args.healthz_addr!r}: expected [host]:port, e.g. ':51515'")
+    for flag, addr, example in (
+        ("--healthz-addr", args.healthz_addr, ":51515"),
+        ("--metrics-addr", args.metrics_addr, ":8080"),
+    ):
+        _host, sep, port = addr.rpartition(":")
+        if addr and (not sep or not port.isdigit() or int(port) > 65535):
+            raise CliError(f"{flag} {addr!r}: expected [host]:port, e.g. '{example}'")
     if not args.publish_interval > 0:
         raise CliError(f"--publish-interval {args.publish_interval}: must be more than 0 seconds")
 
@@ -128,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         driver_root=Path(args.driver_root),
         limiter_dir=Path(args.limiter_dir) if args.limiter_dir else None,
         healthz_addr=args.healthz_addr,
+        metrics_addr=args.metrics_addr,
         strategy=args.strategy,
         k8s_version=args.k8s_version,
         split_count=args.split_count,

@@ -22,6 +22,7 @@ from driver.devices import Settings, build_slices, limits_for, parse_strategy_sp
 from driver.devices.limits import LIMITS
 from driver.fsutil import ensure_private_dir
 from driver.gpu.model import Gpu
+from driver.metrics import MetricsServer, PluginMetrics, plugin_state
 from driver.plugin.catalog import NodeDevice, catalog_from_slices
 from driver.plugin.checkpoint import Checkpoint, read_boot_id
 from driver.plugin.edits import HostLayout
@@ -44,6 +45,7 @@ class PluginConfig:
     driver_root: Path = Path("/")
     limiter_dir: Path | None = None  # default: <plugin-dir>/lib
     healthz_addr: str = ""  # "" = no health server
+    metrics_addr: str = ""  # "" = no Prometheus endpoint
     strategy: str = names.STRATEGY_EXCLUSIVE
     k8s_version: str = ""  # "" = ask the API server
     split_count: int = 10
@@ -82,6 +84,8 @@ class Plugin:
         self._stop = threading.Event()
         self._servers: list[grpc.Server] = []
         self.health: HealthServer | None = None
+        self.metrics = PluginMetrics(lambda: plugin_state(self))
+        self.metrics_server: MetricsServer | None = None
         c = config
         self.dra_socket = Path(c.plugin_dir) / names.DRA_SOCKET
         self.reg_socket = Path(c.registry_dir) / names.REGISTRATION_SOCKET
@@ -133,8 +137,10 @@ class Plugin:
         dra = self._serve(
             self.dra_socket,
             lambda s: (
-                dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(DraV1(self.preparer), s),
-                dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(DraV1beta1(self.preparer), s),
+                dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(DraV1(self.preparer, self.metrics), s),
+                dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
+                    DraV1beta1(self.preparer, self.metrics), s
+                ),
             ),
         )
         reg = self._serve(
@@ -147,6 +153,9 @@ class Plugin:
         if c.healthz_addr:
             self.health = HealthServer(c.healthz_addr, self.check_health, self.status)
             self.health.start()
+        if c.metrics_addr:
+            self.metrics_server = MetricsServer(c.metrics_addr, self.metrics.registry)
+            self.metrics_server.start()
         threading.Thread(target=self._republish_loop, name="publisher", daemon=True).start()
         event(
             log,
@@ -155,6 +164,7 @@ class Plugin:
             dra_socket=str(self.dra_socket),
             registration=str(self.reg_socket),
             healthz=f"{c.healthz_addr.rpartition(':')[0]}:{self.health.port}" if self.health else None,
+            metrics=self.metrics_server.port if self.metrics_server else None,
             claims=len(self.preparer.state),
         )
 
@@ -185,6 +195,8 @@ class Plugin:
             self.dra_socket.unlink()
         if self.health:
             self.health.stop()
+        if self.metrics_server:
+            self.metrics_server.stop()
         event(log, logging.INFO, "plugin.stopped", node=self.config.node_name)
 
     def wait(self) -> None:
@@ -200,10 +212,12 @@ class Plugin:
             stored = self.publisher.publish()
         except PublishError as e:
             self.publish_error = str(e)
+            self.metrics.observe_publish_failure()
             event(log, logging.ERROR, "publish.failed", error=str(e), action="retrying in the background")
             self._catalog = catalog_from_slices(self.publisher.desired())
             return False
         self.publish_error = ""
+        self.metrics.observe_publish(self.config.node_name, stored)
         # What the server kept is what the scheduler allocates from.
         self._catalog = catalog_from_slices(stored)
         return True

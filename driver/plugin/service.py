@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from typing import TYPE_CHECKING
 
 from api.grpc import (
     dra_v1_pb2,
@@ -21,6 +23,9 @@ from driver import names
 from driver.plugin.claims import ClaimRef
 from driver.plugin.logfmt import event
 from driver.plugin.preparer import Preparer
+
+if TYPE_CHECKING:
+    from driver.metrics import PluginMetrics
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +41,22 @@ class _DraServicer:
     """Shared body of the v1 and v1beta1 servicers; `pb` is the version's message module."""
 
     pb = dra_v1_pb2
+    api_version = "v1"
     with_share_id = True
 
-    def __init__(self, preparer: Preparer):
+    def __init__(self, preparer: Preparer, metrics: PluginMetrics | None = None):
         self.preparer = preparer
+        self.metrics = metrics
+
+    def _observe(self, operation: str, started: float, errors: list[str]) -> None:
+        # A call without claims is the health probe, not the kubelet: it would swamp the figures.
+        if self.metrics is not None and errors:
+            self.metrics.observe_request(self.api_version, operation, time.monotonic() - started, errors)
 
     def NodePrepareResources(self, request, context):
+        started = time.monotonic()
         results = self.preparer.prepare(_refs(request))
+        self._observe("prepare", started, [r.error for r in results.values()])
         response = self.pb.NodePrepareResourcesResponse()
         for uid, outcome in results.items():
             entry = response.claims[uid]
@@ -61,7 +75,9 @@ class _DraServicer:
         return response
 
     def NodeUnprepareResources(self, request, context):
+        started = time.monotonic()
         results = self.preparer.unprepare(_refs(request))
+        self._observe("unprepare", started, list(results.values()))
         response = self.pb.NodeUnprepareResourcesResponse()
         for uid, error in results.items():
             response.claims[uid].error = error
@@ -70,11 +86,13 @@ class _DraServicer:
 
 class DraV1(_DraServicer, dra_v1_pb2_grpc.DRAPluginServicer):
     pb = dra_v1_pb2
+    api_version = "v1"
     with_share_id = True
 
 
 class DraV1beta1(_DraServicer, dra_v1beta1_pb2_grpc.DRAPluginServicer):
     pb = dra_v1beta1_pb2
+    api_version = "v1beta1"
     with_share_id = False
 
 

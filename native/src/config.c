@@ -159,4 +159,8 @@ void carve_config_from_env(carve_config_t *cfg)
         region = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
     if (region && *region)
         snprintf(cfg->region_path, sizeof cfg->region_path, "%s", region);
+
+    /* every claim's region directory is mounted under one root; tests point it elsewhere */
+    const char *dir = getenv("CARVE_REGION_DIR");
+    snprintf(cfg->region_dir, sizeof cfg->region_dir, "%s", dir && *dir ? dir : CARVE_DEFAULT_REGION_DIR);
 }

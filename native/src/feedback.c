@@ -2,8 +2,8 @@
  * feedback.c: the background thread that turns measured SM utilization into a launch budget.
  *
  * Every 5 ms it refills each throttled device's token bucket at `rate` blocks per second. Every tick
- * (CARVE_TICK_MS, default 100 ms) it reads the claim's limits from the region (so the plugin can change a
- * running claim's share), samples NVML's per-process utilization, sums it over the claim's pids, and sets
+ * (CARVE_TICK_MS, default 100 ms) it reads each device's limits from the region of the claim that device
+ * belongs to (binding.c; so the plugin can change a running claim's share), samples NVML's per-process utilization, sums it over the claim's pids, and sets
  *     rate <- blocks_launched_per_second * (target / measured)
  * The update is a ratio: it holds for any GPU size, kernel length or grid shape, so its gain does not
  * depend on the SM count (HAMi-core's step grows with SMs squared). Policy decides the target:
@@ -70,9 +70,7 @@ static void setup_nvml(void)
         ctl_t *c = &g_ctl[d];
         if (REAL(cuDeviceGetUuid_v2) && REAL(cuDeviceGetUuid_v2)(&u, d) == CUDA_SUCCESS &&
             REAL(nvmlDeviceGetHandleByUUID)) {
-            const unsigned char *b = (const unsigned char *)u.bytes;
-            snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                     b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+            carve_uuid_string(&u, s, sizeof s);
             c->have_nvml = REAL(nvmlDeviceGetHandleByUUID)(s, &c->nvml) == NVML_SUCCESS;
         }
         if (!c->have_nvml && REAL(nvmlDeviceGetHandleByIndex_v2))
@@ -101,13 +99,15 @@ static int measure(int d, uint64_t launched, sample_t *out)
     if (rc != NVML_SUCCESS)
         return 0;
 
+    /* the claim's pids: those in the slots of the region this device is charged to */
+    const carve_region_t *region = carve_bind[d].region->map;
     int32_t pids[CARVE_MAX_PROCS];
     unsigned npids = 0, live = 0;
-    for (unsigned i = 0; i < carve_region->max_procs && i < CARVE_MAX_PROCS; i++) {
-        if (__atomic_load_n(&carve_region->procs[i].pid, __ATOMIC_ACQUIRE) <= 0)
+    for (unsigned i = 0; i < region->max_procs && i < CARVE_MAX_PROCS; i++) {
+        if (__atomic_load_n(&region->procs[i].pid, __ATOMIC_ACQUIRE) <= 0)
             continue;
         live++;
-        int hp = carve_host_pid_of_slot((int)i);
+        int hp = carve_host_pid_of_slot(region, (int)i);
         if (hp > 0)
             pids[npids++] = hp;
     }
@@ -161,14 +161,21 @@ static void control(int d, double elapsed_s)
 {
     carve_gate_t *g = &carve_gates[d];
     ctl_t *c = &g_ctl[d];
-    carve_region_device_t *rd = &carve_region->devices[d];
+    carve_region_device_t *rd = carve_bind[d].dev;
     uint64_t launched = __atomic_exchange_n(&g->launched, 0, __ATOMIC_ACQ_REL);
     int starved = __atomic_exchange_n(&g->starved, 0, __ATOMIC_ACQ_REL);
     __atomic_add_fetch(&g->total, launched, __ATOMIC_RELAXED);
+    if (!rd) { /* no claim limits this device */
+        __atomic_store_n(&g->mode, CARVE_GATE_IDLE, __ATOMIC_RELEASE);
+        set_tokens(g, 0);
+        return;
+    }
+    /* policy and priority are those of the claim this device belongs to */
+    const carve_region_t *region = carve_bind[d].region->map;
 
     unsigned limit = __atomic_load_n(&rd->cores_limit, __ATOMIC_RELAXED);
-    unsigned policy = __atomic_load_n(&carve_region->core_policy, __ATOMIC_RELAXED);
-    int low = __atomic_load_n(&carve_region->priority, __ATOMIC_RELAXED) == CARVE_PRIORITY_LOW;
+    unsigned policy = __atomic_load_n(&region->core_policy, __ATOMIC_RELAXED);
+    int low = __atomic_load_n(&region->priority, __ATOMIC_RELAXED) == CARVE_PRIORITY_LOW;
     int high_neighbours = __atomic_load_n(&rd->high_neighbours, __ATOMIC_RELAXED) > 0;
     sample_t m;
     int fresh = measure(d, launched, &m);
@@ -277,14 +284,20 @@ int carve_gate_decide(void)
 {
     pthread_mutex_lock(&g_decide_lock);
     int s = __atomic_load_n(&carve_gate_state, __ATOMIC_RELAXED);
+    if (s == 0 && carve_bind_ordinal(0) < 0) {
+        /* the driver cannot map devices to claims yet (not initialised): decide at a later launch */
+        pthread_mutex_unlock(&g_decide_lock);
+        return 1;
+    }
     if (s == 0) {
-        carve_init();
         int wanted = 0;
-        if (carve_region->core_policy != CARVE_CORE_DISABLE) {
+        for (unsigned d = 0; d < CARVE_MAX_DEVICES && !wanted; d++) {
+            const carve_binding_t *b = &carve_bind[d];
+            if (!b->dev || b->region->map->core_policy == CARVE_CORE_DISABLE)
+                continue;
             /* a shared region's limits can change while we run; a private one's cannot */
-            wanted = carve_region_shared || carve_region->priority == CARVE_PRIORITY_LOW;
-            for (unsigned d = 0; d < CARVE_MAX_DEVICES && !wanted; d++)
-                wanted = carve_region->devices[d].cores_limit > 0;
+            wanted = b->region->shared || b->region->map->priority == CARVE_PRIORITY_LOW ||
+                     b->dev->cores_limit > 0;
         }
         const char *tick = getenv("CARVE_TICK_MS");
         if (tick && atoi(tick) >= 10 && atoi(tick) <= 1000)
@@ -306,9 +319,12 @@ int carve_gate_decide(void)
             pthread_sigmask(SIG_SETMASK, &old, NULL);
         }
         /* count from the first launch on limited devices, so the first tick can calibrate */
-        for (unsigned d = 0; wanted && d < CARVE_MAX_DEVICES; d++)
-            if (carve_region->devices[d].cores_limit > 0 || carve_region->priority == CARVE_PRIORITY_LOW)
+        for (unsigned d = 0; wanted && d < CARVE_MAX_DEVICES; d++) {
+            const carve_binding_t *b = &carve_bind[d];
+            if (b->dev && b->region->map->core_policy != CARVE_CORE_DISABLE &&
+                (b->dev->cores_limit > 0 || b->region->map->priority == CARVE_PRIORITY_LOW))
                 carve_gates[d].mode = CARVE_GATE_COUNT;
+        }
         s = wanted ? 2 : 1;
         __atomic_store_n(&carve_gate_state, s, __ATOMIC_RELEASE);
         carve_launch_free_update();

@@ -110,8 +110,9 @@ static void init_once(void)
     own_hooks();
     atexit(at_exit);
     pthread_atfork(NULL, NULL, after_fork_child);
-    CARVE_LOG(CARVE_LOG_INFO, "ready: region %s (%s), slot %d", cfg.region_path[0] ? cfg.region_path : "-",
-              carve_region_shared ? "shared" : "private", carve_slot);
+    CARVE_LOG(CARVE_LOG_INFO, "ready: region %s (%s), %d region file%s under %s and CARVE_REGION",
+              cfg.region_path[0] ? cfg.region_path : "-", carve_primary->shared ? "shared" : "private",
+              carve_region_count, carve_region_count == 1 ? "" : "s", cfg.region_dir);
     __atomic_store_n(&carve_ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -245,9 +246,16 @@ CARVE_API uint64_t carveLimiterLaunchedBlocks(int device)
     return __atomic_load_n(&carve_gates[device].total, __ATOMIC_RELAXED);
 }
 
-/* 1 when this process shares the claim's region file, 0 when it enforces limits alone. */
+/* 1 when this process shares CARVE_REGION's file with the claim, 0 when it enforces limits alone. */
 CARVE_API int carveLimiterRegionShared(void)
 {
     carve_init();
-    return carve_region_shared;
+    return carve_primary->shared;
+}
+
+/* How many claim region files this process maps (CARVE_REGION's and those under CARVE_REGION_DIR). */
+CARVE_API int carveLimiterRegionCount(void)
+{
+    carve_init();
+    return carve_region_count;
 }

@@ -3,7 +3,8 @@
  *
  *   intercept.c  symbol table -> real functions, dlsym override, cuGetProcAddress hooks, initialisation
  *   config.c     environment (CARVE_* and HAMi's names) and logging
- *   region.c     the shared region: open/create/validate, process slots, charge/uncharge, dead reclaim
+ *   region.c     one shared region: open/create/validate, process slots, charge/uncharge, dead reclaim
+ *   binding.c    every region of the container, and which region device each CUDA ordinal is charged to
  *   table.c      per-process lock-free table: allocation -> (device, bytes)
  *   memory.c     allocation and free hooks
  *   report.c     memory reports (cuMemGetInfo, cuDeviceTotalMem, NVML memory info)
@@ -40,6 +41,7 @@ typedef struct carve_config {
     uint32_t cores_limit[CARVE_MAX_DEVICES];  /* percent, 0 = none */
     uint32_t core_policy, priority, oom_policy;
     char region_path[4096];
+    char region_dir[4096]; /* where the claims' region directories are (CARVE_REGION_DIR) */
 } carve_config_t;
 
 void carve_config_from_env(carve_config_t *cfg);
@@ -65,25 +67,75 @@ static inline int carve_current_device(void)
     return carve_current_device_slow();
 }
 
-/* --- region.c -------------------------------------------------------------------------------------- */
-extern carve_region_t *carve_region; /* the shared region, or a private one; never NULL after init */
-extern int carve_region_shared;      /* 1 when carve_region maps the claim's file */
-extern int carve_slot;               /* this process's slot, -1 when it has none */
+/* --- region.c / binding.c -------------------------------------------------------------------------- */
+#define CARVE_MAX_REGIONS 16 /* claim regions one process maps (one per soft claim of its container) */
+#define CARVE_DEFAULT_REGION_DIR "/var/run/carve" /* <dir>/<claim-uid>/region, as the plugin mounts them */
 
-void carve_region_setup(const carve_config_t *cfg);
-void carve_region_exit(void);        /* release this process's usage and slot */
-void carve_region_after_fork(void);  /* child: forget the parent's slot, take a new one */
+/* One region this process maps: a claim's file, or the private region built from the environment. */
+typedef struct carve_open_region {
+    carve_region_t *map;
+    int shared;          /* 1: a claim's file, shared with the claim's other processes */
+    int fd;              /* -1 for the private region */
+    int locks;           /* OFD locks work on this file */
+    int slot;            /* this process's slot, -1 when it has none */
+    int bound;           /* a visible CUDA device is charged to it: this process takes a slot in it */
+    uint64_t refusals;   /* this process's refused allocations here (the first one is logged) */
+    char path[4096];
+} carve_open_region_t;
+
+/* What limits one CUDA ordinal of this process. Written once, before carve_bound is published (and again
+ * for `mine` at fork and exit); the hot paths only read it. */
+typedef struct carve_binding {
+    carve_region_device_t *dev;   /* the region device charged for this ordinal; NULL = no limit */
+    uint64_t *mine;               /* this process's counter for that device in its slot; NULL without one */
+    carve_open_region_t *region;
+    int index;                    /* the device's index in its region */
+} carve_binding_t;
+
+extern carve_open_region_t carve_regions[CARVE_MAX_REGIONS]; /* files, CARVE_REGION's first when usable */
+extern int carve_region_count;
+extern carve_open_region_t carve_private;  /* the environment's limits, enforced per process */
+extern carve_open_region_t *carve_primary; /* CARVE_REGION's file, or &carve_private when unset or unusable */
+extern carve_binding_t carve_bind[CARVE_MAX_DEVICES];
+extern int carve_bound;                    /* 1 once carve_bind is complete (needs an initialised driver) */
+
+void carve_region_setup(const carve_config_t *cfg); /* open CARVE_REGION and every region under the root */
+void carve_region_exit(void);        /* release this process's usage and slots */
+void carve_region_after_fork(void);  /* child: forget the parent's slots, take new ones */
+int carve_region_open(carve_open_region_t *r, const char *path, const carve_config_t *cfg, int create);
+void carve_region_private(carve_open_region_t *r, const carve_config_t *cfg);
+void carve_region_join(carve_open_region_t *r); /* take a slot and reclaim the dead (slow path, once) */
 int carve_charge_slow(int dev, uint64_t bytes);
-void carve_reclaim_dead(void);
-int carve_host_pid_of_slot(int slot); /* NVML's pid for a live slot, 0 when unknown */
-int carve_slot_live(int slot);
+void carve_reclaim_dead(carve_open_region_t *r);
+int carve_host_pid_of_slot(const carve_region_t *map, int slot); /* NVML's pid for a slot, 0 when unknown */
+int carve_bind_slow(int dev);        /* resolve carve_bind; dev when done, -1 while the driver cannot tell */
+carve_region_device_t *carve_region_device_by_uuid(const char *uuid);
+void carve_bind_after_fork(void);
+void carve_uuid_string(const CUuuid *u, char *out, size_t len); /* "GPU-xxxxxxxx-...", as NVML spells it */
+
+/* The ordinal `dev` once every ordinal is mapped to its region device; -1 (no limit) while it cannot be. */
+static inline int carve_bind_ordinal(int dev)
+{
+    if (UNLIKELY(!__atomic_load_n(&carve_bound, __ATOMIC_ACQUIRE)))
+        return carve_bind_slow(dev);
+    return dev;
+}
+
+/* The device an allocation of the calling thread is charged to. */
+static inline int carve_alloc_device(void)
+{
+    return carve_bind_ordinal(carve_current_device());
+}
 
 /* Reserve `bytes` on `dev` before allocating: 0 when granted, -1 when over quota (policy applied). */
 static inline int carve_charge(int dev, uint64_t bytes)
 {
     if (UNLIKELY((unsigned)dev >= CARVE_MAX_DEVICES))
-        return 0; /* not a device the region tracks */
-    carve_region_device_t *d = &carve_region->devices[dev];
+        return 0; /* not a device any region tracks */
+    carve_binding_t *b = &carve_bind[dev];
+    carve_region_device_t *d = b->dev;
+    if (!d)
+        return 0;
     uint64_t limit = __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED);
     uint64_t used = __atomic_load_n(&d->memory_used, __ATOMIC_RELAXED);
     do {
@@ -91,8 +143,9 @@ static inline int carve_charge(int dev, uint64_t bytes)
             return carve_charge_slow(dev, bytes);
     } while (!__atomic_compare_exchange_n(&d->memory_used, &used, used + bytes, 1, __ATOMIC_ACQ_REL,
                                           __ATOMIC_RELAXED));
-    if (LIKELY(carve_slot >= 0))
-        __atomic_add_fetch(&carve_region->procs[carve_slot].used[dev], bytes, __ATOMIC_RELAXED);
+    uint64_t *mine = __atomic_load_n(&b->mine, __ATOMIC_RELAXED);
+    if (LIKELY(mine != NULL))
+        __atomic_add_fetch(mine, bytes, __ATOMIC_RELAXED);
     uint64_t now = used + bytes;
     uint64_t peak = __atomic_load_n(&d->memory_peak, __ATOMIC_RELAXED);
     while (now > peak &&
@@ -114,9 +167,13 @@ static inline void carve_uncharge(int dev, uint64_t bytes)
 {
     if (UNLIKELY((unsigned)dev >= CARVE_MAX_DEVICES))
         return;
-    carve_sub_clamped(&carve_region->devices[dev].memory_used, bytes);
-    if (LIKELY(carve_slot >= 0))
-        carve_sub_clamped(&carve_region->procs[carve_slot].used[dev], bytes);
+    carve_binding_t *b = &carve_bind[dev];
+    if (!b->dev)
+        return;
+    carve_sub_clamped(&b->dev->memory_used, bytes);
+    uint64_t *mine = __atomic_load_n(&b->mine, __ATOMIC_RELAXED);
+    if (LIKELY(mine != NULL))
+        carve_sub_clamped(mine, bytes);
 }
 
 /* --- table.c --------------------------------------------------------------------------------------- */

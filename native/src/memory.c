@@ -1,7 +1,7 @@
 /*
  * memory.c: every allocation path that takes device memory, and its free.
  *
- * Each allocation reserves its bytes in the region first (carve_charge, a CAS on the device's counter:
+ * Each allocation reserves its bytes in the region of its device's claim first (binding.c) (carve_charge, a CAS on the device's counter:
  * concurrent processes can never exceed the quota together), then calls the driver, then records what it
  * charged (commit) or gives the reservation back (rollback). Each free releases exactly what was recorded.
  * Stream-ordered frees release when enqueued. VMM handles on host memory (NCCL) are not device memory and
@@ -39,7 +39,7 @@ static inline CUresult settle(CUresult rc, int had, uint64_t key, int kind, int 
 CARVE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     carve_init();
-    int dev = carve_current_device();
+    int dev = carve_alloc_device();
     if (carve_charge(dev, bytesize) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = REAL(cuMemAlloc_v2)(dptr, bytesize);
@@ -49,7 +49,7 @@ CARVE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 CARVE_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     carve_init();
-    int dev = carve_current_device(); /* managed memory may migrate; it is charged where it was asked */
+    int dev = carve_alloc_device(); /* managed memory may migrate; it is charged where it was asked */
     if (carve_charge(dev, bytesize) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = REAL(cuMemAllocManaged)(dptr, bytesize, flags);
@@ -61,7 +61,7 @@ CARVE_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
                                       unsigned int elementSize)
 {
     carve_init();
-    int dev = carve_current_device();
+    int dev = carve_alloc_device();
     uint64_t estimate = (uint64_t)((width + 511) & ~(size_t)511) * height;
     if (carve_charge(dev, estimate) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -95,7 +95,7 @@ CARVE_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     CARVE_API CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)                         \
     {                                                                                                      \
         carve_init();                                                                                      \
-        int dev = carve_current_device();                                                                  \
+        int dev = carve_alloc_device();                                                                  \
         if (carve_charge(dev, bytesize) != 0)                                                              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                               \
         CUresult rc = REAL(name)(dptr, bytesize, hStream);                                                 \
@@ -108,7 +108,7 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz)
     CARVE_API CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)      \
     {                                                                                                      \
         carve_init();                                                                                      \
-        int dev = carve_current_device();                                                                  \
+        int dev = carve_alloc_device();                                                                  \
         if (carve_charge(dev, bytesize) != 0)                                                              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                               \
         CUresult rc = REAL(name)(dptr, bytesize, pool, hStream);                                           \
@@ -134,9 +134,9 @@ CARVE_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
                                unsigned long long flags)
 {
     carve_init();
-    int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
-    if (dev < 0)
+    if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return REAL(cuMemCreate)(handle, size, prop, flags); /* host memory: not a device quota */
+    int dev = carve_bind_ordinal(prop->location.id);
     if (carve_charge(dev, size) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = REAL(cuMemCreate)(handle, size, prop, flags);
@@ -156,7 +156,7 @@ CARVE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 static CUresult array_create(uint64_t bytes, int kind, CUresult (*create)(void *, const void *, unsigned),
                              void *handle, const void *desc, unsigned levels)
 {
-    int dev = carve_current_device();
+    int dev = carve_alloc_device();
     if (carve_charge(dev, bytes) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = create(handle, desc, levels);

@@ -1,6 +1,7 @@
 /*
- * region.c: the claim's shared region (carve_region.h): opening or creating it, this process's slot,
- * the over-quota slow path and the reclaim of dead processes.
+ * region.c: one claim's shared region (carve_region.h): opening or creating it, this process's slot in
+ * it, the over-quota slow path and the reclaim of dead processes. Which regions a process maps and which
+ * CUDA device each one limits is binding.c's job.
  *
  * Liveness: each process holds an open-file-description lock on the first byte of its slot. The kernel
  * drops it when the process dies however it dies (SIGKILL included), in every pid namespace, so a slot
@@ -25,14 +26,6 @@
 
 #define INIT_PID_NS_INO 0xEFFFFFFCull /* PROC_PID_INIT_INO: the host's pid namespace */
 
-carve_region_t *carve_region;
-int carve_region_shared;
-int carve_slot = -1;
-
-static int g_fd = -1;
-static int g_locks;              /* OFD locks work on this file */
-static char g_path[4096];
-static uint64_t g_refusals;      /* this process's refused allocations */
 static uint64_t g_my_ns, g_my_start;
 
 static uint64_t pid_ns_of(const char *proc_pid)
@@ -112,7 +105,8 @@ static void fill_from_config(carve_region_t *r, const carve_config_t *cfg, uint3
     }
 }
 
-static void use_private(const carve_config_t *cfg)
+/* The environment's limits for this process alone (no CARVE_REGION, or one that cannot be used). */
+void carve_region_private(carve_open_region_t *r, const carve_config_t *cfg)
 {
     void *p = mmap(NULL, sizeof(carve_region_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
@@ -120,10 +114,12 @@ static void use_private(const carve_config_t *cfg)
         static carve_region_t fallback;
         p = &fallback;
     }
-    carve_region = p;
-    fill_from_config(carve_region, cfg, 0);
-    carve_region_shared = 0;
-    carve_slot = 0; /* the private region has exactly one process */
+    memset(r, 0, sizeof *r);
+    r->map = p;
+    fill_from_config(r->map, cfg, 0);
+    r->fd = -1;
+    r->slot = 0; /* the private region has exactly one process */
+    snprintf(r->path, sizeof r->path, "(environment)");
 }
 
 /* Create the file whole under a temporary name, then link it into place: readers see nothing or all. */
@@ -177,21 +173,21 @@ static off_t slot_offset(int i)
     return (off_t)(offsetof(carve_region_t, procs) + (size_t)i * sizeof(carve_region_proc_t));
 }
 
-static int lock_slot(int i, short type, int cmd)
+static int lock_slot(carve_open_region_t *r, int i, short type, int cmd)
 {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = slot_offset(i), .l_len = 1};
-    return fcntl(g_fd, cmd, &fl);
+    return fcntl(r->fd, cmd, &fl);
 }
 
-static int slot_dead(int i)
+static int slot_dead(carve_open_region_t *r, int i)
 {
-    carve_region_proc_t *p = &carve_region->procs[i];
+    carve_region_proc_t *p = &r->map->procs[i];
     int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-    if (pid <= 0 || i == carve_slot)
+    if (pid <= 0 || i == r->slot)
         return 0;
-    if (g_locks) {
+    if (r->locks) {
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = slot_offset(i), .l_len = 1};
-        if (fcntl(g_fd, F_OFD_GETLK, &fl) == 0)
+        if (fcntl(r->fd, F_OFD_GETLK, &fl) == 0)
             return fl.l_type == F_UNLCK;
     }
     if (p->pid_ns != g_my_ns)
@@ -202,58 +198,54 @@ static int slot_dead(int i)
     return st && p->start_time && st != p->start_time;
 }
 
-int carve_slot_live(int i)
+int carve_host_pid_of_slot(const carve_region_t *map, int i)
 {
-    return __atomic_load_n(&carve_region->procs[i].pid, __ATOMIC_ACQUIRE) > 0 && !slot_dead(i);
+    return __atomic_load_n(&map->procs[i].host_pid, __ATOMIC_RELAXED);
 }
 
-int carve_host_pid_of_slot(int i)
-{
-    return __atomic_load_n(&carve_region->procs[i].host_pid, __ATOMIC_RELAXED);
-}
-
-static void release_slot_usage(carve_region_proc_t *p)
+static void release_slot_usage(carve_region_t *map, carve_region_proc_t *p)
 {
     for (int d = 0; d < CARVE_MAX_DEVICES; d++) {
         uint64_t u = __atomic_exchange_n(&p->used[d], 0, __ATOMIC_ACQ_REL);
         if (u)
-            carve_sub_clamped(&carve_region->devices[d].memory_used, u);
+            carve_sub_clamped(&map->devices[d].memory_used, u);
     }
 }
 
-void carve_reclaim_dead(void)
+void carve_reclaim_dead(carve_open_region_t *r)
 {
-    if (!carve_region_shared)
+    if (!r->shared)
         return;
-    unsigned n = carve_region->max_procs;
+    unsigned n = r->map->max_procs;
     for (unsigned i = 0; i < n; i++) {
-        carve_region_proc_t *p = &carve_region->procs[i];
+        carve_region_proc_t *p = &r->map->procs[i];
         int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-        if (pid <= 0 || !slot_dead((int)i))
+        if (pid <= 0 || !slot_dead(r, (int)i))
             continue;
         if (!__atomic_compare_exchange_n(&p->pid, &pid, CARVE_SLOT_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             continue; /* another process is reclaiming it */
-        release_slot_usage(p);
-        CARVE_LOG(CARVE_LOG_INFO, "reclaimed the usage of dead process %d (slot %u)", (int)pid, i);
+        release_slot_usage(r->map, p);
+        CARVE_LOG(CARVE_LOG_INFO, "region %s: reclaimed the usage of dead process %d (slot %u)", r->path, (int)pid,
+                  i);
         __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
     }
 }
 
-static void claim_slot(void)
+static void claim_slot(carve_open_region_t *r)
 {
     pid_t me = getpid();
-    unsigned n = carve_region->max_procs;
-    for (int attempt = 0; attempt < 2 && carve_slot < 0; attempt++) {
+    unsigned n = r->map->max_procs;
+    for (int attempt = 0; attempt < 2 && r->slot < 0; attempt++) {
         if (attempt)
-            carve_reclaim_dead();
+            carve_reclaim_dead(r);
         for (unsigned i = 0; i < n; i++) {
-            carve_region_proc_t *p = &carve_region->procs[i];
+            carve_region_proc_t *p = &r->map->procs[i];
             int32_t zero = 0;
             if (__atomic_load_n(&p->pid, __ATOMIC_RELAXED) != 0 ||
                 !__atomic_compare_exchange_n(&p->pid, &zero, CARVE_SLOT_BUSY, 0, __ATOMIC_ACQ_REL,
                                              __ATOMIC_RELAXED))
                 continue;
-            if (g_locks && lock_slot((int)i, F_WRLCK, F_OFD_SETLK) != 0) {
+            if (r->locks && lock_slot(r, (int)i, F_WRLCK, F_OFD_SETLK) != 0) {
                 __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE); /* a dying owner still holds it */
                 continue;
             }
@@ -262,33 +254,34 @@ static void claim_slot(void)
             p->pid_ns = g_my_ns;
             p->host_pid = host_pid_guess();
             __atomic_store_n(&p->pid, (int32_t)me, __ATOMIC_RELEASE);
-            carve_slot = (int)i;
+            r->slot = (int)i;
             break;
         }
     }
-    if (carve_slot < 0)
+    if (r->slot < 0)
         CARVE_LOG(CARVE_LOG_WARN, "region %s: all %u process slots are taken; this process's usage is "
-                  "counted but cannot be reclaimed if it dies", g_path, n);
+                  "counted but cannot be reclaimed if it dies", r->path, n);
 }
 
-void carve_region_setup(const carve_config_t *cfg)
+/* Map a claim's region file. 0 on success; otherwise one log line naming the file and the problem, and
+ * nothing of it is ever written. `create`: a missing file is created from the environment (CARVE_REGION). */
+int carve_region_open(carve_open_region_t *r, const char *path, const carve_config_t *cfg, int create)
 {
-    g_my_ns = pid_ns_of("self");
-    g_my_start = start_time_of(getpid());
-    snprintf(g_path, sizeof g_path, "%s", cfg->region_path);
-    if (!g_path[0]) {
-        CARVE_LOG(CARVE_LOG_INFO, "no CARVE_REGION: limits are enforced per process");
-        use_private(cfg);
-        return;
+    if (!g_my_ns) {
+        g_my_ns = pid_ns_of("self");
+        g_my_start = start_time_of(getpid());
     }
-    int fd = open(g_path, O_RDWR | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT)
-        fd = create_file(g_path, cfg);
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    r->slot = -1;
+    snprintf(r->path, sizeof r->path, "%s", path);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create)
+        fd = create_file(path, cfg);
     if (fd < 0) {
-        CARVE_LOG(CARVE_LOG_ERROR, "region %s: cannot open or create (%s); limits are enforced per process",
-                  g_path, strerror(errno));
-        use_private(cfg);
-        return;
+        CARVE_LOG(CARVE_LOG_ERROR, "region %s: cannot open%s (%s); %s", path, create ? " or create" : "",
+                  strerror(errno), create ? "limits are enforced per process" : "skipped");
+        return -1;
     }
     struct stat st;
     const char *problem = NULL;
@@ -300,80 +293,101 @@ void carve_region_setup(const carve_config_t *cfg)
     else
         problem = validate(map);
     if (problem) {
-        CARVE_LOG(CARVE_LOG_ERROR, "region %s: %s; limits from the environment are enforced per process",
-                  g_path, problem);
+        CARVE_LOG(CARVE_LOG_ERROR, "region %s: %s; %s", path, problem,
+                  create ? "limits from the environment are enforced per process" : "skipped");
         if (map != MAP_FAILED)
             munmap(map, sizeof(carve_region_t));
         close(fd);
-        use_private(cfg);
-        return;
+        return -1;
     }
-    carve_region = map;
-    carve_region_shared = 1;
-    g_fd = fd;
+    r->map = map;
+    r->shared = 1;
+    r->fd = fd;
     struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
-    g_locks = fcntl(g_fd, F_OFD_GETLK, &probe) == 0;
-    claim_slot();
-    carve_reclaim_dead();
+    r->locks = fcntl(fd, F_OFD_GETLK, &probe) == 0;
+    return 0;
+}
+
+/* This process starts charging the region: a slot of its own, and whatever dead processes held comes back. */
+void carve_region_join(carve_open_region_t *r)
+{
+    if (!r->shared || r->slot >= 0)
+        return;
+    claim_slot(r);
+    carve_reclaim_dead(r);
+}
+
+static void leave(carve_open_region_t *r)
+{
+    if (!r->shared || r->slot < 0)
+        return;
+    carve_region_proc_t *p = &r->map->procs[r->slot];
+    __atomic_store_n(&p->pid, CARVE_SLOT_BUSY, __ATOMIC_RELEASE);
+    release_slot_usage(r->map, p); /* the driver frees a process's memory when it exits */
+    if (r->locks)
+        lock_slot(r, r->slot, F_UNLCK, F_OFD_SETLK);
+    __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
+    r->slot = -1;
 }
 
 void carve_region_exit(void)
 {
-    if (!carve_region_shared || carve_slot < 0)
-        return;
-    carve_region_proc_t *p = &carve_region->procs[carve_slot];
-    __atomic_store_n(&p->pid, CARVE_SLOT_BUSY, __ATOMIC_RELEASE);
-    release_slot_usage(p); /* the driver frees a process's memory when it exits */
-    if (g_locks)
-        lock_slot(carve_slot, F_UNLCK, F_OFD_SETLK);
-    __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
-    carve_slot = -1;
+    /* later frees (other atexit handlers) must not touch a slot that is no longer ours */
+    for (int d = 0; d < CARVE_MAX_DEVICES; d++)
+        if (carve_bind[d].region && carve_bind[d].region->shared)
+            __atomic_store_n(&carve_bind[d].mine, NULL, __ATOMIC_RELEASE);
+    for (int i = 0; i < carve_region_count; i++)
+        leave(&carve_regions[i]);
 }
 
 void carve_region_after_fork(void)
 {
-    if (!carve_region_shared) {
-        carve_slot = 0;
-        return;
-    }
-    /* The parent's slot, lock and usage stay the parent's. A new descriptor gives the child locks of its own. */
-    carve_slot = -1;
-    int fd = open(g_path, O_RDWR | O_CLOEXEC);
-    if (g_fd >= 0)
-        close(g_fd);
-    g_fd = fd;
-    g_locks = g_locks && fd >= 0;
+    /* The parent's slots, locks and usage stay the parent's. New descriptors give the child locks of its own. */
     g_my_start = start_time_of(getpid());
-    if (fd >= 0)
-        claim_slot();
+    for (int i = 0; i < carve_region_count; i++) {
+        carve_open_region_t *r = &carve_regions[i];
+        r->slot = -1;
+        r->refusals = 0;
+        int fd = open(r->path, O_RDWR | O_CLOEXEC);
+        if (r->fd >= 0)
+            close(r->fd);
+        r->fd = fd;
+        r->locks = r->locks && fd >= 0;
+        if (fd >= 0 && r->bound)
+            claim_slot(r);
+    }
+    carve_bind_after_fork();
 }
 
-/* Over quota: reclaim what dead processes hold, retry once, then apply the OOM policy. */
+/* Over quota: reclaim what dead processes hold, retry once, then apply the OOM policy of the device's claim. */
 int carve_charge_slow(int dev, uint64_t bytes)
 {
-    carve_region_device_t *d = &carve_region->devices[dev];
-    carve_reclaim_dead();
+    carve_binding_t *b = &carve_bind[dev];
+    carve_open_region_t *r = b->region;
+    carve_region_device_t *d = b->dev;
+    carve_reclaim_dead(r);
     uint64_t limit = __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED);
     uint64_t used = __atomic_load_n(&d->memory_used, __ATOMIC_RELAXED);
     while (!limit || (bytes <= limit && used <= limit - bytes)) {
         if (__atomic_compare_exchange_n(&d->memory_used, &used, used + bytes, 1, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED)) {
-            if (carve_slot >= 0)
-                __atomic_add_fetch(&carve_region->procs[carve_slot].used[dev], bytes, __ATOMIC_RELAXED);
+            uint64_t *mine = __atomic_load_n(&b->mine, __ATOMIC_RELAXED);
+            if (mine)
+                __atomic_add_fetch(mine, bytes, __ATOMIC_RELAXED);
             return 0;
         }
     }
     __atomic_add_fetch(&d->oom_refusals, 1, __ATOMIC_RELAXED);
-    uint64_t mine = __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
-    if (carve_region->oom_policy == CARVE_OOM_KILL) {
+    uint64_t mine = __atomic_add_fetch(&r->refusals, 1, __ATOMIC_RELAXED);
+    if (r->map->oom_policy == CARVE_OOM_KILL) {
         CARVE_LOG(CARVE_LOG_ERROR, "device %d: allocation of %llu bytes exceeds the memory limit (%llu of %llu "
-                  "bytes used); CARVE_OOM_POLICY=kill: killing this process", dev, (unsigned long long)bytes,
-                  (unsigned long long)used, (unsigned long long)limit);
+                  "bytes used, region %s); CARVE_OOM_POLICY=kill: killing this process", dev,
+                  (unsigned long long)bytes, (unsigned long long)used, (unsigned long long)limit, r->path);
         kill(getpid(), SIGKILL);
     }
     if (mine == 1)
-        CARVE_LOG(CARVE_LOG_WARN, "device %d: allocation of %llu bytes refused: %llu of %llu bytes in use "
-                  "(first refusal; further ones are counted in the region, not logged)", dev,
-                  (unsigned long long)bytes, (unsigned long long)used, (unsigned long long)limit);
+        CARVE_LOG(CARVE_LOG_WARN, "device %d: allocation of %llu bytes refused: %llu of %llu bytes in use, region "
+                  "%s (first refusal; further ones are counted in the region, not logged)", dev,
+                  (unsigned long long)bytes, (unsigned long long)used, (unsigned long long)limit, r->path);
     return -1;
 }

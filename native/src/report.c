@@ -14,16 +14,13 @@
 static inline uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-static inline uint64_t limit_of(int dev)
+/* The region device limiting CUDA ordinal `dev` when it has a memory limit, else NULL. */
+static inline carve_region_device_t *limited(int dev)
 {
     if ((unsigned)dev >= CARVE_MAX_DEVICES)
-        return 0;
-    return __atomic_load_n(&carve_region->devices[dev].memory_limit, __ATOMIC_RELAXED);
-}
-
-static inline uint64_t used_of(int dev)
-{
-    return __atomic_load_n(&carve_region->devices[dev].memory_used, __ATOMIC_RELAXED);
+        return NULL;
+    carve_region_device_t *d = carve_bind[dev].dev;
+    return d && __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED) ? d : NULL;
 }
 
 CARVE_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -32,12 +29,12 @@ CARVE_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     CUresult rc = REAL(cuMemGetInfo_v2)(free_bytes, total);
     if (rc != CUDA_SUCCESS || !free_bytes || !total)
         return rc;
-    int dev = carve_current_device();
-    uint64_t limit = limit_of(dev);
-    if (!limit)
+    carve_region_device_t *d = limited(carve_alloc_device());
+    if (!d)
         return rc;
+    uint64_t limit = __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED);
     *total = (size_t)min_u64(limit, *total);
-    *free_bytes = (size_t)min_u64(sub0(limit, used_of(dev)), *free_bytes);
+    *free_bytes = (size_t)min_u64(sub0(limit, __atomic_load_n(&d->memory_used, __ATOMIC_RELAXED)), *free_bytes);
     return rc;
 }
 
@@ -45,79 +42,75 @@ CARVE_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     carve_init();
     CUresult rc = REAL(cuDeviceTotalMem_v2)(bytes, dev);
-    uint64_t limit = limit_of(dev);
-    if (rc == CUDA_SUCCESS && bytes && limit)
-        *bytes = (size_t)min_u64(limit, *bytes);
+    carve_region_device_t *d = rc == CUDA_SUCCESS && bytes ? limited(carve_bind_ordinal(dev)) : NULL;
+    if (d)
+        *bytes = (size_t)min_u64(__atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED), *bytes);
     return rc;
 }
 
-/* --- NVML: device handle -> CUDA ordinal ------------------------------------------------------------ */
+/* --- NVML: device handle -> the region device of its GPU ---------------------------------------------- */
 
 #define NVML_CACHE 16
 static struct {
     nvmlDevice_t handle;
-    int ordinal; /* -1: not one of ours */
+    carve_region_device_t *dev; /* NULL: not limited */
 } g_nvml_map[NVML_CACHE];
 static int g_nvml_map_len;
 
-static void uuid_string(const CUuuid *u, char *out, size_t len)
-{
-    const unsigned char *b = (const unsigned char *)u->bytes;
-    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-}
-
-/* Which region device an NVML handle is: by the UUID the plugin wrote, else by asking CUDA. */
-static int resolve_ordinal(nvmlDevice_t handle)
+/* By the UUID the plugin wrote into a region (no CUDA needed: nvidia-smi and pynvml work too); else the CUDA
+ * ordinal with that UUID, through the same binding allocations use (positional and environment limits). */
+static carve_region_device_t *resolve_device(nvmlDevice_t handle)
 {
     char uuid[96];
     if (!REAL(nvmlDeviceGetUUID) || REAL(nvmlDeviceGetUUID)(handle, uuid, sizeof uuid) != NVML_SUCCESS)
-        return -1;
-    for (unsigned i = 0; i < carve_region->device_count && i < CARVE_MAX_DEVICES; i++)
-        if (carve_region->devices[i].uuid[0] && strcmp(carve_region->devices[i].uuid, uuid) == 0)
-            return (int)i;
+        return NULL;
+    carve_region_device_t *d = carve_region_device_by_uuid(uuid);
+    if (d)
+        return d;
     int count = 0;
     if (!REAL(cuInit) || REAL(cuInit)(0) != CUDA_SUCCESS || REAL(cuDeviceGetCount)(&count) != CUDA_SUCCESS)
-        return -1;
+        return NULL;
     for (int i = 0; i < count && i < CARVE_MAX_DEVICES; i++) {
         CUuuid u;
         char s[96];
         if (REAL(cuDeviceGetUuid_v2)(&u, i) != CUDA_SUCCESS)
             continue;
-        uuid_string(&u, s, sizeof s);
+        carve_uuid_string(&u, s, sizeof s);
         if (strcmp(s, uuid) == 0)
-            return i;
+            return carve_bind_ordinal(i) < 0 ? NULL : carve_bind[i].dev;
     }
-    return -1;
+    return NULL;
 }
 
-static int nvml_ordinal(nvmlDevice_t handle)
+static carve_region_device_t *nvml_device(nvmlDevice_t handle)
 {
     int n = __atomic_load_n(&g_nvml_map_len, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++)
         if (g_nvml_map[i].handle == handle)
-            return g_nvml_map[i].ordinal;
-    int ordinal = resolve_ordinal(handle);
+            return g_nvml_map[i].dev;
+    carve_region_device_t *dev = resolve_device(handle);
     /* a benign race: two threads may both append the same handle; lookups stay correct */
     int slot = __atomic_fetch_add(&g_nvml_map_len, 0, __ATOMIC_RELAXED);
     if (slot < NVML_CACHE) {
         g_nvml_map[slot].handle = handle;
-        g_nvml_map[slot].ordinal = ordinal;
+        g_nvml_map[slot].dev = dev;
         __atomic_store_n(&g_nvml_map_len, slot + 1, __ATOMIC_RELEASE);
     }
-    return ordinal;
+    return dev;
 }
 
-static void clamp_nvml(int dev, unsigned long long *total, unsigned long long *free_bytes,
-                       unsigned long long *used)
+/* 1 when the device has a memory limit and the report was clamped to it. */
+static int clamp_nvml(carve_region_device_t *d, unsigned long long *total, unsigned long long *free_bytes,
+                      unsigned long long *used)
 {
-    uint64_t limit = limit_of(dev);
+    uint64_t limit = d ? __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED) : 0;
     if (!limit)
-        return;
-    uint64_t u = used_of(dev);
+        return 0;
+    uint64_t u = __atomic_load_n(&d->memory_used, __ATOMIC_RELAXED);
     *total = min_u64(limit, *total);
     *used = u;
     *free_bytes = sub0(*total, u);
+    return 1;
 }
 
 CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
@@ -125,9 +118,7 @@ CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t
     carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
-        int dev = nvml_ordinal(device);
-        if (dev >= 0)
-            clamp_nvml(dev, &memory->total, &memory->free, &memory->used);
+        clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used);
     }
     return rc;
 }
@@ -137,11 +128,8 @@ CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
     carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo_v2)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
-        int dev = nvml_ordinal(device);
-        if (dev >= 0 && limit_of(dev)) {
-            clamp_nvml(dev, &memory->total, &memory->free, &memory->used);
+        if (clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used))
             memory->reserved = 0; /* the quota has no driver reservation of its own */
-        }
     }
     return rc;
 }

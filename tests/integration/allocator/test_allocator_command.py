@@ -71,7 +71,7 @@ def test_allocated_claims_hold_their_devices(tmp_path):
 
 
 def test_bad_file_is_one_line_naming_file_and_document(tmp_path):
-    bad = dict(SLICE, spec={"pool": {"name": "x"}})
+    bad = dict(SLICE, metadata={"name": "n1-1"}, spec={"pool": {"name": "x"}})
     slices = write(tmp_path, "s.yaml", SLICE, bad)
     r = carve("--slices", slices, "--classes", write(tmp_path, "c.yaml", CLASS),
               "--claims", write(tmp_path, "k.yaml", claim("a", "1Gi")))
@@ -85,3 +85,66 @@ def test_unreadable_yaml_exits_2(tmp_path):
     path.write_text("kind: [unclosed")
     r = carve("--slices", str(path), "--classes", str(path), "--claims", str(path))
     assert r.returncode == 2 and "broken.yaml" in r.stderr
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_pods_next_to_claim_templates_are_skipped_with_one_note(tmp_path):
+    soft = dict(SLICE, spec={**SLICE["spec"], "devices": [{**SLICE["spec"]["devices"][0], "capacity": {
+        "memory": {"value": "8Gi"}, "cores": {"value": "100"}}}]})
+    klass = {**CLASS, "metadata": {"name": "vgpu.carve.dev"}}
+    example = str(REPO / "deviceclasses" / "examples" / "soft-slice.yaml")
+    r = carve("--slices", write(tmp_path, "s.yaml", soft), "--classes", write(tmp_path, "c.yaml", klass),
+              "--claims", example, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    (item,) = json.loads(r.stdout)["items"]
+    assert item["kind"] == "ResourceClaim" and item["metadata"]["name"] == "soft-4gi-30pct"
+    assert item["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"]["memory"] == "4Gi"
+    notes = r.stderr.strip().splitlines()
+    assert len(notes) == 1 and "Pod soft-4gi-30pct" in notes[0] and "soft-slice.yaml document 2" in notes[0]
+
+
+def test_classes_may_come_from_a_directory_and_several_files(tmp_path):
+    folder = tmp_path / "classes"
+    folder.mkdir()
+    write(folder, "a.yaml", {**CLASS, "metadata": {"name": "other"}})
+    write(folder, "b.json", CLASS)
+    (folder / "README.md").write_text("not a manifest")
+    extra = write(tmp_path, "extra.yaml", {**CLASS, "metadata": {"name": "third"}})
+    k = claim("a", "1Gi")
+    k["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "third"
+    r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", str(folder), "--classes", extra,
+              "--claims", write(tmp_path, "k.yaml", claim("b", "1Gi"), k))
+    assert r.returncode == 0, r.stderr
+
+
+def test_duplicate_class_names_are_an_error_naming_both_files(tmp_path):
+    first, second = write(tmp_path, "one.yaml", CLASS), write(tmp_path, "two.yaml", CLASS)
+    r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", first, "--classes", second,
+              "--claims", write(tmp_path, "k.yaml", claim("a", "1Gi")))
+    assert r.returncode == 2
+    assert "DeviceClass vgpu is given twice" in r.stderr and "one.yaml" in r.stderr and "two.yaml" in r.stderr
+
+
+def test_the_shipped_class_folder_loads_each_class_once(tmp_path):
+    r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", str(REPO / "deviceclasses"),
+              "--claims", str(REPO / "deviceclasses" / "examples"))
+    assert r.returncode == 1, r.stderr  # no carve devices of those types here, but every file was read
+    assert "is given twice" not in r.stderr
+    assert len(yaml.safe_load(r.stdout)["items"]) == len(list((REPO / "deviceclasses" / "examples").glob("*.yaml")))
+
+
+def test_malformed_claim_is_bad_input_naming_the_document(tmp_path):
+    bad = claim("a", "1Gi")
+    del bad["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"]
+    r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", write(tmp_path, "c.yaml", CLASS),
+              "--claims", write(tmp_path, "k.yaml", claim("ok", "1Gi"), bad))
+    assert r.returncode == 2
+    assert "k.yaml document 2" in r.stderr and "deviceClassName" in r.stderr
+
+
+def test_claims_files_without_any_claim_are_bad_input(tmp_path):
+    r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", write(tmp_path, "c.yaml", CLASS),
+              "--claims", write(tmp_path, "k.yaml", CLASS))
+    assert r.returncode == 2 and "no ResourceClaim" in r.stderr

@@ -55,6 +55,8 @@ class Claim:
             CARVE_FAKE_SEED="limiter-test",
             CARVE_FAKE_STATE=str(self.state or self.tmp / "fake.state"),
             CARVE_REGION=str(self.region),
+            # each claim sees only its own region unless a test gives a shared root (several claims)
+            CARVE_REGION_DIR=str(self.tmp / "no-regions-root"),
             CARVE_LOG="warn",
             LD_LIBRARY_PATH=str(FAKES),
         )

@@ -41,7 +41,6 @@ def _classes() -> list[dict]:
     return [
         d
         for path in sorted((REPO / "deviceclasses").glob("*.yaml"))
-        if "extended-resource" not in path.name
         for d in yaml.safe_load_all(path.read_text())
     ]
 

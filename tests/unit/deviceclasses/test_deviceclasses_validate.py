@@ -12,7 +12,10 @@ import yaml
 from driver import names
 
 REPO = Path(__file__).resolve().parents[3]
-CLASS_FILES = sorted((REPO / "deviceclasses").glob("*.yaml"))
+# The extendedResourceName variant lives one level down so `kubectl apply -f deviceclasses/` (and
+# `carve allocate --classes deviceclasses/`) see each class name once.
+CLASS_FILES = sorted((REPO / "deviceclasses").glob("*.yaml")) + sorted(
+    (REPO / "deviceclasses" / "extended-resource").glob("*.yaml"))
 EXAMPLE_FILES = sorted((REPO / "deviceclasses" / "examples").glob("*.yaml"))
 VERSIONS = ("1.34.0", "1.36.0")
 
@@ -45,6 +48,9 @@ def test_strict_validation_rejects_an_unknown_field() -> None:
 def test_there_is_one_class_per_name_plus_the_extended_resource_variant() -> None:
     classes = [d for p in CLASS_FILES for d in _documents(p) if d["kind"] == "DeviceClass"]
     assert sorted({c["metadata"]["name"] for c in classes}) == sorted(names.DEVICE_CLASSES)
+    top_level = [d["metadata"]["name"] for p in sorted((REPO / "deviceclasses").glob("*.yaml"))
+                 for d in _documents(p) if d["kind"] == "DeviceClass"]
+    assert sorted(top_level) == sorted(names.DEVICE_CLASSES)  # each name once: the folder applies as is
     with_extended = [c for c in classes if c["spec"].get("extendedResourceName")]
     assert [(c["metadata"]["name"], c["spec"]["extendedResourceName"]) for c in with_extended] == [
         (names.CLASS_GPU, names.LEGACY_GPU)

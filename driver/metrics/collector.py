@@ -1,0 +1,190 @@
+"""The scrape-time half of the exporter: gauges read from the plugin's state when Prometheus asks.
+
+`StateCollector` turns a `PluginState` (taken fresh at every scrape) into metric families: prepared claims,
+registration, inventory, and each limited claim's usage read from its region file. Nothing here raises
+into the HTTP handler: a region that cannot be read is skipped, counted and logged once per problem.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from driver.limits import RegionError
+from driver.metrics.regions import ClaimUsage, is_limited, read_claim_usage, region_path
+from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord
+from driver.plugin.logfmt import event
+
+log = logging.getLogger(__name__)
+
+# `claim_namespace`, not `namespace`: Prometheus's Kubernetes discovery labels the scraped pod's namespace
+# as `namespace`, and a clash would rename ours to `exported_namespace`.
+CLAIM_LABELS = ("claim_namespace", "claim_name", "claim_uid")
+DEVICE_LABELS = (*CLAIM_LABELS, "device", "gpu_uuid")
+
+
+@dataclass(frozen=True)
+class GpuState:
+    uuid: str
+    index: int
+    model: str  # NVML product name, e.g. "NVIDIA A100-SXM4-80GB"
+    strategy: str  # effective strategy (after any feature-gate fallback)
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class PluginState:
+    """What one scrape reads from the plugin; built by driver.metrics.exporter.plugin_state."""
+
+    registered: bool
+    claims: list[ClaimRecord]
+    claims_dir: Path
+    gpus: list[GpuState] = field(default_factory=list)
+    # Whether a claim is still prepared now: a region that vanished because the claim was just unprepared
+    # is not an error.
+    still_prepared: Callable[[str], bool] = lambda _uid: True
+
+
+class StateCollector(Collector):
+    def __init__(self, state: Callable[[], PluginState]):
+        self.state = state
+        self._lock = threading.Lock()  # scrapes may run concurrently (threaded HTTP server)
+        self.region_errors = 0
+        self._reported: dict[str, str] = {}  # claim uid -> last problem logged, to log each problem once
+
+    def collect(self) -> Iterator[Metric]:
+        state = self.state()
+        yield from self._plugin(state)
+        yield from self._inventory(state)
+        yield from self._claims(state)
+
+    # --- plugin and inventory --------------------------------------------------------------------------
+
+    def _plugin(self, state: PluginState) -> Iterator[Metric]:
+        prepared = GaugeMetricFamily(
+            "carve_plugin_prepared_claims", "Claims prepared on this node (PrepareCompleted)."
+        )
+        prepared.add_metric([], sum(1 for c in state.claims if c.state == STATE_COMPLETED))
+        yield prepared
+        registered = GaugeMetricFamily(
+            "carve_plugin_registered", "1 when the kubelet accepted the plugin's registration, else 0."
+        )
+        registered.add_metric([], 1 if state.registered else 0)
+        yield registered
+
+    def _inventory(self, state: PluginState) -> Iterator[Metric]:
+        counts: dict[tuple[str, str], int] = {}
+        info = GaugeMetricFamily(
+            "carve_gpu_info",
+            "Always 1: one series per GPU, for joins by gpu_uuid.",
+            labels=["gpu_uuid", "index", "model", "strategy"],
+        )
+        memory = GaugeMetricFamily("carve_gpu_memory_bytes", "The GPU's memory.", labels=["gpu_uuid"])
+        for g in state.gpus:
+            counts[(g.strategy, g.model)] = counts.get((g.strategy, g.model), 0) + 1
+            info.add_metric([g.uuid, str(g.index), g.model, g.strategy], 1)
+            memory.add_metric([g.uuid], g.memory_bytes)
+        gpus = GaugeMetricFamily(
+            "carve_gpus", "GPUs on this node by effective strategy and model.", labels=["strategy", "model"]
+        )
+        for (strategy, model), n in sorted(counts.items()):
+            gpus.add_metric([strategy, model], n)
+        yield from (gpus, info, memory)
+
+    # --- limited claims --------------------------------------------------------------------------------
+
+    def _claims(self, state: PluginState) -> Iterator[Metric]:
+        families = {
+            "memory_used": GaugeMetricFamily(
+                "carve_claim_memory_used_bytes",
+                "Device memory the claim's processes hold.",
+                labels=DEVICE_LABELS,
+            ),
+            "memory_limit": GaugeMetricFamily(
+                "carve_claim_memory_limit_bytes", "The claim's memory quota (0 = none).", labels=DEVICE_LABELS
+            ),
+            "memory_peak": GaugeMetricFamily(
+                "carve_claim_memory_peak_bytes", "Highest memory_used so far.", labels=DEVICE_LABELS
+            ),
+            "oom": CounterMetricFamily(
+                "carve_claim_oom_refusals",
+                "Allocations the limiter refused because they would exceed the quota.",
+                labels=DEVICE_LABELS,
+            ),
+            "cores_limit": GaugeMetricFamily(
+                "carve_claim_cores_limit_percent",
+                "The claim's share of SM time (0 = not throttled).",
+                labels=DEVICE_LABELS,
+            ),
+            "sm": GaugeMetricFamily(
+                "carve_claim_sm_utilization_percent",
+                "The claim's SM utilization as the limiter last measured it.",
+                labels=DEVICE_LABELS,
+            ),
+        }
+        processes = GaugeMetricFamily(
+            "carve_claim_processes", "Processes attached to the claim's region.", labels=CLAIM_LABELS
+        )
+        for record in state.claims:
+            if record.state != STATE_COMPLETED or not is_limited(record):
+                continue
+            usage = self._read(state, record)
+            if usage is None:
+                continue
+            claim = [record.namespace, record.name, record.uid]
+            processes.add_metric(claim, usage.processes)
+            for d in usage.devices:
+                labels = [*claim, d.device, d.gpu_uuid]
+                families["memory_used"].add_metric(labels, d.memory_used_bytes)
+                families["memory_limit"].add_metric(labels, d.memory_limit_bytes)
+                families["memory_peak"].add_metric(labels, d.memory_peak_bytes)
+                families["oom"].add_metric(labels, d.oom_refusals)
+                families["cores_limit"].add_metric(labels, d.cores_limit_percent)
+                families["sm"].add_metric(labels, d.sm_utilization_percent)
+        with self._lock:  # forget problems of claims that are gone
+            for uid in set(self._reported) - {c.uid for c in state.claims}:
+                del self._reported[uid]
+        yield from families.values()
+        yield processes
+        errors = CounterMetricFamily(
+            "carve_metrics_region_errors",
+            "Scrapes that skipped a claim because its region file was missing or unreadable.",
+        )
+        errors.add_metric([], self.region_errors)
+        yield errors
+
+    def _read(self, state: PluginState, record: ClaimRecord) -> ClaimUsage | None:
+        path = region_path(state.claims_dir, record.uid)
+        try:
+            usage = read_claim_usage(record, path)
+        except (RegionError, OSError, ValueError) as e:
+            problem = str(e)
+        except Exception as e:  # a scrape must never fail because of one claim
+            problem = f"internal error: {type(e).__name__}: {e}"
+        else:
+            with self._lock:
+                self._reported.pop(record.uid, None)
+            return usage
+        if not state.still_prepared(record.uid):
+            return None  # unprepared while we read it
+        with self._lock:
+            self.region_errors += 1
+            first = self._reported.get(record.uid) != problem
+            self._reported[record.uid] = problem
+        if first:
+            event(
+                log,
+                logging.WARNING,
+                "metrics.region-unreadable",
+                claim=f"{record.namespace}/{record.name}",
+                uid=record.uid,
+                error=problem,
+                action="claim skipped in metrics",
+            )
+        return None

@@ -1,0 +1,138 @@
+"""The plugin's Prometheus exporter: one registry per plugin, event counters, and the /metrics server.
+
+`PluginMetrics` owns a private `CollectorRegistry` (never the global one, so two plugins in one process,
+or in one test run, never see each other's series). Events are counted as they happen (`observe_request`
+from the gRPC service, `observe_publish*` from the publisher loop); everything else is read at scrape time
+by `StateCollector`. `MetricsServer` serves the registry over HTTP on --metrics-addr.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import start_http_server
+
+from driver.metrics.collector import GpuState, PluginState, StateCollector
+
+# Prepare can create MIG instances (seconds); a cached answer takes microseconds.
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+INTERNAL_ERROR_PREFIX = "internal error:"  # how the preparer reports an unexpected exception
+
+
+def claim_result(error: str) -> str:
+    """ok | error (the claim cannot be prepared as asked) | internal_error (a bug or the node)."""
+    if not error:
+        return "ok"
+    return "internal_error" if error.startswith(INTERNAL_ERROR_PREFIX) else "error"
+
+
+class PluginMetrics:
+    def __init__(self, state: Callable[[], PluginState]):
+        self.registry = CollectorRegistry(auto_describe=False)
+        r = self.registry
+        self.requests = Counter(
+            "carve_plugin_requests",
+            "NodePrepareResources / NodeUnprepareResources calls with at least one claim.",
+            ["api_version", "operation"],
+            registry=r,
+        )
+        self.claims = Counter(
+            "carve_plugin_claim_operations",
+            "Claims prepared or unprepared, by outcome.",
+            ["api_version", "operation", "result"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "carve_plugin_request_duration_seconds",
+            "Time to answer a NodePrepareResources / NodeUnprepareResources call.",
+            ["api_version", "operation"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.slices = Gauge(
+            "carve_plugin_published_slices",
+            "ResourceSlices of the pool as last published.",
+            ["pool"],
+            registry=r,
+        )
+        self.devices = Gauge(
+            "carve_plugin_published_devices", "Devices in the pool as last published.", ["pool"], registry=r
+        )
+        self.generation = Gauge(
+            "carve_plugin_pool_generation", "The pool generation last published.", ["pool"], registry=r
+        )
+        self.publish_errors = Counter(
+            "carve_plugin_publish_errors", "Publishes that failed after all retries.", registry=r
+        )
+        self.last_publish_error = Gauge(
+            "carve_plugin_last_publish_error_timestamp_seconds",
+            "Unix time of the last failed publish (0 = none since start).",
+            registry=r,
+        )
+        self.state_collector = StateCollector(state)
+        r.register(self.state_collector)
+
+    def observe_request(
+        self, api_version: str, operation: str, seconds: float, errors: Iterable[str]
+    ) -> None:
+        """One gRPC call: its duration and each claim's outcome ('' = ok)."""
+        self.requests.labels(api_version, operation).inc()
+        self.duration.labels(api_version, operation).observe(seconds)
+        for error in errors:
+            self.claims.labels(api_version, operation, claim_result(error)).inc()
+
+    def observe_publish(self, pool: str, stored: list[dict]) -> None:
+        """A successful publish: what the API server holds now."""
+        self.slices.labels(pool).set(len(stored))
+        self.devices.labels(pool).set(sum(len(s.get("spec", {}).get("devices") or []) for s in stored))
+        self.generation.labels(pool).set(
+            max((s.get("spec", {}).get("pool", {}).get("generation", 0) for s in stored), default=0)
+        )
+
+    def observe_publish_failure(self) -> None:
+        self.publish_errors.inc()
+        self.last_publish_error.set(time.time())
+
+
+def plugin_state(plugin) -> PluginState:
+    """The scrape-time view of a started driver.plugin.server.Plugin."""
+    preparer = plugin.preparer
+    effective = plugin.publisher.effective
+    return PluginState(
+        registered=plugin.registration.status == "registered",
+        claims=list(preparer.state.values()),  # a copy: prepare may change the dict meanwhile
+        claims_dir=preparer.claims_dir,
+        gpus=[
+            GpuState(g.uuid, g.index, g.product, effective.get(g.index, ""), g.memory_bytes)
+            for g in plugin.gpus
+        ],
+        still_prepared=lambda uid: uid in preparer.state,
+    )
+
+
+class MetricsServer:
+    """HTTP on `addr` ("[host]:port"; port 0 picks a free one) serving the registry at any path."""
+
+    def __init__(self, addr: str, registry: CollectorRegistry):
+        host, _, port = addr.rpartition(":")
+        self.host = host.strip("[]") or "0.0.0.0"
+        self.requested_port = int(port)
+        self.registry = registry
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1] if self._server else self.requested_port
+
+    def start(self) -> None:
+        self._server, self._thread = start_http_server(self.requested_port, self.host, self.registry)
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -1,0 +1,82 @@
+"""What a soft-slice or slot claim uses, read from its shared region at scrape time.
+
+The limiter keeps every number in the claim's region file (driver/limits/region.py); reading it is a
+mapping and a few loads, so the exporter reads it on each scrape instead of caching anything. The region
+numbers its devices in CUDA order and names each by GPU UUID; this module puts the carve device names of
+the claim's checkpoint record next to them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from driver import names
+from driver.limits import Region
+from driver.plugin.checkpoint import ClaimRecord
+from driver.plugin.edits import ClaimFiles
+
+LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT)
+
+
+@dataclass(frozen=True)
+class DeviceUsage:
+    device: str  # carve device name(s) on this GPU, comma-separated when a claim holds several slots
+    gpu_uuid: str
+    memory_used_bytes: int
+    memory_limit_bytes: int  # 0 = no memory limit
+    memory_peak_bytes: int
+    oom_refusals: int
+    cores_limit_percent: int  # 0 = no compute limit
+    sm_utilization_percent: int  # the claim's share of SM time the limiter measured at its last tick
+
+
+@dataclass(frozen=True)
+class ClaimUsage:
+    processes: int  # processes attached to the region (a dead one counts until the limiter reclaims it)
+    devices: tuple[DeviceUsage, ...]
+
+
+def is_limited(record: ClaimRecord) -> bool:
+    """Whether the claim runs under the limiter, i.e. has a region file."""
+    return any(d.type in LIMITED_TYPES for d in record.devices)
+
+
+def region_path(claims_dir: Path, uid: str) -> Path:
+    return ClaimFiles(Path(claims_dir) / uid).region
+
+
+def _device_names(record: ClaimRecord) -> dict[str, str]:
+    """GPU UUID -> the claim's limited carve devices on it (slots of one GPU share one region device)."""
+    by_gpu: dict[str, set[str]] = {}
+    for d in record.devices:
+        if d.type in LIMITED_TYPES:
+            by_gpu.setdefault(d.gpu_uuid, set()).add(d.device)
+    return {uuid: ",".join(sorted(devices)) for uuid, devices in by_gpu.items()}
+
+
+def _region_uuid(region: Region, index: int) -> str:
+    # Region has no public accessor for a device's UUID yet; the field is part of the mirrored C layout.
+    return region._device(index).uuid.decode(errors="replace")
+
+
+def read_claim_usage(record: ClaimRecord, path: Path) -> ClaimUsage:
+    """The claim's usage per device; raises RegionError for a missing, foreign or corrupt region file."""
+    names_by_gpu = _device_names(record)
+    with Region.open(path) as region:
+        devices = []
+        for i in range(region.device_count):
+            uuid = _region_uuid(region, i)
+            devices.append(
+                DeviceUsage(
+                    device=names_by_gpu.get(uuid, ""),
+                    gpu_uuid=uuid,
+                    memory_used_bytes=region.used_bytes(i),
+                    memory_limit_bytes=region.memory_limit(i),
+                    memory_peak_bytes=region.peak_bytes(i),
+                    oom_refusals=region.oom_refusals(i),
+                    cores_limit_percent=region.cores_limit(i),
+                    sm_utilization_percent=region.utilization(i),
+                )
+            )
+        return ClaimUsage(processes=len(region.processes()), devices=tuple(devices))

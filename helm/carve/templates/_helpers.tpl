@@ -1,0 +1,84 @@
+{{/* Names, labels and derived paths shared by the templates. */}}
+
+{{- define "carve.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "carve.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "carve.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "carve.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "carve.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "carve.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "carve.pluginSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "carve.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: kubelet-plugin
+{{- end -}}
+
+{{- define "carve.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (printf "%s-kubelet-plugin" (include "carve.fullname" .)) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "carve.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* --plugin-dir: default /var/lib/kubelet/plugins/<driverName>. */}}
+{{- define "carve.pluginDir" -}}
+{{- default (printf "/var/lib/kubelet/plugins/%s" .Values.driverName) .Values.plugin.pluginDir | clean -}}
+{{- end -}}
+
+{{/* The host directory mounted for the plugin's state: the parent of the plugin dir (the plugin makes its
+own directory in it, as the kubelet expects). */}}
+{{- define "carve.pluginsParentDir" -}}
+{{- include "carve.pluginDir" . | dir -}}
+{{- end -}}
+
+{{/* --limiter-dir: default <plugin-dir>/lib, the plugin's own default made explicit. */}}
+{{- define "carve.limiterDir" -}}
+{{- default (printf "%s/lib" (include "carve.pluginDir" .)) .Values.plugin.limiterDir | clean -}}
+{{- end -}}
+
+{{/* "true" when the limiter dir lies outside the mounted plugins parent dir and needs its own volume. */}}
+{{- define "carve.limiterNeedsVolume" -}}
+{{- $parent := include "carve.pluginsParentDir" . -}}
+{{- if not (hasPrefix (printf "%s/" (trimSuffix "/" $parent)) (include "carve.limiterDir" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "carve.fakeGpus" -}}
+{{- if hasPrefix "fake:" .Values.plugin.gpus -}}true{{- end -}}
+{{- end -}}
+
+{{/* Where the container looks for the host's libnvidia-ml.so.1. A driver root other than / is mounted at its
+own path, so the paths the plugin writes into CDI specs are host paths. For a driver root of / the host's
+/usr is mounted at /host/usr (the container's own / cannot be the host's), only to find NVML. */}}
+{{- define "carve.driverRootInContainer" -}}
+{{- if eq (clean .Values.plugin.driverRoot) "/" -}}/host{{- else -}}{{ clean .Values.plugin.driverRoot }}{{- end -}}
+{{- end -}}
+
+{{- define "carve.driverRootVolumePath" -}}
+{{- if eq (clean .Values.plugin.driverRoot) "/" -}}/host/usr{{- else -}}{{ clean .Values.plugin.driverRoot }}{{- end -}}
+{{- end -}}
+
+{{/* Library directories searched for libnvidia-ml.so.1 under the driver root (same order as the plugin's
+driver/plugin/edits.py LIBRARY_DIRS). */}}
+{{- define "carve.nvmlLibDirs" -}}
+usr/lib64 usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu usr/lib
+{{- end -}}
