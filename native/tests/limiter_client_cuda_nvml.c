@@ -11,6 +11,11 @@
  *   race N BYTES LIMIT    N allocations with random frees; fails if the driver's usage ever exceeds LIMIT
  *   launch SECS GRID NS [graph|coop|ex]
  *                         saturating launch loop; prints per-250 ms and overall occupancy of this process
+ *   uuids                 the UUID of each CUDA ordinal (cuDeviceGetUuid), as JSON
+ *   multi [hold] ORD:BYTES ...
+ *                         one cuMemAlloc per argument on CUDA ordinal ORD; prints the results and each
+ *                         ordinal's cuMemGetInfo total and cuDeviceTotalMem as JSON; `hold` keeps them
+ * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
  * Exit status 0 = every check held; failures print "FAIL: ..." on stderr.
  */
 #include <dlfcn.h>
@@ -195,7 +200,8 @@ static void setup(void)
 {
     CUdevice dev;
     CUcontext ctx;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+    const char *ordinal = getenv("CLIENT_ORDINAL");
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, ordinal ? atoi(ordinal) : 0) != CUDA_SUCCESS ||
         cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
         fprintf(stderr, "FAIL: cannot set up a context on the fake GPU\n");
         exit(2);
@@ -412,9 +418,31 @@ static int cmd_alloc(uint64_t bytes, int hold)
     return 0;
 }
 
+/* CLIENT_BARRIER=<dir>: announce `<dir>/<what>-<pid>`, then wait for `<dir>/<until>` (60 s at most).
+ * Racers meet twice, so that all of them allocate at the same time and hold their memory until every one
+ * has finished: otherwise on a busy 2-core machine one racer can finish before the next one starts. */
+static void barrier(const char *what, const char *until)
+{
+    const char *dir = getenv("CLIENT_BARRIER");
+    if (!dir || !*dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s-%d", dir, what, (int)getpid());
+    int fd = open(path, O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0, "cannot create %s", path);
+    if (fd >= 0)
+        close(fd);
+    snprintf(path, sizeof path, "%s/%s", dir, until);
+    struct timespec tick = {0, 1000000};
+    for (int i = 0; i < 60000 && access(path, F_OK) != 0; i++)
+        nanosleep(&tick, NULL);
+    CHECK(access(path, F_OK) == 0, "barrier %s never opened", path);
+}
+
 static int cmd_race(int n, uint64_t bytes, uint64_t lim)
 {
     setup();
+    barrier("ready", "go");
     enum { KEEP = 16 };
     CUdeviceptr live[KEEP] = {0};
     unsigned seed = (unsigned)getpid();
@@ -437,6 +465,7 @@ static int cmd_race(int n, uint64_t bytes, uint64_t lim)
             CHECK(rc == CUDA_ERROR_OUT_OF_MEMORY, "allocation failed with %d", (int)rc);
         }
     }
+    barrier("finished", "done");
     for (int k = 0; k < KEEP; k++)
         if (live[k])
             cuMemFree_v2(live[k]);
@@ -498,8 +527,71 @@ static int cmd_launch(double secs, unsigned grid, uint64_t ns, const char *how)
     return 0;
 }
 
+static int cmd_uuids(void)
+{
+    int n = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return 2;
+    printf("[");
+    for (int i = 0; i < n; i++) {
+        CUuuid u;
+        CHECK(cuDeviceGetUuid_v2(&u, i) == CUDA_SUCCESS, "cuDeviceGetUuid_v2(%d) failed", i);
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        printf("%s\"GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\"", i ? ", " : "",
+               b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    }
+    printf("]\n");
+    return g_failures ? 1 : 0;
+}
+
+/* Allocations on several ordinals, each in its device's primary context. */
+static int cmd_multi(int argc, char **argv)
+{
+    int hold = argc > 0 && strcmp(argv[0], "hold") == 0;
+    int n = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return 2;
+    printf("{\"rc\": [");
+    for (int i = hold; i < argc; i++) {
+        int ord = atoi(argv[i]);
+        const char *colon = strchr(argv[i], ':');
+        CUcontext ctx;
+        CUdeviceptr p;
+        CUresult rc = cuDevicePrimaryCtxRetain(&ctx, ord);
+        if (rc == CUDA_SUCCESS)
+            rc = cuCtxSetCurrent(ctx);
+        if (rc == CUDA_SUCCESS)
+            rc = cuMemAlloc_v2(&p, colon ? strtoull(colon + 1, NULL, 10) : 0);
+        printf("%s%d", i > hold ? ", " : "", (int)rc);
+    }
+    printf("], \"total\": [");
+    for (int o = 0; o < n; o++) {
+        CUcontext ctx;
+        size_t fr = 0, tot = 0;
+        cuDevicePrimaryCtxRetain(&ctx, o);
+        cuCtxSetCurrent(ctx);
+        cuMemGetInfo_v2(&fr, &tot);
+        printf("%s%zu", o ? ", " : "", tot);
+    }
+    printf("], \"device_total\": [");
+    for (int o = 0; o < n; o++) {
+        size_t tot = 0;
+        cuDeviceTotalMem_v2(&tot, o);
+        printf("%s%zu", o ? ", " : "", tot);
+    }
+    printf("]}\n");
+    fflush(stdout);
+    while (hold)
+        pause();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "uuids") == 0)
+        return cmd_uuids();
+    if (argc >= 2 && strcmp(argv[1], "multi") == 0)
+        return cmd_multi(argc - 2, argv + 2);
     if (argc >= 3 && strcmp(argv[1], "paths") == 0)
         return cmd_paths(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "info") == 0)

@@ -7,15 +7,31 @@ import json
 import os
 import signal
 import subprocess
+import time
+from pathlib import Path
 
 from driver.limits import Region
 
 MIB = 1 << 20
 
 
-def test_eight_processes_racing_never_exceed_the_quota(claim):
+def _wait_for(directory: Path, prefix: str, count: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(list(directory.glob(f"{prefix}-*"))) < count:
+        assert time.monotonic() < deadline, f"only {len(list(directory.glob(prefix + '-*')))} racers {prefix}"
+        time.sleep(0.005)
+
+
+def test_eight_processes_racing_never_exceed_the_quota(claim, tmp_path):
     c = claim().create(memory=64 * MIB)
-    procs = [c.popen("race", "1000", str(MIB), str(64 * MIB)) for _ in range(8)]
+    gate = tmp_path / "barrier"
+    gate.mkdir()
+    procs = [c.popen("race", "1000", str(MIB), str(64 * MIB), CLIENT_BARRIER=str(gate)) for _ in range(8)]
+    # all eight allocate at once, and hold what they got until all have finished
+    _wait_for(gate, "ready", 8)
+    (gate / "go").touch()
+    _wait_for(gate, "finished", 8)
+    (gate / "done").touch()
     results = []
     for p in procs:
         out, _ = p.communicate(timeout=120)
