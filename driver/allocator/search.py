@@ -130,7 +130,8 @@ class Search:
                  all_pools: list[Pool], prune: bool = True) -> None:
         self.claim = claim
         self.ledger = ledger
-        self.candidates = candidates
+        self._lookup = candidates
+        self._cands: dict[int, list[Candidate]] = {}  # id(request) -> its candidates, for this search
         self.all_pools = all_pools
         self.picks: list[Pick] = []
         self.allocating: set[tuple[str, str, str]] = set()
@@ -138,7 +139,7 @@ class Search:
         self.allocating_counters: dict[tuple[str, str], Counters] = {}
         self.constraints = [_ConstraintState(c) for c in claim.constraints]
         self.steps = 0
-        self.prune = prune and not any(getattr(candidates(r), "has_errors", True)
+        self.prune = prune and not any(getattr(self.candidates(r), "has_errors", True)
                                        for alts in claim.requests for r in alts)
         self.twins = _twins(claim) if self.prune else []
         # candidate position of each request's first pick (the twins rule reads it)
@@ -148,6 +149,12 @@ class Search:
 
     def run(self) -> list[Pick] | None:
         return list(self.picks) if self._request(0) else None
+
+    def candidates(self, req: Request) -> list[Candidate]:
+        found = self._cands.get(id(req))
+        if found is None:
+            found = self._cands[id(req)] = self._lookup(req)
+        return found
 
     # --- recursion ---------------------------------------------------------------------------
 
@@ -246,8 +253,12 @@ class Search:
         for pool, dev, outcome in self.candidates(req):
             if isinstance(outcome, CelError):
                 raise SearchAborted(str(outcome))
+            # The scheduler fixes this list before the search starts, so capacity is judged against
+            # what other claims hold, not what this claim's earlier requests took: a device those
+            # filled stays on the list and then fails the request.
             consumed = consumption(req, dev)
-            if consumed is None or capacity_shortfall(dev, consumed, self.held(dev)):
+            held = self.ledger.shared.get(dev.key) if dev.allow_multiple else None
+            if consumed is None or capacity_shortfall(dev, consumed, held):
                 continue
             out.append((pool, dev))
         return out

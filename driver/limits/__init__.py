@@ -5,7 +5,7 @@ region (native/include/carve_region.h) that the plugin creates and the limiter m
 """
 
 from driver.limits.env import ClaimLimits, DeviceLimit, LimitsError, limiter_env, parse_limiter_env
-from driver.limits.region import Region, RegionError, create_region
+from driver.limits.region import Region, RegionError, create_region, scan_host_pids
 
 __all__ = [
     "ClaimLimits",
@@ -16,4 +16,5 @@ __all__ = [
     "create_region",
     "limiter_env",
     "parse_limiter_env",
+    "scan_host_pids",
 ]

@@ -114,6 +114,29 @@ class ProcessUsage:
     used: tuple[int, ...]  # bytes per device
 
 
+HostPids = dict[tuple[int, int], int]  # (pid namespace inode, pid inside it) -> host pid
+
+
+def scan_host_pids(proc: Path = Path("/proc")) -> HostPids:
+    """Every process this node can see, by its innermost pid namespace and its pid there.
+
+    Seeing the host's pids needs the host's pid namespace (the plugin's DaemonSet runs with hostPID: true).
+    """
+    found: HostPids = {}
+    for entry in Path(proc).iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ns = os.stat(entry / "ns" / "pid").st_ino
+            status = (entry / "status").read_text()
+        except OSError:
+            continue  # exited, or not ours to read
+        nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if nspid:
+            found[(ns, int(nspid[-1]))] = int(entry.name)
+    return found
+
+
 class Region:
     """A mapped region file: read usage, change limits live. Writes are single aligned stores."""
 
@@ -156,6 +179,24 @@ class Region:
     def device_count(self) -> int:
         return self._struct.device_count
 
+    @property
+    def priority(self) -> str:
+        """The claim's priority, `high` or `low` (PRIORITIES)."""
+        value = self._struct.priority
+        return PRIORITIES[value] if value < len(PRIORITIES) else f"unknown({value})"
+
+    @property
+    def core_policy(self) -> str:
+        value = self._struct.core_policy
+        return CORE_POLICIES[value] if value < len(CORE_POLICIES) else f"unknown({value})"
+
+    def uuid(self, device: int) -> str:
+        """The GPU UUID written for this device ("" when unknown: the limiter maps it by position)."""
+        return self._device(device).uuid.decode(errors="replace")
+
+    def high_neighbours(self, device: int) -> int:
+        return self._device(device).high_neighbours
+
     def _device(self, device: int) -> DeviceStruct:
         if not 0 <= device < self._struct.device_count:
             raise RegionError(f"region {self.path}: device {device} out of range 0..{self.device_count - 1}")
@@ -197,34 +238,29 @@ class Region:
     def processes(self) -> list[ProcessUsage]:
         """Processes currently holding a slot (possibly dead ones not reclaimed yet)."""
         n = self._struct.device_count
-        return [
-            ProcessUsage(p.pid, p.host_pid, tuple(p.used[:n]))
-            for p in self._struct.procs
-            if p.pid > 0
-        ]
+        return [ProcessUsage(p.pid, p.host_pid, tuple(p.used[:n])) for p in self._struct.procs if p.pid > 0]
 
-    def resolve_host_pids(self, proc: Path = Path("/proc")) -> int:
+    def needs_host_pids(self) -> bool:
+        """Whether a process of the claim waits for the node to tell its host pid."""
+        return any(p.pid > 0 and p.host_pid == 0 and p.pid_ns for p in self._struct.procs)
+
+    def resolve_host_pids(self, proc: Path = Path("/proc"), known: HostPids | None = None) -> int:
         """Fill in the host pid of processes that run in their own pid namespace; returns how many.
 
         NVML reports host pids; a containerised process cannot see its own, the node can. A slot is matched by
-        its pid namespace inode and its pid inside that namespace (the last field of NSpid).
+        its pid namespace inode and its pid inside that namespace (the last field of NSpid). `known`: a
+        scan_host_pids() result to share between regions (one walk of /proc for all claims).
         """
-        pending = {
-            (p.pid_ns, p.pid): p for p in self._struct.procs if p.pid > 0 and p.host_pid == 0 and p.pid_ns
-        }
+        pending = [p for p in self._struct.procs if p.pid > 0 and p.host_pid == 0 and p.pid_ns]
+        if not pending:
+            return 0
+        if known is None:
+            known = scan_host_pids(proc)
         filled = 0
-        for entry in proc.iterdir() if pending else ():
-            if not entry.name.isdigit():
-                continue
-            try:
-                ns = os.stat(entry / "ns" / "pid").st_ino
-                status = (entry / "status").read_text()
-            except OSError:
-                continue  # exited, or not ours to read
-            nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
-            slot = pending.pop((ns, int(nspid[-1])), None) if nspid else None
-            if slot is not None:
-                slot.host_pid = int(entry.name)
+        for slot in pending:
+            host = known.get((slot.pid_ns, slot.pid))
+            if host:
+                slot.host_pid = host
                 filled += 1
         return filled
 

@@ -130,6 +130,13 @@ def claim_limits(plan: ClaimPlan, region_path: str) -> ClaimLimits | None:
     per_gpu: dict[str, list[int]] = {}
     order: dict[str, tuple[str, int]] = {}
     for p in limited:
+        if not p.device.gpu_uuid:
+            # The limiter charges each GPU to the claim whose region names its UUID; without it, a container
+            # with several soft claims would charge this GPU by position, i.e. possibly to another claim.
+            raise PrepareError(
+                f"{plan.ref}: device {p.device.name}: attributes.uuid: missing; "
+                "the limiter needs the GPU's UUID to find this claim's quota"
+            )
         if p.device.type == names.TYPE_VGPU:
             memory = p.consumed.get("memory", 0)
             cores = p.consumed.get("cores", 0)

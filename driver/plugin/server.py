@@ -31,6 +31,7 @@ from driver.plugin.logfmt import event
 from driver.plugin.preparer import MigOps, Preparer, PreparerSettings
 from driver.plugin.publisher import Publisher, PublishError
 from driver.plugin.recovery import recover
+from driver.plugin.regions import DEFAULT_INTERVAL_S, RegionWatcher
 from driver.plugin.service import DraV1, DraV1beta1, Registration, RegistrationState
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class PluginConfig:
     split_count: int = 10
     proc_root: Path = Path("/proc")
     publish_interval_s: float = 60.0
+    region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: host pids, high-priority marks
     workers: int = 16
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
 
@@ -86,6 +88,7 @@ class Plugin:
         self.health: HealthServer | None = None
         self.metrics = PluginMetrics(lambda: plugin_state(self))
         self.metrics_server: MetricsServer | None = None
+        self.region_watcher: RegionWatcher | None = None
         c = config
         self.dra_socket = Path(c.plugin_dir) / names.DRA_SOCKET
         self.reg_socket = Path(c.registry_dir) / names.REGISTRATION_SOCKET
@@ -133,6 +136,10 @@ class Plugin:
         )
         self.preparer.specs.ensure()
         recover(self.preparer)
+        self.region_watcher = RegionWatcher(
+            lambda: self.preparer.state, self.preparer.claims_dir, c.region_interval_s, Path(c.proc_root)
+        )
+        self.region_watcher.start()
 
         dra = self._serve(
             self.dra_socket,
@@ -193,6 +200,8 @@ class Plugin:
             server.stop(grace_s).wait()
         if self.dra_socket.exists():
             self.dra_socket.unlink()
+        if self.region_watcher:
+            self.region_watcher.stop()
         if self.health:
             self.health.stop()
         if self.metrics_server:

@@ -101,13 +101,15 @@ class Simulation:
     # ---- placement -------------------------------------------------------------------------------
 
     def _try(self, node: SimNode, index: int, pod: TracePod, claims: list[dict[str, Any]], shape: int,
-             fallback_cores: float) -> _Running | None:
+             fallback_cores: float, explain: bool = False) -> _Running | None:
+        """Place every claim of the pod on `node`, or none. Reasons are worked out only when asked
+        (the never-fits check keeps them for the user); the event loop just moves on to the next node."""
         if shape in node.failed:
             return None
         done: list[tuple[str, list[dict[str, Any]]]] = []
         for j, claim in enumerate(claims):
             try:
-                allocation = node.allocator.allocate(claim, node=node.name)
+                allocation = node.allocator.allocate(claim, node=node.name, explain=explain)
             except Unallocatable as e:
                 for uid, _ in done:
                     node.allocator.remove_allocated(uid)
@@ -128,7 +130,7 @@ class Simulation:
         for node_shape, node in self.cluster.pristine.items():
             key = (node_shape, shape)
             if key not in self._fits_empty:
-                running = self._try(node, index, pod, claims, shape, 0.0)
+                running = self._try(node, index, pod, claims, shape, 0.0, explain=True)
                 if running:
                     self._release(running)
                 node.failed.clear()

@@ -290,3 +290,13 @@ def test_any_driver_and_attributes_work():
            'device.driver == "net.example.com" && device.attributes["example.com"].speed >= 100'}}]}}
     out = allocate(claim("c", exactly("r", cls="nic")), [s], [cls])
     assert out["devices"]["results"][0]["driver"] == "net.example.com"
+
+
+def test_all_mode_list_is_fixed_before_earlier_requests_take_capacity():
+    # r0 takes 6Gi of a shared device; r1 wants every vgpu with 4Gi. The scheduler lists both devices
+    # for r1 up front (against other claims' holdings only), so whichever r0 took, r1 fails on it.
+    slices = [slice_("a", [dev(f"v{i}", "vgpu", memory="8Gi", multi=True, policy=SOFT_POLICY) for i in range(2)])]
+    c = claim("c", exactly("r0", cls="vgpu", capacity={"memory": "6Gi"}),
+              exactly("r1", cls="vgpu", mode="All", capacity={"memory": "4Gi"}))
+    with pytest.raises(Unallocatable):
+        allocate(c, slices, CLASSES)

@@ -60,7 +60,9 @@ def test_every_rendered_object_is_valid_for_both_kubernetes_versions(scenario, k
             try:
                 kubernetes_validate.validate(obj, schema_version, strict=True)
             except kubernetes_validate.ValidationError as e:
-                pytest.fail(f"{obj['kind']} {obj['metadata']['name']} invalid for {schema_version}: {e.message}")
+                pytest.fail(
+                    f"{obj['kind']} {obj['metadata']['name']} invalid for {schema_version}: {e.message}"
+                )
 
 
 def test_chart_refuses_kubernetes_without_resource_v1():
@@ -87,8 +89,16 @@ CUSTOM_VALUES = {
     "plugin.splitCount": (7, "split_count", 7),
     "plugin.publishInterval": (12.5, "publish_interval", 12.5),
     "plugin.k8sVersion": ("1.35", "k8s_version", "1.35"),
-    "plugin.pluginDir": ("/data/kubelet/plugins/gpu.carve.dev", "plugin_dir", "/data/kubelet/plugins/gpu.carve.dev"),
-    "plugin.registryDir": ("/data/kubelet/plugins_registry", "registry_dir", "/data/kubelet/plugins_registry"),
+    "plugin.pluginDir": (
+        "/data/kubelet/plugins/gpu.carve.dev",
+        "plugin_dir",
+        "/data/kubelet/plugins/gpu.carve.dev",
+    ),
+    "plugin.registryDir": (
+        "/data/kubelet/plugins_registry",
+        "registry_dir",
+        "/data/kubelet/plugins_registry",
+    ),
     "plugin.cdiDir": ("/etc/cdi", "cdi_dir", "/etc/cdi"),
     "plugin.driverRoot": ("/run/nvidia/driver", "driver_root", "/run/nvidia/driver"),
     "plugin.limiterDir": ("/opt/carve/lib", "limiter_dir", "/opt/carve/lib"),
@@ -99,7 +109,9 @@ CUSTOM_VALUES = {
 
 
 def test_each_plugin_value_reaches_the_plugin_through_its_env_twin(monkeypatch):
-    sets = [a for key, (raw, _, _) in CUSTOM_VALUES.items() for a in ("--set-json", f"{key}={json.dumps(raw)}")]
+    sets = [
+        a for key, (raw, _, _) in CUSTOM_VALUES.items() for a in ("--set-json", f"{key}={json.dumps(raw)}")
+    ]
     container = plugin_container(render(*sets))
     env = env_of(container)
     assert env["CARVE_NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
@@ -119,9 +131,20 @@ def test_defaults_match_the_plugin_defaults_where_the_chart_does_not_decide(monk
     parser = argparse.ArgumentParser()
     plugin_command.add_arguments(parser)
     defaults = vars(parser.parse_args([]))
-    for name in ("gpus", "strategy", "split_count", "publish_interval", "plugin_dir", "registry_dir", "cdi_dir",
-                 "driver_root", "log_level"):
-        assert env[cli.env_twin("--" + name.replace("_", "-"))] == str(defaults[name]).removesuffix(".0"), name
+    for name in (
+        "gpus",
+        "strategy",
+        "split_count",
+        "publish_interval",
+        "plugin_dir",
+        "registry_dir",
+        "cdi_dir",
+        "driver_root",
+        "log_level",
+    ):
+        assert env[cli.env_twin("--" + name.replace("_", "-"))] == str(defaults[name]).removesuffix(".0"), (
+            name
+        )
     assert env["CARVE_LIMITER_DIR"] == defaults["plugin_dir"] + "/lib"  # the plugin's documented default
 
 
@@ -139,6 +162,12 @@ def test_pod_runs_privileged_in_the_host_pid_namespace_with_health_probes():
     # Fixed socket names: never two plugin pods on one node.
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"] == 0
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_on_delete_update_strategy_carries_no_rolling_update_settings():
+    ds = one(render("--set", "plugin.updateStrategy.type=OnDelete"), "DaemonSet")
+    assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    kubernetes_validate.validate(ds, "1.34.0", strict=True)
 
 
 def test_health_port_zero_turns_the_endpoint_and_probes_off():
@@ -165,8 +194,10 @@ def _mounts(objects):
 
 
 def test_host_paths_are_mounted_at_the_same_path_in_the_container():
-    pod, volumes, mounts = _mounts(render())
-    assert volumes["registry"]["path"] == mounts["registry"]["mountPath"] == "/var/lib/kubelet/plugins_registry"
+    _pod, volumes, mounts = _mounts(render())
+    assert (
+        volumes["registry"]["path"] == mounts["registry"]["mountPath"] == "/var/lib/kubelet/plugins_registry"
+    )
     # The parent of the plugin dir: the plugin makes plugins/<driver>/ itself.
     assert volumes["plugins"]["path"] == mounts["plugins"]["mountPath"] == "/var/lib/kubelet/plugins"
     assert volumes["cdi"]["path"] == mounts["cdi"]["mountPath"] == "/var/run/cdi"
@@ -199,7 +230,7 @@ def test_fake_gpus_mount_no_driver_and_run_the_plugin_directly():
 
 
 def test_limiter_is_copied_from_the_image_into_the_limiter_dir():
-    pod, _volumes, _mounts_ = _mounts(render())
+    pod, _volumes, _ = _mounts(render())
     init = next(c for c in pod["initContainers"] if c["name"] == "install-limiter")
     assert env_of(init)["LIMITER_DIR"] == "/var/lib/kubelet/plugins/gpu.carve.dev/lib"
     assert "/usr/local/carve/lib/libcarve-limiter.so" in init["command"][-1]
