@@ -265,6 +265,8 @@ def _request(raw: Mapping[str, Any], base: str, sub: str | None, what: str, admi
     mode = raw.get("allocationMode") or "ExactCount"
     if mode not in ("ExactCount", "All"):
         raise ModelError(f"{what}: allocationMode {mode!r} is not ExactCount or All")
+    if mode == "All" and raw.get("count") is not None:
+        raise ModelError(f"{what}: count must not be set with allocationMode All")
     count = int(raw.get("count", 1)) if mode == "ExactCount" else 0
     if mode == "ExactCount" and count < 1:
         raise ModelError(f"{what}: count must be at least 1")
@@ -290,12 +292,18 @@ def read_claim(obj: Mapping[str, Any]) -> Claim:
         rname = r.get("name")
         if not isinstance(rname, str) or not rname:
             raise ModelError(f"{what}: spec.devices.requests[{i}].name is missing")
+        if any(rname == alts[0].base for alts in requests):
+            raise ModelError(f"{what}: spec.devices.requests[{i}]: request name {rname} is used twice")
+        if r.get("exactly") and r.get("firstAvailable"):
+            raise ModelError(f"{what}: request {rname}: exactly and firstAvailable are both set")
         if r.get("exactly"):
             requests.append((_request(r["exactly"], rname, None, f"{what}: request {rname}", True),))
         elif r.get("firstAvailable"):
             alts = []
             for j, s in enumerate(r["firstAvailable"]):
-                sname = s.get("name") or f"#{j}"
+                sname = s.get("name")
+                if not isinstance(sname, str) or not sname:
+                    raise ModelError(f"{what}: request {rname}: firstAvailable[{j}].name is missing")
                 alts.append(_request(s, rname, sname, f"{what}: request {rname}/{sname}", False))
             requests.append(tuple(alts))
         elif r.get("deviceClassName"):  # v1beta1 shape, still accepted for convenience
@@ -303,12 +311,16 @@ def read_claim(obj: Mapping[str, Any]) -> Claim:
         else:
             raise ModelError(f"{what}: request {rname}: neither exactly nor firstAvailable is set")
     constraints = []
+    known = {n for alts in requests for r in alts for n in (r.base, r.name)}
     for i, c in enumerate(devices.get("constraints") or ()):
-        attr = c.get("matchAttribute") or c.get("distinctAttribute")
-        if not attr:
-            raise ModelError(f"{what}: spec.devices.constraints[{i}]: "
-                             "neither matchAttribute nor distinctAttribute is set")
-        constraints.append(Constraint(frozenset(c.get("requests") or ()), attr,
+        where = f"{what}: spec.devices.constraints[{i}]"
+        if bool(c.get("matchAttribute")) == bool(c.get("distinctAttribute")):
+            raise ModelError(f"{where}: set exactly one of matchAttribute, distinctAttribute")
+        unknown = sorted(set(c.get("requests") or ()) - known)
+        if unknown:
+            raise ModelError(f"{where}.requests: {', '.join(unknown)} is not a request of the claim")
+        constraints.append(Constraint(frozenset(c.get("requests") or ()),
+                                      c.get("matchAttribute") or c.get("distinctAttribute"),
                                       bool(c.get("distinctAttribute"))))
     config = tuple(devices.get("config") or ())
     return Claim(claim_uid(obj), name, tuple(requests), tuple(constraints), config)

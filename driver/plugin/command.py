@@ -45,6 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cdi-dir", default=names.DEFAULT_CDI_DIR, help="where CDI specs are written")
     p.add_argument("--driver-root", default="/", help="root of the NVIDIA driver files and device nodes")
     p.add_argument(
+        "--host-driver-root",
+        default="",
+        help="the --driver-root directory as the host sees it: CDI mount sources (default: --driver-root)",
+    )
+    p.add_argument(
         "--limiter-dir",
         default="",
         help=f"host dir holding {names.LIMITER_LIBRARY} (default <plugin-dir>/lib)",
@@ -56,9 +61,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k8s-version", default="", help="Kubernetes minor version for API limits (default: ask)")
     p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots")
     p.add_argument("--publish-interval", type=float, default=60.0, help="seconds between slice reconciles")
-    p.add_argument(
-        "--region-interval", type=float, default=2.0, help="seconds between passes over the claims' regions"
-    )
     p.add_argument(
         "--boot-id-file",
         default="/proc/sys/kernel/random/boot_id",
@@ -106,8 +108,6 @@ def _check_flags(args: argparse.Namespace, gpus) -> None:
             raise CliError(f"{flag} {addr!r}: expected [host]:port, e.g. '{example}'")
     if not args.publish_interval > 0:
         raise CliError(f"--publish-interval {args.publish_interval}: must be more than 0 seconds")
-    if not args.region_interval > 0:
-        raise CliError(f"--region-interval {args.region_interval}: must be more than 0 seconds")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -137,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         registry_dir=Path(args.registry_dir),
         cdi_dir=Path(args.cdi_dir),
         driver_root=Path(args.driver_root),
+        host_driver_root=Path(args.host_driver_root) if args.host_driver_root else None,
         limiter_dir=Path(args.limiter_dir) if args.limiter_dir else None,
         healthz_addr=args.healthz_addr,
         metrics_addr=args.metrics_addr,
@@ -144,7 +145,6 @@ def run(args: argparse.Namespace) -> int:
         k8s_version=args.k8s_version,
         split_count=args.split_count,
         publish_interval_s=args.publish_interval,
-        region_interval_s=args.region_interval,
         boot_id=read_boot_id(Path(args.boot_id_file)),
     )
     plugin = Plugin(config, _cluster(args), gpus, NvmlMig())

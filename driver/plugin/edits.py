@@ -52,29 +52,47 @@ def region_container_path(claim_uid: str) -> str:
 
 @dataclass(frozen=True)
 class HostLayout:
+    """The driver files and device nodes as the plugin sees them, and the host paths the runtime needs.
+
+    The plugin may see the driver root at another path than the host does (in the DaemonSet the host's
+    driver is mounted under /host, or the GPU Operator's /run/nvidia/driver at /driver-root). It reads
+    under `driver_root` and writes CDI host paths under `host_driver_root`, the same directory on the host.
+    """
+
     driver_root: Path
     dev_root: Path  # where /dev/nvidia* are: <driver-root>/dev when it exists, else /dev
     proc_root: Path  # /proc/driver/nvidia/capabilities lives under it (MIG capability minors)
     driver_files: tuple[Mount, ...] = field(default=())
     common_nodes: tuple[DeviceNode, ...] = field(default=())
+    host_driver_root: Path | None = None  # None: the host sees the driver root where the plugin does
 
     @classmethod
-    def scan(cls, driver_root: Path, proc_root: Path = Path("/proc")) -> HostLayout:
+    def scan(
+        cls, driver_root: Path, proc_root: Path = Path("/proc"), host_driver_root: Path | None = None
+    ) -> HostLayout:
         driver_root = Path(driver_root)
         dev_root = driver_root / "dev" if (driver_root / "dev").is_dir() else Path("/dev")
-        layout = cls(driver_root=driver_root, dev_root=dev_root, proc_root=Path(proc_root))
+        layout = cls(driver_root, dev_root, Path(proc_root), host_driver_root=host_driver_root)
         files = tuple(
-            _find_files(driver_root, LIBRARY_DIRS, LIBRARIES)
+            Mount(host_path=layout.host_path(m.host_path), container_path=m.container_path, options=m.options)
+            for m in _find_files(driver_root, LIBRARY_DIRS, LIBRARIES)
             + _find_files(driver_root, BINARY_DIRS, BINARIES)
         )
         nodes = tuple(n for n in (layout._node(f"/dev/{name}") for name in COMMON_NODES) if n)
-        return cls(driver_root, dev_root, Path(proc_root), files, nodes)
+        return cls(driver_root, dev_root, Path(proc_root), files, nodes, host_driver_root)
+
+    def host_path(self, seen: str | Path) -> str:
+        """A path the plugin sees under the driver root, as the host (and so the CDI runtime) sees it."""
+        seen = Path(seen)
+        if self.host_driver_root is None or not seen.is_relative_to(self.driver_root):
+            return str(seen)
+        return str(self.host_driver_root / seen.relative_to(self.driver_root))
 
     def _node(self, container_path: str) -> DeviceNode | None:
         host = self.dev_root / container_path.removeprefix("/dev/")
         if not os.path.exists(host):
             return None
-        return DeviceNode(path=container_path, host_path=str(host))
+        return DeviceNode(path=container_path, host_path=self.host_path(host))
 
     def gpu_nodes(self, minor: int) -> tuple[DeviceNode, ...]:
         node = self._node(f"/dev/nvidia{minor}")
@@ -118,14 +136,29 @@ def _cap_minor(access: Path) -> int | None:
     return None
 
 
+def _resolve_within(root: Path, path: Path) -> Path | None:
+    """Follow symlinks as the host would, with `root` as "/": an absolute link target is under the root.
+
+    Path.resolve() would follow an absolute target (libcuda.so.1 -> /usr/lib64/libcuda.so.580.95.05) in
+    the plugin's own filesystem, which is not the driver's when the driver root is mounted elsewhere.
+    """
+    for _ in range(40):  # the kernel's own limit on nested links
+        if not path.is_symlink():
+            return path if path.exists() else None
+        target = Path(os.readlink(path))
+        path = root / target.relative_to("/") if target.is_absolute() else path.parent / target
+        path = Path(os.path.normpath(path))
+    return None
+
+
 def _find_files(root: Path, dirs: tuple[str, ...], wanted: tuple[str, ...]) -> list[Mount]:
     found: list[Mount] = []
     for name in wanted:
         for d in dirs:
-            candidate = root / d / name
-            if candidate.exists():
-                # Bind the real file (a symlink would be resolved inside the container, not on the host).
-                found.append(Mount(host_path=str(candidate.resolve()), container_path=f"/{d}/{name}"))
+            # Bind the real file: a symlink would be resolved inside the container, not on the host.
+            real = _resolve_within(root, root / d / name)
+            if real is not None:
+                found.append(Mount(host_path=str(real), container_path=f"/{d}/{name}"))
                 break
     return found
 

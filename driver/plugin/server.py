@@ -44,6 +44,7 @@ class PluginConfig:
     registry_dir: Path = Path(names.DEFAULT_REGISTRY_DIR)
     cdi_dir: Path = Path(names.DEFAULT_CDI_DIR)
     driver_root: Path = Path("/")
+    host_driver_root: Path | None = None  # None: the same path as driver_root
     limiter_dir: Path | None = None  # default: <plugin-dir>/lib
     healthz_addr: str = ""  # "" = no health server
     metrics_addr: str = ""  # "" = no Prometheus endpoint
@@ -100,7 +101,7 @@ class Plugin:
         c = self.config
         ensure_private_dir(Path(c.plugin_dir))
         Path(c.registry_dir).mkdir(parents=True, exist_ok=True)
-        layout = HostLayout.scan(Path(c.driver_root), Path(c.proc_root))
+        layout = HostLayout.scan(Path(c.driver_root), Path(c.proc_root), c.host_driver_root)
         event(
             log,
             logging.INFO,

@@ -55,7 +55,7 @@ def claims(draw, name):
     for _ in range(draw(st.integers(0, 2))):
         kind = draw(st.sampled_from(["matchAttribute", "distinctAttribute"]))
         attr = draw(st.sampled_from(["gpu.carve.dev/parentUUID", "gpu.carve.dev/uuid"]))
-        only = draw(st.sampled_from([[], ["r0"], ["r1"]]))
+        only = draw(st.sampled_from([[], ["r0"], ["r1"]] if shape > 1 else [[], ["r0"]]))
         constraints.append({kind: attr, **({"requests": only} if only else {})})
     return claim(name, *reqs, constraints=constraints or None, uid=name)
 

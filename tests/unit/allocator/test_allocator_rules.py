@@ -295,8 +295,30 @@ def test_any_driver_and_attributes_work():
 def test_all_mode_list_is_fixed_before_earlier_requests_take_capacity():
     # r0 takes 6Gi of a shared device; r1 wants every vgpu with 4Gi. The scheduler lists both devices
     # for r1 up front (against other claims' holdings only), so whichever r0 took, r1 fails on it.
-    slices = [slice_("a", [dev(f"v{i}", "vgpu", memory="8Gi", multi=True, policy=SOFT_POLICY) for i in range(2)])]
+    shared = [dev(f"v{i}", "vgpu", memory="8Gi", multi=True, policy=SOFT_POLICY) for i in range(2)]
+    slices = [slice_("a", shared)]
     c = claim("c", exactly("r0", cls="vgpu", capacity={"memory": "6Gi"}),
               exactly("r1", cls="vgpu", mode="All", capacity={"memory": "4Gi"}))
     with pytest.raises(Unallocatable):
         allocate(c, slices, CLASSES)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"requests": [exactly("r"), exactly("r")]}, "request name r is used twice"),
+    ({"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"},
+                    "firstAvailable": [{"name": "a", "deviceClassName": "gpu"}]}]}, "both set"),
+    ({"requests": [{"name": "r", "firstAvailable": [{"deviceClassName": "gpu"}]}]},
+     r"firstAvailable\[0\].name is missing"),
+    ({"requests": [exactly("r", mode="All", count=2)]}, "count must not be set with allocationMode All"),
+    ({"requests": [exactly("r")], "constraints": [{"matchAttribute": "gpu.carve.dev/uuid",
+                                                   "distinctAttribute": "gpu.carve.dev/uuid"}]},
+     "exactly one of matchAttribute, distinctAttribute"),
+    ({"requests": [exactly("r")],
+      "constraints": [{"matchAttribute": "gpu.carve.dev/uuid", "requests": ["x"]}]},
+     r"constraints\[0\].requests: x is not a request of the claim"),
+])
+def test_claims_the_api_server_would_reject_are_refused_naming_the_field(spec, message):
+    c = claim("c")
+    c["spec"]["devices"] = spec
+    with pytest.raises(Unallocatable, match=message):
+        allocate(c, [slice_("a", [dev("g0")])], CLASSES)

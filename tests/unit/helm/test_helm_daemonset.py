@@ -100,7 +100,7 @@ CUSTOM_VALUES = {
         "/data/kubelet/plugins_registry",
     ),
     "plugin.cdiDir": ("/etc/cdi", "cdi_dir", "/etc/cdi"),
-    "plugin.driverRoot": ("/run/nvidia/driver", "driver_root", "/run/nvidia/driver"),
+    "plugin.driverRoot": ("/run/nvidia/driver", "host_driver_root", "/run/nvidia/driver"),
     "plugin.limiterDir": ("/opt/carve/lib", "limiter_dir", "/opt/carve/lib"),
     "plugin.healthzPort": (9440, "healthz_addr", ":9440"),
     "plugin.metricsPort": (9100, "metrics_addr", ":9100"),
@@ -139,13 +139,20 @@ def test_defaults_match_the_plugin_defaults_where_the_chart_does_not_decide(monk
         "plugin_dir",
         "registry_dir",
         "cdi_dir",
-        "driver_root",
         "log_level",
     ):
         assert env[cli.env_twin("--" + name.replace("_", "-"))] == str(defaults[name]).removesuffix(".0"), (
             name
         )
     assert env["CARVE_LIMITER_DIR"] == defaults["plugin_dir"] + "/lib"  # the plugin's documented default
+
+
+def test_host_driver_is_read_under_host_and_written_as_host_paths():
+    # The host's /usr is mounted at /host/usr: the plugin scans /host, the CDI specs name the host's paths.
+    env = env_of(plugin_container(render()))
+    assert (env["CARVE_DRIVER_ROOT"], env["CARVE_HOST_DRIVER_ROOT"]) == ("/host", "/")
+    env = env_of(plugin_container(render("--set", "plugin.driverRoot=/run/nvidia/driver")))
+    assert (env["CARVE_DRIVER_ROOT"], env["CARVE_HOST_DRIVER_ROOT"]) == ("/run/nvidia/driver",) * 2
 
 
 def test_pod_runs_privileged_in_the_host_pid_namespace_with_health_probes():

@@ -1,0 +1,176 @@
+"""The region watcher on real region files: high-priority marks, host pids, broken regions, its thread,
+and the plugin process running it for the claims it prepared."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from support.plugin_harness import result, slice_config
+
+from driver import names
+from driver.limits import ClaimLimits, DeviceLimit, Region, create_region
+from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
+from driver.plugin.edits import ClaimFiles
+from driver.plugin.regions import RegionWatcher
+
+GIB = 1 << 30
+
+
+class Node:
+    """Prepared claims as the plugin keeps them: checkpoint records and <claims>/<uid>/region/region."""
+
+    def __init__(self, root: Path):
+        self.claims_dir = root / "claims"
+        self.state: dict[str, ClaimRecord] = {}
+
+    def add(self, uid: str, priority: str, *gpus: str, write: bool = True) -> Path:
+        path = ClaimFiles(self.claims_dir / uid).region
+        if write:
+            path.parent.mkdir(parents=True)
+            devices = tuple(DeviceLimit(GIB, 30, uuid=g) for g in gpus)
+            create_region(path, ClaimLimits(devices=devices, region_path="/r", priority=priority))
+        records = [
+            DeviceRecord(["r"], "p", f"gpu-{i}", None, [], names.TYPE_VGPU, g) for i, g in enumerate(gpus)
+        ]
+        self.state[uid] = ClaimRecord(uid, "ns", uid, STATE_COMPLETED, records)
+        return path
+
+    def watcher(self, **kw) -> RegionWatcher:
+        return RegionWatcher(lambda: self.state, self.claims_dir, **kw)
+
+
+def marks(path: Path) -> list[int]:
+    with Region.open(path) as r:
+        return [r.high_neighbours(i) for i in range(r.device_count)]
+
+
+def test_low_priority_devices_are_marked_with_their_gpus_high_claims(tmp_path):
+    node = Node(tmp_path)
+    low = node.add("low", "low", "GPU-A", "GPU-B")
+    node.add("high-1", "high", "GPU-A")
+    node.add("high-2", "high", "GPU-A", "GPU-C")
+    lonely = node.add("low-alone", "low", "GPU-C")
+    node.watcher().tick()
+    assert marks(low) == [2, 0]
+    assert marks(lonely) == [1]
+    # a high claim goes away: the next pass lowers the count
+    del node.state["high-2"]
+    node.watcher().tick()
+    assert marks(low) == [1, 0] and marks(lonely) == [0]
+
+
+def test_unchanged_marks_are_not_rewritten(tmp_path):
+    node = Node(tmp_path)
+    low = node.add("low", "low", "GPU-A")
+    node.add("high", "high", "GPU-A")
+    watcher = node.watcher()
+    watcher.tick()
+    with Region.open(low) as r:
+        generation = r._struct.generation
+    watcher.tick()
+    with Region.open(low) as r:
+        assert r._struct.generation == generation  # limiters are not told about a change that did not happen
+
+
+def test_host_pids_are_filled_from_the_nodes_proc(tmp_path):
+    node = Node(tmp_path)
+    path = node.add("c", "high", "GPU-A")
+    # a /proc where host pid 4242 is pid 7 of a container's pid namespace
+    proc = tmp_path / "proc"
+    (proc / "4242" / "ns").mkdir(parents=True)
+    (proc / "4242" / "ns" / "pid").touch()
+    (proc / "4242" / "status").write_text("Name:\tpython\nNSpid:\t4242\t7\n")
+    (proc / "self").mkdir()
+    with Region.open(path) as r:
+        slot = r._struct.procs[5]
+        slot.pid, slot.host_pid, slot.pid_ns = 7, 0, os.stat(proc / "4242" / "ns" / "pid").st_ino
+        del slot
+    node.watcher(proc_root=proc).tick()
+    with Region.open(path) as r:
+        assert [(p.pid, p.host_pid) for p in r.processes()] == [(7, 4242)]
+
+
+def test_missing_and_corrupt_regions_are_logged_once_and_skipped(tmp_path, caplog):
+    node = Node(tmp_path)
+    node.add("missing", "low", "GPU-A", write=False)
+    corrupt = node.add("corrupt", "low", "GPU-A")
+    corrupt.write_bytes(b"garbage")
+    low = node.add("low", "low", "GPU-A")
+    node.add("high", "high", "GPU-A")
+    watcher = node.watcher()
+    with caplog.at_level(logging.INFO, logger="driver.plugin.regions"):
+        for _ in range(3):
+            watcher.tick()
+    skipped = [r for r in caplog.records if r.getMessage() == "regions.skipped"]
+    assert sorted(r.fields["uid"] for r in skipped) == ["corrupt", "missing"]
+    assert "cannot open" in next(r.fields["error"] for r in skipped if r.fields["uid"] == "missing")
+    assert marks(low) == [1]  # the others are served all the same
+    # repaired: the watcher says so and marks it
+    create_region(
+        corrupt, ClaimLimits(devices=(DeviceLimit(GIB, 30, uuid="GPU-A"),), region_path="/r", priority="low")
+    )
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="driver.plugin.regions"):
+        watcher.tick()
+    assert [r.fields["uid"] for r in caplog.records if r.getMessage() == "regions.recovered"] == ["corrupt"]
+    assert marks(corrupt) == [1]
+
+
+def test_the_thread_survives_errors_and_stops_cleanly(tmp_path, caplog):
+    node = Node(tmp_path)
+    low = node.add("low", "low", "GPU-A")
+    node.add("high", "high", "GPU-A")
+    calls = {"n": 0}
+
+    def state():
+        calls["n"] += 1
+        if calls["n"] <= 3:
+            raise RuntimeError("checkpoint being rewritten")
+        return node.state
+
+    watcher = RegionWatcher(state, node.claims_dir, interval_s=0.02)
+    with caplog.at_level(logging.WARNING, logger="driver.plugin.regions"):
+        watcher.start()
+        deadline = time.monotonic() + 5
+        while marks(low) != [1] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        watcher.stop()
+    assert marks(low) == [1]
+    assert not watcher.running
+    failures = [r for r in caplog.records if r.getMessage() == "regions.tick-failed"]
+    assert len(failures) == 1 and "checkpoint being rewritten" in failures[0].fields["error"]
+
+
+def test_plugin_marks_its_low_priority_claims_and_stops_the_watcher(node, kubelet, plugin_factory):
+    plugin = plugin_factory("soft")  # the watcher passes every 2 s (PluginConfig.region_interval_s)
+    share = lambda: str(uuid.uuid4())  # noqa: E731
+    low = node.put_claim(
+        "low",
+        [result("s", "gpu-1", share_id=share(), consumed={"memory": "4Gi", "cores": "30"})],
+        [slice_config(priority="low")],
+    )
+    high = node.put_claim(
+        "high", [result("s", "gpu-1", share_id=share(), consumed={"memory": "4Gi", "cores": "50"})]
+    )
+    out = kubelet.prepare([low, high])
+    assert {u: r["error"] for u, r in out.items()} == {low[2]: "", high[2]: ""}
+    plugin.wait_for_log(rf"event=regions.marked uid={low[2]} device=0 high_neighbours=1")
+    region = ClaimFiles(node.plugin_dir / "claims" / low[2]).region
+    assert marks(region) == [1]
+    assert kubelet.unprepare([high]) == {high[2]: ""}
+    plugin.wait_for_log(rf"event=regions.marked uid={low[2]} device=0 high_neighbours=0")
+    assert plugin.stop() == 0
+    assert "regions.tick-failed" not in plugin.log()
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_threads():
+    yield
+    import threading
+
+    assert not [t for t in threading.enumerate() if t.name == "region-watcher"]

@@ -1,0 +1,56 @@
+"""The high-priority neighbour rule of the region watcher (pure: claims in, marks out)."""
+
+from __future__ import annotations
+
+from driver import names
+from driver.plugin.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord
+from driver.plugin.regions import ClaimRegion, high_neighbour_marks, limited_claims
+
+
+def high(uid: str, *gpus: str) -> ClaimRegion:
+    return ClaimRegion(uid, "high", gpus)
+
+
+def low(uid: str, *gpus: str) -> ClaimRegion:
+    return ClaimRegion(uid, "low", gpus)
+
+
+def test_a_low_claim_alone_on_its_gpus_has_no_neighbours():
+    assert high_neighbour_marks([low("l", "GPU-A", "GPU-B")]) == {("l", 0): 0, ("l", 1): 0}
+
+
+def test_each_low_device_counts_the_high_claims_on_its_own_gpu():
+    claims = [low("l", "GPU-A", "GPU-B"), high("h1", "GPU-A"), high("h2", "GPU-A"), high("h3", "GPU-C")]
+    assert high_neighbour_marks(claims) == {("l", 0): 2, ("l", 1): 0}
+
+
+def test_a_high_claim_with_several_devices_on_one_gpu_counts_once():
+    assert high_neighbour_marks([low("l", "GPU-A"), high("h", "GPU-A", "GPU-A")]) == {("l", 0): 1}
+
+
+def test_other_low_claims_are_not_neighbours_to_yield_to():
+    marks = high_neighbour_marks([low("l1", "GPU-A"), low("l2", "GPU-A"), high("h", "GPU-B")])
+    assert marks == {("l1", 0): 0, ("l2", 0): 0}
+
+
+def test_high_claims_get_no_mark():
+    assert high_neighbour_marks([high("h1", "GPU-A"), high("h2", "GPU-A")]) == {}
+
+
+def test_a_device_of_unknown_gpu_has_no_known_neighbours():
+    assert high_neighbour_marks([low("l", ""), high("h", "")]) == {("l", 0): 0}
+
+
+def test_only_prepared_claims_with_soft_slices_or_slots_have_regions():
+    def record(uid: str, state: str, *types: str) -> ClaimRecord:
+        devices = [DeviceRecord([f"r{i}"], "p", f"d{i}", None, [], t, "GPU-A") for i, t in enumerate(types)]
+        return ClaimRecord(uid, "ns", uid, state, devices)
+
+    state = {
+        "soft": record("soft", STATE_COMPLETED, names.TYPE_VGPU),
+        "slot": record("slot", STATE_COMPLETED, names.TYPE_SLOT, names.TYPE_GPU),
+        "whole": record("whole", STATE_COMPLETED, names.TYPE_GPU),
+        "mig": record("mig", STATE_COMPLETED, names.TYPE_MIG),
+        "half-done": record("half-done", STATE_STARTED, names.TYPE_VGPU),
+    }
+    assert limited_claims(state) == ["slot", "soft"]
