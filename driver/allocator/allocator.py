@@ -28,7 +28,7 @@ from driver.allocator.model import (
     read_class,
     read_slice,
 )
-from driver.allocator.search import Candidates, Ledger, Search, SearchAborted
+from driver.allocator.search import Candidates, Ledger, Search, SearchAborted, find_twins
 
 
 class Unallocatable(Exception):
@@ -219,9 +219,10 @@ class Allocator:
         else:
             targets = list(self.nodes) or [None]
         failures: list[str | None] = []
+        twins = find_twins(claim)
         for target in targets:
             search = Search(claim, self.ledger, lambda r, t=target: self.candidates(r, t, claim),
-                            self._pools_for(target), prune)
+                            self._pools_for(target), prune, twins)
             try:
                 picks = search.run()
             except SearchAborted as e:

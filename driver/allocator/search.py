@@ -110,7 +110,7 @@ class _ConstraintState:
             self.values.pop()
 
 
-def _twins(claim: Claim) -> list[bool]:
+def find_twins(claim: Claim) -> list[bool]:
     """twins[ri]: request ri is request ri-1 but for its name (see the module docstring)."""
     out = [False] * len(claim.requests)
     for ri in range(1, len(claim.requests)):
@@ -127,7 +127,7 @@ def _twins(claim: Claim) -> list[bool]:
 
 class Search:
     def __init__(self, claim: Claim, ledger: Ledger, candidates: Callable[[Request], list[Candidate]],
-                 all_pools: list[Pool], prune: bool = True) -> None:
+                 all_pools: list[Pool], prune: bool = True, twins: list[bool] | None = None) -> None:
         self.claim = claim
         self.ledger = ledger
         self._lookup = candidates
@@ -141,7 +141,7 @@ class Search:
         self.steps = 0
         self.prune = prune and not any(getattr(self.candidates(r), "has_errors", True)
                                        for alts in claim.requests for r in alts)
-        self.twins = _twins(claim) if self.prune else []
+        self.twins = (twins if twins is not None else find_twins(claim)) if self.prune else []
         # candidate position of each request's first pick (the twins rule reads it)
         self.first_index: list[int] = [0] * len(claim.requests)
         self._members: list[set[tuple[str, str, str]]] | None = None
@@ -172,11 +172,10 @@ class Search:
         if len(self.picks) + req.count - n > MAX_RESULTS:
             return False
         cands = self.candidates(req)
-        need = req.count - n
+        # The count rule: past `stop` fewer candidates are left than the request still needs.
+        stop = len(cands) - (req.count - n) + 1 if self.prune else len(cands)
         failed: list[Device] = []  # devices whose subtree failed at this position
-        for i in range(start, len(cands)):
-            if self.prune and len(cands) - i < need:
-                break
+        for i in range(start, stop):
             pool, dev, outcome = cands[i]
             if failed and self._equivalent_to_failed(dev, failed):
                 continue

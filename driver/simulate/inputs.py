@@ -92,16 +92,20 @@ class NodeGroupModel(_Strict):
         return value
 
 
+def _refuse_repeats(what: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{what} name {name!r} is used twice")
+        seen.add(name)
+
+
 class ClusterModel(_Strict):
     nodes: list[NodeGroupModel] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _unique_names(self) -> ClusterModel:
-        seen: set[str] = set()
-        for group in self.nodes:
-            if group.name in seen:
-                raise ValueError(f"node name {group.name!r} is used twice")
-            seen.add(group.name)
+        _refuse_repeats("node", [group.name for group in self.nodes])
         return self
 
 
@@ -162,11 +166,7 @@ class TraceModel(_Strict):
         if (self.pods is None) == (self.generate is None):
             raise ValueError("give exactly one of pods, generate")
         if self.pods is not None:
-            seen: set[str] = set()
-            for pod in self.pods:
-                if pod.name in seen:
-                    raise ValueError(f"pod name {pod.name!r} is used twice")
-                seen.add(pod.name)
+            _refuse_repeats("pod", [pod.name for pod in self.pods])
         return self
 
 

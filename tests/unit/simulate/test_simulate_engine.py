@@ -97,3 +97,18 @@ def test_packing_ratio_is_peak_over_lower_bound(run) -> None:
     shared = run([nodes("n", 1, "2xT4")], trace, strategy="soft")
     assert (exclusive.peak_gpus_busy, exclusive.lower_bound_gpus, exclusive.packing_ratio) == (2, 1, 2.0)
     assert (shared.peak_gpus_busy, shared.lower_bound_gpus, shared.packing_ratio) == (1, 1, 1.0)
+
+
+def test_reasons_are_worked_out_only_for_pods_that_fit_no_empty_node(run, monkeypatch) -> None:
+    # Explaining a failure walks every device; the loop retries instead, so only the never-fits check
+    # (once per claim shape) pays for it. Three pods wait for the one GPU, one never fits.
+    import driver.allocator.allocator as allocator_module
+
+    calls = []
+    real = allocator_module.why
+    monkeypatch.setattr(allocator_module, "why", lambda *a: calls.append(a[1].name) or real(*a))
+    trace = [pod("a", 0, 100), pod("b", 1, 10), pod("c", 2, 10), pod("big", 3, 10, whole_gpus(2))]
+    result = run([nodes("n", 1, "1xT4", "exclusive")], trace)
+    assert result.placements["c"].start == 110
+    assert calls == ["simulate/big-0"]
+    assert "needs 2 devices" in result.never_fit_reasons["big"]
