@@ -55,18 +55,13 @@ def _device_names(record: ClaimRecord) -> dict[str, str]:
     return {uuid: ",".join(sorted(devices)) for uuid, devices in by_gpu.items()}
 
 
-def _region_uuid(region: Region, index: int) -> str:
-    # Region has no public accessor for a device's UUID yet; the field is part of the mirrored C layout.
-    return region._device(index).uuid.decode(errors="replace")
-
-
 def read_claim_usage(record: ClaimRecord, path: Path) -> ClaimUsage:
     """The claim's usage per device; raises RegionError for a missing, foreign or corrupt region file."""
     names_by_gpu = _device_names(record)
     with Region.open(path) as region:
         devices = []
         for i in range(region.device_count):
-            uuid = _region_uuid(region, i)
+            uuid = region.uuid(i)
             devices.append(
                 DeviceUsage(
                     device=names_by_gpu.get(uuid, ""),

@@ -62,6 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots")
     p.add_argument("--publish-interval", type=float, default=60.0, help="seconds between slice reconciles")
     p.add_argument(
+        "--region-interval", type=float, default=2.0, help="seconds between passes over the claims' regions"
+    )
+    p.add_argument(
         "--boot-id-file",
         default="/proc/sys/kernel/random/boot_id",
         help="file holding the node's boot id (prepared state is void after a reboot)",
@@ -108,6 +111,8 @@ def _check_flags(args: argparse.Namespace, gpus) -> None:
             raise CliError(f"{flag} {addr!r}: expected [host]:port, e.g. '{example}'")
     if not args.publish_interval > 0:
         raise CliError(f"--publish-interval {args.publish_interval}: must be more than 0 seconds")
+    if not args.region_interval > 0:
+        raise CliError(f"--region-interval {args.region_interval}: must be more than 0 seconds")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         k8s_version=args.k8s_version,
         split_count=args.split_count,
         publish_interval_s=args.publish_interval,
+        region_interval_s=args.region_interval,
         boot_id=read_boot_id(Path(args.boot_id_file)),
     )
     plugin = Plugin(config, _cluster(args), gpus, NvmlMig())
