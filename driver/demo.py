@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -71,9 +72,10 @@ def _fake_driver_root(root: Path) -> Path:
     lib = root / "usr/lib64"
     lib.mkdir(parents=True)
     for so in ("libcuda.so.1", "libnvidia-ml.so.1"):
-        target = REPO / "native/build/fakes" / so
-        if target.exists():
-            (lib / so).symlink_to(target)
+        built = REPO / "native/build/fakes" / so
+        if built.exists():
+            # A copy, not a link: a link out of the driver root would point nowhere on a real host.
+            shutil.copy2(built, lib / so)
     return root
 
 

@@ -20,3 +20,5 @@ def test_demo_prepares_three_claims_and_cleans_up():
     assert "claim demo/whole-t4" in text and "-> gpu-2" in text
     assert text.count("k8s.gpu.carve.dev/claim=") == 3
     assert "unprepared 3/3 claims; MIG instances live: 0; CDI specs: 0; checkpoint claims: 0" in text
+    # every claim gets the node's driver libraries, found under the demo's fake driver root
+    assert text.count("mount  /usr/lib64/libcuda.so.1 <- $TMP/driver-root/usr/lib64/libcuda.so.1 (ro)") == 3
