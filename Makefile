@@ -15,8 +15,15 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+CUDA_HOME ?= /usr/local/cuda
+CUDA_HEADERS_WHEEL := nvidia-cuda-runtime>=13,<14
+
+# cuda.h comes from CUDA_HOME; a machine without a CUDA toolkit gets the headers from a 2 MB wheel.
 native: $(STAMP)
-	$(MAKE) -C native PYTHON=$(abspath $(PY))
+	@test -f $(CUDA_HOME)/include/cuda.h || $(PY) -c 'import glob,nvidia,sys; sys.exit(not any(glob.glob(d + "/*/include/cuda.h") for d in nvidia.__path__))' \
+	  || { echo "no cuda.h in $(CUDA_HOME)/include: installing the CUDA headers from PyPI ($(CUDA_HEADERS_WHEEL))"; \
+	       $(PY) -m pip install -q --disable-pip-version-check '$(CUDA_HEADERS_WHEEL)'; }
+	$(MAKE) -C native PYTHON=$(abspath $(PY)) CUDA_HOME=$(CUDA_HOME)
 
 protos: $(STAMP)
 	$(PY) -m api.grpc.generate
