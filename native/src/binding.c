@@ -2,9 +2,9 @@
  * binding.c: every claim region a process sees, and which region device each CUDA ordinal is charged to.
  *
  * A container may get several soft slices (or slots) from several claims. The plugin mounts each claim's
- * region directory at <root>/<claim-uid>/ (root: CARVE_REGION_DIR, default /var/run/carve) and writes each
- * GPU's UUID into its region device. At start the limiter maps CARVE_REGION's file (the primary) and every
- * <root>/<name>/region; at the first allocation, report or launch after the driver is initialised (the slow
+ * region directory at /var/run/carve/<claim-uid>/ and writes each GPU's UUID into its region device. At
+ * start the limiter maps CARVE_REGION's file (the primary), every <CARVE_REGION_DIR>/<name>/region (tests
+ * point it elsewhere) and every /var/run/carve/<name>/region, whatever the environment says; at the first allocation, report or launch after the driver is initialised (the slow
  * path, once) it asks the driver for each ordinal's UUID and binds the ordinal to:
  *   1. the region device carrying that UUID (the primary first, then the others in name order);
  *   2. else, positionally, device <ordinal> of the primary when that device has no UUID (a region the
@@ -44,8 +44,19 @@ static int same_file(const struct stat *a, const struct stat *b)
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-/* <root>/<name>/region for every name, in name order, except the primary's file. */
-static void discover(const char *root, const struct stat *primary)
+/* 1 when `st` is a region file this process has already mapped (the primary, or one found before). */
+static int already_open(const struct stat *st)
+{
+    for (int i = 0; i < carve_region_count; i++) {
+        struct stat o;
+        if (carve_regions[i].fd >= 0 && fstat(carve_regions[i].fd, &o) == 0 && same_file(st, &o))
+            return 1;
+    }
+    return 0;
+}
+
+/* <root>/<name>/region for every name, in name order, except files already mapped. */
+static void discover(const char *root)
 {
     DIR *dir = opendir(root);
     if (!dir) {
@@ -67,7 +78,7 @@ static void discover(const char *root, const struct stat *primary)
         free(names[i]);
         if (len <= 0 || (size_t)len >= sizeof path || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (primary && same_file(&st, primary))
+        if (already_open(&st))
             continue;
         if (carve_region_count == CARVE_MAX_REGIONS) {
             CARVE_LOG(CARVE_LOG_WARN, "regions root %s: more than %d regions; %s is not limited", root,
@@ -83,16 +94,17 @@ void carve_region_setup(const carve_config_t *cfg)
 {
     carve_region_private(&carve_private, cfg);
     carve_primary = &carve_private;
-    struct stat primary_st;
-    int have_primary = 0;
     if (!cfg->region_path[0]) {
         CARVE_LOG(CARVE_LOG_INFO, "no CARVE_REGION: the environment's limits are enforced per process");
     } else if (carve_region_open(&carve_regions[0], cfg->region_path, cfg, 1) == 0) {
         carve_primary = &carve_regions[0];
         carve_region_count = 1;
-        have_primary = fstat(carve_regions[0].fd, &primary_st) == 0;
     }
-    discover(cfg->region_dir, have_primary ? &primary_st : NULL);
+    discover(cfg->region_dir);
+    /* The plugin's mounts are always looked at: a process cannot hide its claims' regions from the limiter by
+     * pointing CARVE_REGION_DIR elsewhere (or clearing CARVE_REGION) in its own environment. */
+    if (strcmp(cfg->region_dir, CARVE_DEFAULT_REGION_DIR) != 0)
+        discover(CARVE_DEFAULT_REGION_DIR);
 }
 
 void carve_uuid_string(const CUuuid *u, char *out, size_t len)

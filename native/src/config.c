@@ -4,6 +4,11 @@
  * CARVE_* variables (docs/limiter.md) win; HAMi's names are read when the CARVE_ ones are absent so
  * workloads migrate unchanged. A value that does not parse is logged and ignored (the plugin validates
  * what it writes; a hand-written typo must not take the application down).
+ *
+ * The variables are read as the process started: a constructor copies them when the library is loaded,
+ * before any code of the application runs, so an application that unsets or rewrites them (unsetenv, putenv,
+ * os.environ) before its first CUDA call changes nothing. Parsing and its log lines wait for that first call,
+ * so the many processes of a container that never use CUDA pay one scan of environ and log nothing.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -16,6 +21,42 @@
 #include "limiter.h"
 
 int carve_log_level = CARVE_LOG_WARN;
+
+#define SNAPSHOT_MAX 256
+static char *g_snapshot[SNAPSHOT_MAX];
+static int g_snapshot_len = -1; /* -1: not taken (the library was not loaded the usual way) */
+
+static int limiter_variable(const char *entry)
+{
+    static const char *prefixes[] = {"CARVE_", "CUDA_DEVICE_", "GPU_CORE_UTILIZATION_POLICY=", "ACTIVE_OOM_KILLER=",
+                                     "CUDA_TASK_PRIORITY=", "LIBCUDA_LOG_LEVEL="};
+    for (unsigned i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(entry, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+__attribute__((constructor)) static void snapshot_environment(void)
+{
+    extern char **environ;
+    int n = 0;
+    for (char **e = environ; e && *e && n < SNAPSHOT_MAX; e++)
+        if (limiter_variable(*e) && (g_snapshot[n] = strdup(*e)) != NULL)
+            n++;
+    __atomic_store_n(&g_snapshot_len, n, __ATOMIC_RELEASE);
+}
+
+const char *carve_getenv(const char *name)
+{
+    int n = __atomic_load_n(&g_snapshot_len, __ATOMIC_ACQUIRE);
+    if (n < 0)
+        return getenv(name);
+    size_t len = strlen(name);
+    for (int i = 0; i < n; i++)
+        if (strncmp(g_snapshot[i], name, len) == 0 && g_snapshot[i][len] == '=')
+            return g_snapshot[i] + len + 1;
+    return NULL;
+}
 
 void carve_log(int level, const char *fmt, ...)
 {
@@ -69,7 +110,7 @@ static const char *env_indexed(const char *name, int i)
 {
     char key[96];
     snprintf(key, sizeof key, "%s_%d", name, i);
-    return getenv(key);
+    return carve_getenv(key);
 }
 
 /* The first of the names that is set, per device: CARVE_X_i, CARVE_X, HAMI_i, HAMI. */
@@ -77,11 +118,11 @@ static const char *pick(const char *carve, const char *hami, int i)
 {
     const char *v = env_indexed(carve, i);
     if (!v)
-        v = getenv(carve);
+        v = carve_getenv(carve);
     if (!v && hami)
         v = env_indexed(hami, i);
     if (!v && hami)
-        v = getenv(hami);
+        v = carve_getenv(hami);
     return v && *v ? v : NULL;
 }
 
@@ -99,12 +140,12 @@ static int one_of(const char *v, const char *const *names, int n, int dflt, cons
 static void log_level_from_env(void)
 {
     static const char *levels[] = {"error", "warn", "info", "debug"};
-    const char *v = getenv("CARVE_LOG");
+    const char *v = carve_getenv("CARVE_LOG");
     if (v && *v) {
         carve_log_level = one_of(v, levels, 4, CARVE_LOG_WARN, "CARVE_LOG");
         return;
     }
-    v = getenv("LIBCUDA_LOG_LEVEL"); /* HAMi: 0 errors .. 4 debug */
+    v = carve_getenv("LIBCUDA_LOG_LEVEL"); /* HAMi: 0 errors .. 4 debug */
     if (v && isdigit((unsigned char)*v)) {
         int l = atoi(v);
         carve_log_level = l <= 0 ? CARVE_LOG_ERROR : l >= 3 ? CARVE_LOG_DEBUG : l;
@@ -136,31 +177,31 @@ void carve_config_from_env(carve_config_t *cfg)
         }
     }
 
-    const char *policy = getenv("CARVE_CORE_POLICY");
-    cfg->core_policy = (uint32_t)one_of(policy ? policy : getenv("GPU_CORE_UTILIZATION_POLICY"), policies, 3,
+    const char *policy = carve_getenv("CARVE_CORE_POLICY");
+    cfg->core_policy = (uint32_t)one_of(policy ? policy : carve_getenv("GPU_CORE_UTILIZATION_POLICY"), policies, 3,
                                         CARVE_CORE_DEFAULT, "CARVE_CORE_POLICY");
 
-    const char *prio = getenv("CARVE_PRIORITY");
+    const char *prio = carve_getenv("CARVE_PRIORITY");
     if (!prio) {
-        const char *hami = getenv("CUDA_TASK_PRIORITY"); /* HAMi: 0 = high, anything else = low */
+        const char *hami = carve_getenv("CUDA_TASK_PRIORITY"); /* HAMi: 0 = high, anything else = low */
         prio = hami && *hami ? (strcmp(hami, "0") == 0 ? "high" : "low") : NULL;
     }
     cfg->priority = (uint32_t)one_of(prio, priorities, 2, CARVE_PRIORITY_HIGH, "CARVE_PRIORITY");
 
-    const char *oom = getenv("CARVE_OOM_POLICY");
+    const char *oom = carve_getenv("CARVE_OOM_POLICY");
     if (!oom) {
-        const char *hami = getenv("ACTIVE_OOM_KILLER");
+        const char *hami = carve_getenv("ACTIVE_OOM_KILLER");
         oom = hami && (strcasecmp(hami, "true") == 0 || strcmp(hami, "1") == 0) ? "kill" : NULL;
     }
     cfg->oom_policy = (uint32_t)one_of(oom, ooms, 2, CARVE_OOM_ERROR, "CARVE_OOM_POLICY");
 
-    const char *region = getenv("CARVE_REGION");
+    const char *region = carve_getenv("CARVE_REGION");
     if (!region || !*region)
-        region = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+        region = carve_getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
     if (region && *region)
         snprintf(cfg->region_path, sizeof cfg->region_path, "%s", region);
 
     /* every claim's region directory is mounted under one root; tests point it elsewhere */
-    const char *dir = getenv("CARVE_REGION_DIR");
+    const char *dir = carve_getenv("CARVE_REGION_DIR");
     snprintf(cfg->region_dir, sizeof cfg->region_dir, "%s", dir && *dir ? dir : CARVE_DEFAULT_REGION_DIR);
 }

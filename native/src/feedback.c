@@ -299,7 +299,7 @@ int carve_gate_decide(void)
             wanted = b->region->shared || b->region->map->priority == CARVE_PRIORITY_LOW ||
                      b->dev->cores_limit > 0;
         }
-        const char *tick = getenv("CARVE_TICK_MS");
+        const char *tick = carve_getenv("CARVE_TICK_MS");
         if (tick && atoi(tick) >= 10 && atoi(tick) <= 1000)
             g_tick_ns = (uint64_t)atoi(tick) * 1000000ull;
         pthread_t t;

@@ -48,8 +48,9 @@
     H(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, 0)                                       \
     H(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 9000, 1)                                  \
     H(cuLaunchCooperativeKernelMultiDevice, cuLaunchCooperativeKernelMultiDevice, 9000, 0)                 \
+    H(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0)                                                 \
     H(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0)                                  \
-    A(cuGraphInstantiateWithFlags, cuGraphInstantiate, 11040, 0)                                           \
+    A(cuGraphInstantiateWithFlags, cuGraphInstantiate, 12000, 0)                                           \
     H(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0)                                \
     H(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 1)                           \
     H(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)                                                    \
@@ -85,6 +86,8 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 unsigned int blockDimY, unsigned int blockDimZ,
                                                 unsigned int sharedMemBytes, CUstream hStream,
                                                 void **kernelParams);
+CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                       char *logBuffer, size_t bufferSize); /* CUDA 11's five arguments */
 CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
                                                    CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);

@@ -9,7 +9,9 @@
  *    the limiter swaps the returned address for the hook of the same variant, so stream semantics never
  *    change. Addresses the driver returns that are not its exports are matched by name, version and flags.
  * The real libraries are found by soname and looked up with the real dlsym on their own handles, which
- * search those libraries, never the preloaded hooks: no recursion.
+ * search those libraries, never the preloaded hooks: no recursion. Lookups the driver libraries make
+ * themselves (their own entry points, possibly from their constructors while the limiter is initialising)
+ * get the real answer, untouched: the driver never calls a hook, so nothing is counted twice or re-entered.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -48,6 +50,7 @@ int carve_ready;
 int carve_device_count;
 
 static void *(*g_real_dlsym)(void *, const char *);
+static __thread int g_initialising __attribute__((tls_model("initial-exec"))); /* inside init_once/nvml_once */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_once_t g_nvml_once = PTHREAD_ONCE_INIT;
 static int g_nvml_ok;
@@ -97,6 +100,7 @@ static void at_exit(void)
 static void init_once(void)
 {
     carve_config_t cfg;
+    g_initialising = 1;
     if (!g_real_dlsym)
         find_real_dlsym();
     carve_config_from_env(&cfg);
@@ -114,6 +118,7 @@ static void init_once(void)
               cfg.region_path[0] ? cfg.region_path : "-", carve_primary->shared ? "shared" : "private",
               carve_region_count, carve_region_count == 1 ? "" : "s", cfg.region_dir);
     __atomic_store_n(&carve_ready, 1, __ATOMIC_RELEASE);
+    g_initialising = 0;
 }
 
 void carve_init_slow(void)
@@ -124,6 +129,7 @@ void carve_init_slow(void)
 static void nvml_once(void)
 {
     carve_init();
+    g_initialising = 1;
     void *nvml = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!nvml)
         CARVE_LOG(CARVE_LOG_WARN, "libnvidia-ml.so.1 not found: no NVML reports, no compute feedback");
@@ -131,6 +137,7 @@ static void nvml_once(void)
     for (unsigned i = 0; i < sizeof g_nvml_calls / sizeof g_nvml_calls[0]; i++)
         *g_nvml_calls[i].real = nvml ? g_real_dlsym(nvml, g_nvml_calls[i].symbol) : NULL;
     g_nvml_ok = nvml != NULL;
+    g_initialising = 0;
 }
 
 int carve_nvml_init(void)
@@ -165,12 +172,24 @@ static int hook_index(const char *symbol)
     return -1;
 }
 
+/* 1 when `caller` is code of a CUDA or NVML driver library (libcuda.so.*, libnvidia-ml.so.*), by file name:
+ * known before the limiter has loaded them, so it also holds for their constructors. */
+static int from_driver(const void *caller)
+{
+    Dl_info info;
+    if (!caller || !dladdr(caller, &info) || !info.dli_fname)
+        return 0;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    return strncmp(base, "libcuda.so", 10) == 0 || strncmp(base, "libnvidia-ml.so", 15) == 0;
+}
+
 CARVE_API void *dlsym(void *handle, const char *symbol)
 {
     if (UNLIKELY(!g_real_dlsym))
         find_real_dlsym();
     int i = hook_index(symbol);
-    if (i < 0)
+    if (i < 0 || g_initialising || from_driver(__builtin_return_address(0)))
         return g_real_dlsym(handle, symbol); /* a tail call: RTLD_NEXT still sees the caller */
     void *p = g_real_dlsym(handle, symbol);
     if (!p)

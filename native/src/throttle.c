@@ -142,6 +142,14 @@ CARVE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
     return remember_graph(REAL(cuGraphInstantiateWithFlags)(exec, graph, flags), exec, graph);
 }
 
+/* What "cuGraphInstantiate" resolves to for code built with CUDA 11 (cudaVersion 11000..11999). */
+CARVE_API CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node, char *log,
+                                         size_t log_size)
+{
+    carve_init();
+    return remember_graph(REAL(cuGraphInstantiate_v2)(exec, graph, error_node, log, log_size), exec, graph);
+}
+
 CARVE_API CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph graph,
                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {

@@ -260,6 +260,18 @@ FAKE_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phExec, CUgraph hG
     return instantiate(phExec, hGraph);
 }
 
+/* CUDA 11's five-argument instantiate ("cuGraphInstantiate" for cudaVersion 11000..11999). */
+FAKE_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                           char *logBuffer, size_t bufferSize)
+{
+    FC_CALLED("cuGraphInstantiate_v2");
+    if (phErrorNode)
+        *phErrorNode = NULL;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = '\0';
+    return instantiate(phExec, hGraph);
+}
+
 FAKE_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phExec, CUgraph hGraph,
                                                   CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
@@ -329,6 +341,7 @@ FC_ALIAS(cuGraphGetNodes)
 FC_ALIAS(cuGraphNodeGetType)
 FC_ALIAS(cuGraphKernelNodeGetParams_v2)
 FC_ALIAS(cuGraphInstantiateWithFlags)
+FC_ALIAS(cuGraphInstantiate_v2)
 FC_ALIAS(cuGraphInstantiateWithParams)
 FC_ALIAS(cuGraphInstantiateWithParams_ptsz)
 FC_ALIAS(cuGraphExecDestroy)

@@ -7,6 +7,8 @@
  * CU_GET_PROC_ADDRESS_DEFAULT and LEGACY_STREAM resolve to the legacy variants here, as they do for a
  * driver called by code built without per-thread default streams.
  */
+#include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fakecuda.h"
@@ -38,7 +40,12 @@ static CUresult resolve(const char *symbol, void **pfn, int version, cuuint64_t 
             *status = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_ERROR_NOT_FOUND;
     }
-    *pfn = best->fn;
+    static int thunks = -1; /* read once; a benign race writes the same value */
+    if (thunks < 0) {
+        const char *v = getenv("CARVE_FAKE_PROCADDR_THUNKS");
+        thunks = v && strcmp(v, "1") == 0;
+    }
+    *pfn = thunks ? best->thunk : best->fn;
     if (status)
         *status = CU_GET_PROC_ADDRESS_SUCCESS;
     return CUDA_SUCCESS;
@@ -60,3 +67,31 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
 /* hidden aliases: cuGetProcAddress hands out these, never addresses an interposer could replace */
 FC_ALIAS(cuGetProcAddress)
 FC_ALIAS(cuGetProcAddress_v2)
+
+/* A driver that looks up its own entry points by name (on its own handle), as some drivers do internally:
+ * an interposer that overrides dlsym must hand the driver its own functions, never the hooks (double
+ * accounting, or recursion while the interposer itself is initialising). Tests call this, and with
+ * CARVE_FAKE_CTOR_LOOKUP=<name> the library does it from its constructor, while it is being loaded. */
+FAKE_EXPORT void *carveFakeCudaSelfLookup(const char *name)
+{
+    void *self = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void *p = self ? dlsym(self, name) : NULL;
+    if (self)
+        dlclose(self);
+    return p;
+}
+
+static void *g_ctor_lookup;
+
+__attribute__((constructor)) static void lookup_at_load(void)
+{
+    const char *name = getenv("CARVE_FAKE_CTOR_LOOKUP");
+    if (name && *name)
+        g_ctor_lookup = carveFakeCudaSelfLookup(name);
+}
+
+/* What the constructor's lookup returned (NULL without CARVE_FAKE_CTOR_LOOKUP). */
+FAKE_EXPORT void *carveFakeCudaCtorLookup(void)
+{
+    return g_ctor_lookup;
+}

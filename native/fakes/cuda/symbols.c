@@ -1,7 +1,8 @@
 /*
  * symbols.c (fake libcuda): every entry point of the fake, with the name an application passes to
  * cuGetProcAddress, the CUDA version that introduced this variant, and whether it is the per-thread
- * default stream variant. One line per entry point.
+ * default stream variant. One line per entry point. Each row also gets a thunk: a jump to the entry point
+ * from another address, which cuGetProcAddress hands out instead under CARVE_FAKE_PROCADDR_THUNKS=1.
  */
 #include "symbols.h"
 
@@ -59,7 +60,8 @@
     X(cuGraphNodeGetType, cuGraphNodeGetType, 10000, 0)                                                    \
     X(cuGraphKernelNodeGetParams_v2, cuGraphKernelNodeGetParams, 12000, 0)                                 \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0)                                  \
-    X(cuGraphInstantiateWithFlags, cuGraphInstantiate, 11040, 0)                                           \
+    X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0)                                                 \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiate, 12000, 0)                                           \
     X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0)                                \
     X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 1)                           \
     X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)                                                    \
@@ -73,6 +75,20 @@
 #define FC_DECLARE(name, base, version, pt) extern void fc_impl_##name(void) __attribute__((visibility("hidden")));
 FC_SYMBOLS(FC_DECLARE)
 
-#define FC_ROW(name, base, version, pt) {#name, #base, version, pt, (void *)fc_impl_##name},
+#if defined(__x86_64__)
+#define FC_JUMP "jmp"
+#elif defined(__aarch64__)
+#define FC_JUMP "b"
+#else
+#error "fake libcuda thunks: add this architecture's jump instruction"
+#endif
+#define FC_THUNK(name, base, version, pt)                                                                  \
+    extern void fc_thunk_##name##_##base(void) __attribute__((visibility("hidden")));                      \
+    __asm__(".text\n.p2align 4\n.hidden fc_thunk_" #name "_" #base "\n.type fc_thunk_" #name "_" #base          \
+            ", %function\nfc_thunk_" #name "_" #base ":\n\t" FC_JUMP " fc_impl_" #name "\n");
+FC_SYMBOLS(FC_THUNK)
+
+#define FC_ROW(name, base, version, pt)                                                                    \
+    {#name, #base, version, pt, (void *)fc_impl_##name, (void *)fc_thunk_##name##_##base},
 const fc_symbol_t fc_symbols[] = {FC_SYMBOLS(FC_ROW)};
 const unsigned fc_symbol_count = sizeof fc_symbols / sizeof fc_symbols[0];

@@ -11,6 +11,7 @@ typedef struct fc_symbol {
     int version;        /* lowest cudaVersion resolving to this symbol */
     int per_thread;     /* _ptsz/_ptds variant */
     void *fn;
+    void *thunk;        /* a jump to fn at another address (CARVE_FAKE_PROCADDR_THUNKS) */
 } fc_symbol_t;
 
 extern const fc_symbol_t fc_symbols[];

@@ -21,10 +21,11 @@ BUILD = REPO / "native" / "build"
 LIMITER = BUILD / "libcarve-limiter.so"
 FAKES = BUILD / "fakes"
 CLIENT = BUILD / "tests" / "limiter_client_cuda_nvml"
+PATHS = BUILD / "tests" / "limiter_paths_cuda_nvml"  # every entry point called all three ways
 
 
 def require_native() -> None:
-    needed = (LIMITER, FAKES / "libcuda.so.1", FAKES / "libnvidia-ml.so.1", CLIENT)
+    needed = (LIMITER, FAKES / "libcuda.so.1", FAKES / "libnvidia-ml.so.1", CLIENT, PATHS)
     missing = [p for p in needed if not p.exists()]
     if missing:
         pytest.fail(f"native build missing ({', '.join(map(str, missing))}): run `make native`")
@@ -67,10 +68,10 @@ class Claim:
         return env
 
     def run(
-        self, *args: str, timeout: float = 60, check: bool = True, **env: str
+        self, *args: str, timeout: float = 60, check: bool = True, program: Path = CLIENT, **env: str
     ) -> subprocess.CompletedProcess:
         proc = subprocess.run(
-            [str(CLIENT), *args], env=self.env(**env), capture_output=True, text=True, timeout=timeout
+            [str(program), *args], env=self.env(**env), capture_output=True, text=True, timeout=timeout
         )
         if check and proc.returncode != 0:
             raise AssertionError(f"client {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

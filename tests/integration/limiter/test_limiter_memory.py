@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from limiter_harness import PATHS
 
 from driver.limits import Region
 
@@ -22,14 +23,21 @@ def run_python(script: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("mode", ["direct", "dlsym", "procaddr"])
 def test_every_path_charges_releases_and_refuses_exactly(claim, mode):
     c = claim().create(memory=64 * MIB)
-    out = c.run("paths", mode, CARVE_LOG="error")
+    out = c.run("paths", mode, CARVE_LOG="error", program=PATHS)
     assert f"paths {mode}: ok" in out.stdout
+
+
+def test_procaddr_answers_that_are_not_the_drivers_exports_are_hooked_by_name_version_and_flags(claim):
+    # a driver may hand out internal addresses: the limiter must still pick the hook of the same variant
+    c = claim().create(memory=64 * MIB)
+    out = c.run("paths", "procaddr", CARVE_LOG="error", CARVE_FAKE_PROCADDR_THUNKS="1", program=PATHS)
+    assert "paths procaddr: ok" in out.stdout
 
 
 def test_pitch_is_charged_at_the_drivers_pitch_not_the_estimate(claim):
     # the fake driver pads pitches to 2048 bytes here; the limiter's 512-byte estimate must be corrected
     c = claim().create(memory=64 * MIB)
-    out = c.run("paths", "direct", CARVE_LOG="error", CARVE_FAKE_PITCH_ALIGN="2048")
+    out = c.run("paths", "direct", CARVE_LOG="error", CARVE_FAKE_PITCH_ALIGN="2048", program=PATHS)
     assert "paths direct: ok" in out.stdout
 
 
