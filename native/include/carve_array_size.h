@@ -52,8 +52,20 @@ static inline uint64_t carve_texel_bytes(CUarray_format format, unsigned channel
 
 static inline uint64_t carve_dim(uint64_t v, unsigned level)
 {
-    uint64_t d = v >> level;
+    uint64_t d = level < 64 ? v >> level : 0;
     return d ? d : 1;
+}
+
+/* a x b, or UINT64_MAX when it does not fit: an absurd descriptor is refused, never charged a wrapped size */
+static inline uint64_t carve_mul_sat(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static inline uint64_t carve_add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 /* Bytes of an array (numLevels = 1) or of a mipmapped array's levels. Layered arrays keep their depth
@@ -63,11 +75,14 @@ static inline uint64_t carve_array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, uns
     uint64_t texel = carve_texel_bytes(d->Format, d->NumChannels);
     int layered = (d->Flags & CUDA_ARRAY3D_LAYERED) != 0;
     uint64_t total = 0;
-    for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+    /* past 64 levels every dimension is 1: the remaining levels cost the same, counted in one step */
+    unsigned n = levels ? levels : 1, counted = n < 64 ? n : 64;
+    for (unsigned l = 0; l < counted; l++) {
         uint64_t w = carve_dim(d->Width, l);
         uint64_t h = d->Height ? carve_dim(d->Height, l) : 1;
         uint64_t z = d->Depth ? (layered ? d->Depth : carve_dim(d->Depth, l)) : 1;
-        total += w * h * z * texel;
+        uint64_t level = carve_mul_sat(carve_mul_sat(carve_mul_sat(w, h), z), texel);
+        total = carve_add_sat(total, l + 1 == counted ? carve_mul_sat(level, n - counted + 1) : level);
     }
     return total;
 }
@@ -75,7 +90,7 @@ static inline uint64_t carve_array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, uns
 static inline uint64_t carve_array_bytes(const CUDA_ARRAY_DESCRIPTOR *d)
 {
     uint64_t h = d->Height ? d->Height : 1;
-    return (uint64_t)d->Width * h * carve_texel_bytes(d->Format, d->NumChannels);
+    return carve_mul_sat(carve_mul_sat(d->Width, h), carve_texel_bytes(d->Format, d->NumChannels));
 }
 
 #endif

@@ -225,10 +225,21 @@ static void swap_in_hook(const char *symbol, void **pfn, int version, cuuint64_t
             (h->per_thread == g_hooks[best].per_thread && h->version > g_hooks[best].version))
             best = (int)i;
     }
-    if (best >= 0 && g_hook_fn[best]) {
-        /* the driver gave an internal address: forward through ours, which calls its export */
+    if (best < 0 || !g_hook_fn[best])
+        return;
+    /* The driver gave an internal address: forward through our hook, which calls its export, but only when the
+     * driver answers the same at the hook's own version. Otherwise it knows a newer variant than hooks.h (a
+     * later CUDA): its arguments may differ, so the call goes to the driver untouched, and that is logged. */
+    void *same = NULL;
+    CUdriverProcAddressQueryResult st;
+    if (REAL(cuGetProcAddress)(symbol, &same, g_hooks[best].version, flags) != CUDA_SUCCESS &&
+        REAL(cuGetProcAddress_v2)(symbol, &same, g_hooks[best].version, flags, &st) != CUDA_SUCCESS)
+        same = NULL;
+    if (same == p)
         *pfn = g_hook_fn[best];
-    }
+    else
+        CARVE_LOG(CARVE_LOG_WARN, "cuGetProcAddress(%s, %d): the driver has a newer variant than this limiter "
+                  "knows (%s); it is not intercepted", symbol, version, g_hooks[best].symbol);
 }
 
 CARVE_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)

@@ -62,7 +62,7 @@ CARVE_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
 {
     carve_init();
     int dev = carve_alloc_device();
-    uint64_t estimate = (uint64_t)((width + 511) & ~(size_t)511) * height;
+    uint64_t estimate = carve_mul_sat(width > UINT64_MAX - 511 ? UINT64_MAX : (width + 511) & ~(uint64_t)511, height);
     if (carve_charge(dev, estimate) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = REAL(cuMemAllocPitch_v2)(dptr, pPitch, width, height, elementSize);
@@ -70,7 +70,7 @@ CARVE_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
         carve_uncharge(dev, estimate);
         return rc;
     }
-    uint64_t actual = (uint64_t)*pPitch * height;
+    uint64_t actual = carve_mul_sat(*pPitch, height);
     if (actual > estimate && carve_charge(dev, actual - estimate) != 0) {
         REAL(cuMemFree_v2)(*dptr);
         carve_uncharge(dev, estimate);

@@ -317,6 +317,9 @@ static int cmd_paths(const char *mode)
     CUDA_ARRAY_DESCRIPTOR big2 = {.Width = 1u << 16, .Height = (size_t)(over >> 16) + 1,
                                   .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
     REFUSED(a.arr(&arr, &big2), "cuArrayCreate");
+    CUDA_ARRAY_DESCRIPTOR wraps = {.Width = (size_t)1 << 62, .Height = 8, .Format = CU_AD_FORMAT_FLOAT,
+                                   .NumChannels = 4}; /* 2^69 bytes: 0 once wrapped to 64 bits */
+    REFUSED(a.arr(&arr, &wraps), "cuArrayCreate(a size that wraps 64 bits)");
     CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 64, .Height = 64, .Depth = 8, .Format = CU_AD_FORMAT_HALF,
                                   .NumChannels = 2};
     CHARGED(a.arr3(&arr, &d3), 64u * 64 * 8 * 4, "cuArray3DCreate_v2", "cuArray3DCreate");
@@ -346,6 +349,13 @@ static int cmd_paths(const char *mode)
     CHECK(a.total(&tot, 0) == CUDA_SUCCESS && tot == limit(), "cuDeviceTotalMem: %zu, limit %llu", tot,
           (unsigned long long)limit());
     a.free(p);
+    if (strcmp(mode, "procaddr") == 0) {
+        /* a variant newer than the limiter's table (a later CUDA) goes to the driver untouched, never to an
+         * older hook whose arguments may differ */
+        info_fn future = (info_fn)via_procaddr_at("cuMemGetInfo", 99000, 0);
+        CHECK(future && future(&fr, &tot) == CUDA_SUCCESS, "cuMemGetInfo (future variant) failed");
+        expect_variant("cuMemGetInfo_v99", "cuMemGetInfo (a variant newer than the limiter knows)");
+    }
 
     /* launches: each path is intercepted (the hook counts it) and reaches the same variant */
     uint64_t (*launches)(void) = (uint64_t(*)(void))dlsym(RTLD_DEFAULT, "carveLimiterThreadLaunches");

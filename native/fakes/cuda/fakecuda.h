@@ -41,6 +41,8 @@ uint64_t fc_new_address(uint64_t bytes);
 /* Kernel time: occupy the GPU of `ordinal` with `blocks` blocks of kernel `f`. */
 void fc_submit(int ordinal, CUfunction f, uint64_t blocks);
 
+CUresult cuMemGetInfo_v99(size_t *free_bytes, size_t *total); /* a future variant (tests) */
+
 /* CUDA 11's graph instantiate; cuda.h of CUDA 12+ no longer declares it. */
 CUresult cuGraphInstantiate_v2(CUgraphExec *phExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
                                size_t bufferSize);

@@ -186,6 +186,15 @@ FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return CUDA_SUCCESS;
 }
 
+/* A variant from a future CUDA (cudaVersion 99000): what cuGetProcAddress hands out when an application
+ * asks for a newer version than an interposer's table knows. Same arguments, its own name. */
+FAKE_EXPORT CUresult cuMemGetInfo_v99(size_t *free_bytes, size_t *total)
+{
+    CUresult rc = cuMemGetInfo_v2(free_bytes, total);
+    FC_CALLED("cuMemGetInfo_v99");
+    return rc;
+}
+
 /* Stream-ordered allocations complete at once in the fake; the stream only picks the variant name. */
 #define ASYNC_ALLOC(name)                                                                                  \
     FAKE_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)                       \
@@ -329,6 +338,7 @@ FAKE_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 
 /* hidden aliases: cuGetProcAddress hands out these, never addresses an interposer could replace */
 FC_ALIAS(cuMemGetInfo_v2)
+FC_ALIAS(cuMemGetInfo_v99)
 FC_ALIAS(cuMemAlloc_v2)
 FC_ALIAS(cuMemAllocPitch_v2)
 FC_ALIAS(cuMemFree_v2)

@@ -28,6 +28,7 @@
     X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)                                                   \
     X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, 1)                                              \
     X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0)                                                              \
+    X(cuMemGetInfo_v99, cuMemGetInfo, 99000, 0)                                                            \
     X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                                                                  \
     X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                                                        \
     X(cuMemFree_v2, cuMemFree, 3020, 0)                                                                    \

@@ -62,14 +62,17 @@ def test_a_child_with_a_rewritten_environment_is_held_by_the_plugins_mounted_reg
     c = claim()
     uuid = json.loads(c.run("uuids").stdout)[0]
     region = tmp_path / "mounted-region"
-    create_region(region, ClaimLimits(devices=(DeviceLimit(8 * MIB, 0, uuid=uuid),), region_path="/var/run/carve/claim-uid/region"))
+    mounted = "/var/run/carve/claim-uid/region"
+    create_region(region, ClaimLimits(devices=(DeviceLimit(8 * MIB, 0, uuid=uuid),), region_path=mounted))
     env = {k: v for k, v in c.env().items() if not k.startswith("CARVE_") or k.startswith("CARVE_FAKE_")}
     env["CARVE_REGION_DIR"] = str(tmp_path / "elsewhere")
     script = (
         "mount -t tmpfs tmpfs /run && mkdir -p /run/carve/claim-uid && "
         f'cp "{region}" /run/carve/claim-uid/region && exec "{CLIENT}" alloc {9 * MIB}'
     )
-    out = subprocess.run(["unshare", "-rm", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2", out.stderr  # OUT_OF_MEMORY: the mounted region's 8 MiB hold
 
