@@ -105,8 +105,9 @@ def _remove_strays(preparer: Preparer) -> None:
 def _rebuild(preparer: Preparer) -> None:
     catalog = preparer.catalog()
     for uid in sorted(preparer.specs.claim_uids()):
-        doc = preparer.specs.read(uid)
         try:
+            # inside the try: a truncated or empty spec file raises JSONDecodeError, a ValueError
+            doc = preparer.specs.read(uid)
             devices = [
                 _device_record(uid, d["name"], catalog, preparer.settings.node_name) for d in doc["devices"]
             ]

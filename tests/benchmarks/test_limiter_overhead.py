@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.limits import ClaimLimits, DeviceLimit, create_region
+from driver.limits import ClaimLimits, DeviceLimit, Region, create_region
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "native" / "build"
@@ -48,3 +48,6 @@ def test_limiter_overhead_per_call(tmp_path: Path):
     for k in sorted(alone):
         print(f"  {k:<26}{alone[k]:>12.1f}{with_limiter[k]:>12.1f}{with_limiter[k] - alone[k]:>10.1f}")
     assert alone.keys() == with_limiter.keys()
+    # The limited runs went through the limiter: it accounted the bench's 4 KiB allocations in the region.
+    with Region.open(region) as mapped:
+        assert mapped.peak_bytes(0) >= 4096, mapped.peak_bytes(0)

@@ -12,6 +12,7 @@ import statistics
 import time
 import uuid
 
+import pytest
 from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess, result
 
 from driver import names
@@ -40,8 +41,7 @@ def soft_claim(node_or_cluster, i: int):
 
 def test_prepare_unprepare_latency_over_socket(tmp_path):
     if not FAKE_LIB_READY:
-        print("\n[bench] fake NVML not built; run `make native`")
-        return
+        pytest.fail("fake NVML not built: run `make native`")
     node = FakeNode(tmp_path)
     kubelet = Kubelet(node)
     plugin = PluginProcess(node, "0=soft,1=soft,exclusive", extra=("--log-level", "warn")).start()
@@ -120,6 +120,10 @@ def test_fsync_share_of_prepare(tmp_path, monkeypatch):
         assert preparer.prepare([ref])[ref.uid].error == ""
         assert preparer.unprepare([ref]) == {ref.uid: ""}
     total = time.perf_counter() - t0
+    # the timed cycles did write the checkpoint durably, and left it empty once every claim was unprepared
+    assert spent["checkpoint"] > 0
+    after = Checkpoint(tmp_path / "plugin" / "checkpoint.json", "boot").load()
+    assert (after.status, after.claims) == ("ok", {})
     print(f"\n[bench] in-process prepare+unprepare x{ROUNDS}: {total / ROUNDS * 1e3:.2f} ms per cycle")
     print(
         f"[bench]   all fsyncs        {spent['all'] / ROUNDS * 1e3:6.2f} ms per cycle  "

@@ -207,9 +207,13 @@ def test_update_with_stale_resource_version_is_a_conflict(make_cluster) -> None:
 
 def test_update_without_resource_version_is_unconditional(make_cluster) -> None:
     cluster, _ = make_cluster()
-    cluster.create_resource_slice(slice_obj("s"))
+    created = cluster.create_resource_slice(slice_obj("s"))
     cluster.update_resource_slice(slice_obj("s", generation=5))
-    assert cluster.get_resource_slice("s")["spec"]["pool"]["generation"] == 5
+    got = cluster.get_resource_slice("s")
+    assert got["spec"]["pool"]["generation"] == 5
+    # the client sent no identity: the server keeps the object's own
+    for key in ("uid", "creationTimestamp"):
+        assert got["metadata"][key] == created["metadata"][key], key
 
 
 def test_update_of_a_missing_slice_is_not_found(make_cluster) -> None:

@@ -8,7 +8,14 @@ from driver import names
 from driver.cluster import LocalCluster
 from driver.gpu.model import MigInstance, MigPlacement
 from driver.plugin.catalog import NodeDevice
-from driver.plugin.checkpoint import Checkpoint
+from driver.plugin.checkpoint import (
+    STATE_COMPLETED,
+    STATE_STARTED,
+    Checkpoint,
+    ClaimRecord,
+    DeviceRecord,
+    MigRecord,
+)
 from driver.plugin.claims import ClaimRef
 from driver.plugin.edits import HostLayout
 from driver.plugin.preparer import Preparer, PreparerSettings
@@ -199,3 +206,75 @@ def test_two_soft_claims_mount_their_regions_at_different_paths(world):
         assert mounts[region_dir].endswith(f"/claims/{ref.uid}/region")
         regions.append(region_dir)
     assert len(set(regions)) == 2
+
+
+def test_unprepare_leaves_an_instance_of_another_profile_at_the_claims_placement(world):
+    # Someone replaced the claim's 1g.10gb at start 6 with a 1g.20gb: not the claim's, not ours to destroy.
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "a", MIXED[:1])
+    assert p.prepare([ref])[ref.uid].error == ""
+    foreign = MigInstance("MIG-foreign", 15, "1g.20gb", MigPlacement(6, 2), 9, 0, 20 * GI, 26)
+    mig.live[("GPU-0", 6)] = foreign
+    assert p.unprepare([ref]) == {ref.uid: ""}
+    assert mig.live == {("GPU-0", 6): foreign}
+
+
+def test_a_mig_instance_two_claims_hold_is_destroyed_only_with_the_last_of_them(world):
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    first, second = put(cluster, "first", MIXED[:1]), put(cluster, "second", MIXED[:1])
+    assert {r.error for r in p.prepare([first, second]).values()} == {""}
+    assert mig.created == 1 and list(mig.live) == [("GPU-0", 6)]
+    assert p.unprepare([first]) == {first.uid: ""}
+    assert list(mig.live) == [("GPU-0", 6)]
+    assert p.unprepare([second]) == {second.uid: ""}
+    assert mig.live == {}
+
+
+def test_a_prepare_another_process_left_half_done_is_undone_before_preparing_again(world, tmp_path):
+    # Another process crashed mid-prepare: its checkpoint says PrepareStarted with a MIG instance at start 5.
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "a", MIXED[:1])
+    mig.create("GPU-0", "1g.10gb", 5)
+    stale = ClaimRecord(ref.uid, "ns", "a", STATE_STARTED, [
+        DeviceRecord(["m"], "node-a", "gpu-0-mig-1g10gb-5", None, [], names.TYPE_MIG, "GPU-0",
+                     MigRecord("GPU-0", "1g.10gb", 5, 1, "MIG-GPU-0-5"))
+    ])
+    Checkpoint(tmp_path / "checkpoint.json", "b1").save({ref.uid: stale})
+    assert p.prepare([ref])[ref.uid].error == ""
+    assert list(mig.live) == [("GPU-0", 6)]
+    assert p.state[ref.uid].state == STATE_COMPLETED
+
+
+def test_recovery_removes_claim_dirs_that_no_claim_owns(world, tmp_path):
+    cluster, _, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "a", MIXED[1:])
+    assert p.prepare([ref])[ref.uid].error == ""
+    stray = tmp_path / "plugin" / "claims" / "not-a-prepared-claim"
+    stray.mkdir()
+    (stray / "region").write_bytes(b"x")
+    assert recover(make()) == "ok"
+    assert sorted(d.name for d in (tmp_path / "plugin" / "claims").iterdir()) == [ref.uid]
+
+
+@pytest.mark.parametrize("content", ['{"devices": [{"containerEdits": {}}]}', '{"devices": [', ""])
+def test_an_unreadable_cdi_spec_is_removed_when_rebuilding_the_checkpoint(world, tmp_path, content):
+    # The plugin must not crash-loop on its own files: a spec it cannot read is dropped, the others kept.
+    cluster, _, make = world
+    p = make()
+    recover(p)
+    good, bad = put(cluster, "good", MIXED[1:]), put(cluster, "bad", MIXED[1:])
+    assert {r.error for r in p.prepare([good, bad]).values()} == {""}
+    (tmp_path / "checkpoint.json").unlink()
+    p.specs.path(bad.uid).write_text(content)
+    q = make()
+    assert recover(q) == "missing"
+    assert set(q.state) == {good.uid}
+    assert q.specs.claim_uids() == {good.uid}

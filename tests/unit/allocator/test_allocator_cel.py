@@ -147,6 +147,9 @@ def test_evaluation_is_thread_safe():
 
 
 def test_interpreted_and_compiled_runners_agree():
-    for expr in ['device.attributes["gpu.carve.dev"].index > 2', 'device.driver.startsWith("x")']:
-        assert cel.compile_selector(expr, compiled=False).evaluate(DEVICE) == \
-            cel.compile_selector(expr, compiled=True).evaluate(DEVICE)
+    # DEVICE has index 3 and driver gpu.carve.dev: one true and one false answer, from both runners
+    for expr, expected in [('device.attributes["gpu.carve.dev"].index > 2', True),
+                           ('device.driver.startsWith("x")', False)]:
+        for compiled in (False, True):
+            got = cel.compile_selector(expr, compiled=compiled).evaluate(DEVICE)
+            assert got is expected, (expr, compiled, got)

@@ -150,6 +150,13 @@ def test_valid_values_round_up_to_the_next_value():
     assert out["devices"]["results"][0]["consumedCapacity"] == {"memory": "4Gi"}
 
 
+def test_valid_values_take_a_request_equal_to_a_value_as_is():
+    policy = {"validValues": ["1Gi", "4Gi", "8Gi"]}
+    slices = [slice_("a", [dev("v0", "vgpu", memory="8Gi", multi=True, policy=policy)])]
+    out = allocate(claim("c", exactly("r", cls="vgpu", capacity={"memory": "4Gi"})), slices, CLASSES)
+    assert out["devices"]["results"][0]["consumedCapacity"] == {"memory": "4Gi"}
+
+
 def test_request_above_policy_max_does_not_fit():
     slices = [slice_("a", [dev("v0", "vgpu", memory="16Gi", multi=True, policy=SOFT_POLICY)])]
     with pytest.raises(Unallocatable, match="not allowed by the request policy"):
@@ -203,6 +210,20 @@ def test_counters_limit_partitionable_devices():
         a.add_allocated({**c, "status": {"allocation": a.allocate(c)}})
     with pytest.raises(Unallocatable, match="counter gpu-0/slices: 3 needed, 1 left"):
         a.allocate(claim("c3", exactly("r", cls="mig")))
+
+
+def test_a_shared_device_consumes_its_counters_once_however_many_shares_it_has():
+    # 7 slices: the shared device takes 4 while it has any share, which leaves exactly 3 for the MIG device.
+    counters = [{"name": "gpu-0", "counters": {"slices": {"value": "7"}}}]
+    shared = dev("v0", "vgpu", memory="8Gi", multi=True, policy=SOFT_POLICY,
+                 consumes=[{"counterSet": "gpu-0", "counters": {"slices": {"value": "4"}}}])
+    mig = dev("m0", "mig", consumes=[{"counterSet": "gpu-0", "counters": {"slices": {"value": "3"}}}])
+    a = Allocator([slice_("a", [shared, mig], counters=counters)], CLASSES)
+    soft = [claim(f"s{i}", exactly("r", cls="vgpu")) for i in range(2)]
+    for c in soft:
+        a.add_allocated({**c, "status": {"allocation": a.allocate(c)}})
+    m = claim("m", exactly("r", cls="mig"))
+    assert devices_of(a.allocate(m)) == [("r", "n1", "m0")]
 
 
 def test_counters_apply_within_one_claim():

@@ -10,7 +10,16 @@ import pytest
 from referencing import Registry, Resource
 
 from driver import names
-from driver.cdi.spec import CdiDevice, CdiError, ContainerEdits, DeviceNode, Mount, claim_spec, device_ids
+from driver.cdi.spec import (
+    CdiDevice,
+    CdiError,
+    ContainerEdits,
+    DeviceNode,
+    Mount,
+    claim_spec,
+    device_ids,
+    minimum_version,
+)
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "cdi-schema"
 
@@ -72,6 +81,33 @@ def test_merged_edits_drop_duplicates_and_keep_order():
     m = a.merged(b)
     assert m.env == ("X=1", "Y=2")
     assert [n.path for n in m.device_nodes] == ["/dev/nvidiactl", "/dev/nvidia-uvm"]
+
+
+def test_merged_edits_drop_duplicate_mounts():
+    lib, bin_ = Mount("/h/libcuda.so.1", "/usr/lib64/libcuda.so.1"), Mount("/h/smi", "/usr/bin/nvidia-smi")
+    m = ContainerEdits(mounts=(lib,)).merged(ContainerEdits(mounts=(lib, bin_)))
+    assert m.mounts == (lib, bin_)
+
+
+BASE = {"kind": "k8s.gpu.carve.dev/claim", "devices": [{"name": "abc", "containerEdits": {}}]}
+
+
+@pytest.mark.parametrize(
+    "change, version",
+    [
+        ({}, "0.3.0"),
+        ({"containerEdits": {"mounts": [{"hostPath": "/a", "containerPath": "/b", "type": "x"}]}}, "0.4.0"),
+        ({"devices": [{"name": "abc", "annotations": {"a": "b"}, "containerEdits": {}}]}, "0.6.0"),
+        ({"annotations": {"a": "b"}}, "0.6.0"),
+        ({"kind": "k8s.gpu.carve.dev/claim.v2"}, "0.6.0"),
+        ({"containerEdits": {"additionalGids": [44]}}, "0.7.0"),
+        ({"devices": [{"name": "abc", "containerEdits": {"intelRdt": {"closID": "x"}}}]}, "0.7.0"),
+    ],
+)
+def test_minimum_version_follows_the_cdi_feature_table(change, version):
+    # CDI's own table: mount type 0.4.0; hostPath / digit-first names 0.5.0; annotations and a dotted class
+    # 0.6.0; intelRdt and additionalGids 0.7.0.
+    assert minimum_version({**BASE, **change}) == version
 
 
 @pytest.mark.parametrize("bad", ["", "-gpu", "gpu-", "gpu 0", "gpu/0"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 from itertools import combinations
 
@@ -185,7 +186,8 @@ def test_placement_order_keeps_large_profiles_allocatable_under_first_fit():
         allocated.append(first_fit(devices, ds.counter_sets, allocated, "1g.10gb"))
     assert [d["attributes"]["placementStart"]["int"] for d in allocated] == [6, 5, 4]
     # ...still leave room for the 4g (slices 0-3), which slice-0-first packing would have destroyed.
-    assert first_fit(devices, ds.counter_sets, allocated, "4g.40gb") is not None
+    four = first_fit(devices, ds.counter_sets, allocated, "4g.40gb")
+    assert four is not None and four["attributes"]["placementStart"]["int"] == 0
     naive = sorted(devices, key=lambda d: d["attributes"]["placementStart"]["int"])
     naive_alloc = []
     for _ in range(3):
@@ -203,3 +205,14 @@ def test_counter_values_are_the_gpu_totals():
     assert counters["compute-slices"]["value"] == "7"
     assert [k for k in counters if k.startswith("memory-slice-")] == [f"memory-slice-{i}" for i in range(8)]
     assert sum(Fraction(1) for k in counters if k.startswith("profile-")) == 1  # only 1g.10gb+me is limited
+
+
+def test_devices_go_smallest_profile_first_whatever_order_nvml_lists_them():
+    # First-fit takes the first device that satisfies a request: the smallest instance must come first.
+    # NVML's profile order is not a contract, so the list is reversed here.
+    gpu = fake_gpu("A100-80GB", 0, "n1")
+    reordered = replace(gpu, mig_profiles=tuple(reversed(gpu.mig_profiles)))
+    devices = devices_for(reordered, "mig").devices
+    order = list(dict.fromkeys(d["attributes"]["profile"]["string"] for d in devices[:-1]))
+    assert order == ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
+    assert devices[-1]["attributes"]["type"]["string"] == "gpu"

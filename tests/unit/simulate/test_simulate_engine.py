@@ -10,7 +10,17 @@ def test_pod_that_fits_no_node_is_never_scheduled(run) -> None:
     result = run([nodes("n", 1, "1xT4", "exclusive")], [pod("big", 0, 10, whole_gpus(2))])
     assert (result.pods_scheduled, result.pods_never_scheduled, result.pods_never_fit) == (0, 1, 1)
     assert result.peak_gpus_busy == 0
-    assert "big" in result.never_fit_reasons
+    assert list(result.never_fit_reasons) == ["big"]
+    assert "request gpu needs 2 devices: 1 of 1 devices match class gpu.carve.dev" in \
+        result.never_fit_reasons["big"]
+
+
+def test_pods_with_the_same_claims_that_never_fit_point_to_the_first_one(run) -> None:
+    trace = [pod("big", 0, 10, whole_gpus(2)), pod("big2", 5, 10, whole_gpus(2))]
+    result = run([nodes("n", 1, "1xT4", "exclusive")], trace)
+    assert (result.pods_never_scheduled, result.pods_never_fit) == (2, 2)
+    first = result.never_fit_reasons["big"]
+    assert result.never_fit_reasons["big2"] == f"same claims as pod big: {first}"
 
 
 def test_pod_too_big_does_not_block_the_pods_behind_it(run) -> None:

@@ -9,6 +9,7 @@ import pytest
 from driver.simulate.cluster import build_cluster
 from driver.simulate.inputs import (
     GenerateModel,
+    NodeGroup,
     SimulateError,
     cluster_from_data,
     load_cluster,
@@ -107,7 +108,19 @@ def test_files_are_named_in_errors(tmp_path: Path) -> None:
 
 def test_shipped_example_files_load() -> None:
     examples = REPO / "deviceclasses" / "examples" / "simulate"
-    groups = load_cluster(examples / "cluster.yaml")
-    assert sum(g.count * len(g.models) for g in groups) > 0
-    for trace in sorted(examples.glob("trace*.yaml")):
-        assert isinstance(load_trace(trace), GenerateModel | list)
+    # the values written in the example files, read back field by field
+    assert load_cluster(examples / "cluster.yaml") == [
+        NodeGroup("a100", 6, ("A100-80GB",) * 8, None), NodeGroup("l4", 2, ("L4",) * 4, "soft")
+    ]
+    assert load_trace(examples / "trace.yaml") == GenerateModel(
+        kind="inference-mix", pods=2000, seed=7, interarrival_s=600
+    )
+    pods = load_trace(examples / "trace-pods.yaml")
+    assert [(p.name, p.arrival, p.duration) for p in pods] == [
+        ("llm-server", 0, 7200), ("notebook", 60, 14400), ("finetune", 120, 3600)
+    ]
+    first = pods[0].claims[0]["devices"]["requests"][0]["firstAvailable"]
+    assert [(alt["name"], alt["deviceClassName"]) for alt in first] == [
+        ("mig", "mig.carve.dev"), ("soft", "vgpu.carve.dev"), ("gpu", "gpu.carve.dev")
+    ]
+    assert sorted(p.name for p in examples.glob("trace*.yaml")) == ["trace-pods.yaml", "trace.yaml"]
