@@ -24,6 +24,7 @@
 #include <nvml.h>
 
 #include "carve_region.h"
+#include "client_common.h"
 #include "common/fakegpu.h"
 
 #undef cuGetProcAddress
@@ -34,15 +35,6 @@ const char *carveFakeCudaLastCall(void);
 void carveFakeCudaResetLastCall(void);
 CUfunction carveFakeKernel(uint64_t ns_per_wave);
 
-static int g_failures;
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            fprintf(stderr, "FAIL: " __VA_ARGS__);                                                         \
-            fputc('\n', stderr);                                                                           \
-            g_failures++;                                                                                  \
-        }                                                                                                  \
-    } while (0)
 
 /* --- the API under test, resolved one of three ways ------------------------------------------------- */
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
@@ -181,40 +173,12 @@ static void resolve(api_t *a, const char *mode)
     }
 }
 
-/* --- the region, read-only, as the plugin would see it ---------------------------------------------- */
-static const carve_region_t *g_region;
-
-static void map_region(void)
-{
-    const char *path = getenv("CARVE_REGION");
-    int fd = path ? open(path, O_RDONLY) : -1;
-    void *p = fd >= 0 ? mmap(NULL, sizeof(carve_region_t), PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (p != MAP_FAILED)
-        g_region = p;
-}
-
-static uint64_t used(void)
-{
-    return g_region ? __atomic_load_n(&g_region->devices[0].memory_used, __ATOMIC_ACQUIRE) : 0;
-}
 
 static uint64_t limit(void)
 {
     return g_region ? g_region->devices[0].memory_limit : 0;
 }
 
-static void setup(void)
-{
-    CUdevice dev;
-    CUcontext ctx;
-    const char *ordinal = getenv("CLIENT_ORDINAL");
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, ordinal ? atoi(ordinal) : 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
-        fprintf(stderr, "FAIL: cannot set up a context on the fake GPU\n");
-        exit(2);
-    }
-    map_region();
-}
 
 static void expect_variant(const char *want, const char *what)
 {

@@ -11,9 +11,7 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.plugin_harness import (
-    FAKE_LIB_READY,
     REPO,
-    FakeNode,
     Kubelet,
     PluginProcess,
     result,
@@ -29,13 +27,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture
-def node(tmp_path):
-    if not FAKE_LIB_READY:
-        pytest.fail("native/build/fakes/libnvidia-ml.so.1 is missing: run `make native` first")
-    return FakeNode(tmp_path)
 
 
 @pytest.fixture

@@ -1,21 +1,9 @@
-"""Fixtures for the plugin's process-level tests: a fake node in temp dirs and a fake kubelet."""
+"""Fixtures for the plugin's process-level tests: plugin processes on the fake node of ../conftest.py."""
 
 from __future__ import annotations
 
 import pytest
-from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess
-
-
-@pytest.fixture
-def node(tmp_path):
-    if not FAKE_LIB_READY:
-        pytest.fail("native/build/fakes/libnvidia-ml.so.1 is missing: run `make native` first")
-    return FakeNode(tmp_path)
-
-
-@pytest.fixture
-def kubelet(node):
-    return Kubelet(node)
+from support.plugin_harness import PluginProcess
 
 
 @pytest.fixture
