@@ -44,6 +44,16 @@ def model(key: str) -> dict[str, Any]:
         raise ModelError(f"unknown GPU model {key!r}; one of {', '.join(models())}") from None
 
 
+@cache
+def _by_product() -> dict[str, str]:
+    return {m["product"]: m["key"] for m in _catalog().values()}
+
+
+def key_for_product(product: str) -> str | None:
+    """The model key of a productName as NVML (and a ResourceSlice attribute) spells it, or None."""
+    return _by_product().get(product)
+
+
 def _profile(p: dict[str, Any]) -> MigProfile:
     return MigProfile(
         id=p["id"],

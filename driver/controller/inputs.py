@@ -1,0 +1,164 @@
+"""From API objects to the planner's input, and from a plan to NodePartitioning specs. Pure.
+
+- Nodes: one per pool of carve's driver (pool name = node name), from the newest complete generation of
+  its ResourceSlices; labels from the Node objects.
+- Allocated claims belong to the node whose pool their results name; every GPU one of their devices
+  belongs to is busy. So is a GPU whose NodePartitioning status says a change waits for it (`pending`),
+  and a GPU whose desired strategy (spec) differs from what it publishes: the plugin has not applied it.
+- Pending claims: no status.allocation, not being deleted; pending since the claim's creationTimestamp.
+- History: the controller keeps the times it changed each GPU in the annotation
+  `carve.dev/strategy-changes` of the node's NodePartitioning ({"<uuid>": [unix seconds, ...]}).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from api.v1alpha1.partitioning import (
+    ANNOTATION_CHANGES,
+    GpuPartition,
+    NodePartitioning,
+    NodePartitioningSpec,
+    PartitioningError,
+    PartitioningPolicySpec,
+    node_partitioning_object,
+    parse_node_partitioning,
+)
+from driver import names
+from driver.controller.nodes import NodeState, claim_devices, device_gpus, gpus_from_slices
+from driver.controller.planner import Change, Pending, PlanInput
+from driver.devices import Settings
+
+KEEP_HISTORY_S = 86400.0  # change times older than a day matter to no hysteresis setting
+
+
+def parse_time(text: str | None) -> float:
+    if not text:
+        return 0.0
+    return datetime.strptime(text.rstrip("Z")[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+
+
+def newest_pools(slices: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """node -> slices of the newest generation of its pool (only complete pools)."""
+    pools: dict[str, list[dict[str, Any]]] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") != names.DRIVER_NAME or not spec.get("nodeName"):
+            continue
+        pools.setdefault((spec.get("pool") or {}).get("name") or spec["nodeName"], []).append(s)
+    out = {}
+    for pool, members in pools.items():
+        gen = max((m["spec"]["pool"].get("generation", 0) for m in members), default=0)
+        newest = [m for m in members if m["spec"]["pool"].get("generation", 0) == gen]
+        if all(m["spec"]["pool"].get("resourceSliceCount", 1) == len(newest) for m in newest):
+            out[pool] = sorted(newest, key=lambda m: m["metadata"]["name"])
+    return out
+
+
+def history_of(obj: dict[str, Any] | None) -> dict[str, list[float]]:
+    raw = ((obj or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_CHANGES)
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+        return {str(k): [float(t) for t in v] for k, v in data.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}  # a hand-edited annotation only loses the hysteresis memory
+
+
+def build_input(
+    slices: Iterable[dict[str, Any]],
+    classes: list[dict[str, Any]],
+    claims: Iterable[dict[str, Any]],
+    partitionings: dict[str, dict[str, Any]],
+    policy: PartitioningPolicySpec,
+    now: float,
+    node_labels: dict[str, dict[str, str]] | None = None,
+    isolated_namespaces: frozenset[str] = frozenset(),
+    settings: Settings | None = None,
+    grace_s: float = 0.0,
+) -> tuple[PlanInput, list[str]]:
+    """The planner's input, and the problems found (a bad NodePartitioning pauses its node)."""
+    problems: list[str] = []
+    settings = settings or Settings()
+    nodes: dict[str, NodeState] = {}
+    gpu_of: dict[str, dict[str, str]] = {}
+    history: dict[str, list[float]] = {}
+    for node, members in sorted(newest_pools(slices).items()):
+        state = NodeState(name=node, gpus=gpus_from_slices(node, members),
+                          labels=(node_labels or {}).get(node, {}), settings=settings, slices=members)
+        gpu_of[node] = device_gpus(members)
+        obj = partitionings.get(node)
+        if obj is not None:
+            try:
+                np = parse_node_partitioning(obj)
+                state.paused = np.spec.paused
+                state.busy |= _in_flight(np, state)
+            except PartitioningError as e:
+                problems.append(str(e))
+                state.paused = True
+            history.update(history_of(obj))
+        nodes[node] = state
+    pending: list[Pending] = []
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        if (claim.get("status") or {}).get("allocation"):
+            for pool, device in claim_devices(claim):
+                if pool in nodes:
+                    nodes[pool].allocated[meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"] = claim
+                    gpu = gpu_of[pool].get(device)
+                    if gpu:
+                        nodes[pool].busy.add(gpu)
+            continue
+        pending.append(Pending(f"{meta.get('namespace', '')}/{meta.get('name', '')}", meta.get("namespace", ""),
+                               (claim,), parse_time(meta.get("creationTimestamp"))))
+    inp = PlanInput(nodes=list(nodes.values()), classes=classes, pending=pending, policy=policy, now=now,
+                    history=history, isolated_namespaces=isolated_namespaces, grace_s=grace_s)
+    return inp, problems
+
+
+def _in_flight(np: NodePartitioning, state: NodeState) -> set[str]:
+    """GPUs whose desired strategy is not yet what they publish, or whose status reports a wait."""
+    busy: set[str] = set()
+    desired = np.desired()
+    for p in state.gpus:
+        want = desired.get(p.gpu.index) or desired.get(p.gpu.uuid)
+        if want is not None and want.strategy != p.strategy:
+            busy.add(p.gpu.uuid)
+    for g in (np.status.gpus if np.status else []):
+        if g.pending:
+            busy.update(p.gpu.uuid for p in state.gpus if p.gpu.index == g.index)
+    return busy
+
+
+def updated_partitioning(node: str, current: dict[str, Any] | None, changes: list[Change],
+                         strategies: dict[int, str], now: float) -> dict[str, Any]:
+    """The NodePartitioning to write for `node`: every GPU's strategy as planned, and the change history
+    (the last hour, for maxChangesPerHour) in the annotation. Keeps the object's paused flag,
+    resourceVersion and other annotations."""
+    meta = (current or {}).get("metadata") or {}
+    old_spec = (current or {}).get("spec") or {}
+    layouts = {g.get("index"): g for g in old_spec.get("gpus") or []}
+    entries = []
+    for index, strategy in sorted(strategies.items()):
+        kept = layouts.get(index) or {}
+        extra = {}
+        if kept.get("strategy") == strategy:  # an unchanged GPU keeps its layout / split count
+            extra = {k: kept[k] for k in ("migLayout", "splitCount") if k in kept}
+        entries.append(GpuPartition.model_validate({"index": index, "strategy": strategy, **extra}))
+    spec = NodePartitioningSpec(gpus=entries, paused=bool(old_spec.get("paused", False)))
+    history = history_of(current)
+    for c in changes:
+        history.setdefault(c.uuid, []).append(now)
+    history = {u: sorted(t for t in ts if now - t < KEEP_HISTORY_S) for u, ts in sorted(history.items())}
+    annotations = {**(meta.get("annotations") or {}),
+                   ANNOTATION_CHANGES: json.dumps({u: ts for u, ts in history.items() if ts}, sort_keys=True)}
+    obj = node_partitioning_object(node, spec, annotations)
+    if meta.get("resourceVersion"):
+        obj["metadata"]["resourceVersion"] = meta["resourceVersion"]
+    return obj

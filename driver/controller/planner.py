@@ -1,0 +1,280 @@
+"""The strategy planner: which idle GPUs should run another strategy so pending claims can be allocated.
+
+Pure: values in (node states built from ResourceSlices, DeviceClasses, allocated and pending claims,
+NodePartitionings, the policy, the change history, now), a `Plan` out. Rules:
+- Only GPUs with no allocated or prepared claim and no change in flight (`NodeState.busy`) change, and
+  only on nodes that are not paused.
+- A change is proposed only when carve's allocator says it lets a pending group of claims be allocated
+  that could not be allocated anywhere before (each group is first tried on the cluster as it is; one that
+  fits is expected to be placed by the scheduler and is recorded as such).
+- Policy: the first node rule whose selector matches the node's labels gives the allowed strategies;
+  claims of hardware-isolated namespaces are only helped with `mig` or `exclusive` GPUs; a GPU keeps its
+  strategy at least `minHold` after a change and changes at most `maxChangesPerHour` times an hour;
+  `keepPercent` of each node's GPUs (the highest indices) are never changed.
+- Deterministic: groups oldest first (ties by key), nodes by most busy GPUs then name, GPUs by index,
+  strategies in the order the claim lists their device classes.
+Incremental: a `Planner` keeps, across plans, the number of GPUs each claim shape needs on an empty node
+of each model and strategy; within a plan, a shape that fits no node (as is, or after any change) is not
+tried again, since a plan only ever fills the cluster further.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.v1alpha1.partitioning import HARDWARE_ISOLATED, PartitioningPolicySpec
+from driver import names
+from driver.allocator import Allocator
+from driver.controller.nodes import CLASS_TYPES, TYPES, NodeState, PublishedGpu, try_allocate
+from driver.devices import STRATEGIES, ModelError, Settings, build_slices
+from driver.gpu.model import Gpu
+
+HOUR_S = 3600.0
+
+# Reasons a pending group is in, as the metrics and events name them.
+FITS = "fits"  # fits as the cluster is: the scheduler will place it
+HELPED = "helped"  # a change of this plan makes it fit
+YOUNG = "young"  # pending for less than the grace period: the scheduler may still place it
+UNFIT = "unfit"  # no allowed change of an idle GPU makes it fit
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Claims that must be allocated together on one node (a pod's), pending since `since` (seconds)."""
+
+    key: str  # "ns/name" of the claim (controller) or the pod (simulator)
+    namespace: str
+    claims: tuple[dict[str, Any], ...]
+    since: float
+
+
+@dataclass(frozen=True)
+class Change:
+    node: str
+    index: int
+    uuid: str
+    from_strategy: str
+    to_strategy: str
+    reason: str
+    claims: tuple[str, ...]  # keys of the pending groups it is made for
+
+
+@dataclass
+class Plan:
+    changes: list[Change] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # pending key -> FITS | HELPED | YOUNG | UNFIT
+
+    def pending_by_reason(self) -> dict[str, int]:
+        return dict(sorted(Counter(self.reasons.values()).items()))
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    nodes: Sequence[NodeState]
+    classes: list[dict[str, Any]]
+    pending: Sequence[Pending]
+    policy: PartitioningPolicySpec
+    now: float
+    history: dict[str, list[float]] = field(default_factory=dict)  # GPU uuid -> times of its changes
+    isolated_namespaces: frozenset[str] = frozenset()
+    grace_s: float = 0.0
+    max_changes: int = 64  # per plan
+
+
+def _shape(group: Pending, isolated: bool) -> str:
+    return json.dumps([c.get("spec") for c in group.claims], sort_keys=True) + ("|iso" if isolated else "")
+
+
+def claim_types(claims: Iterable[dict[str, Any]]) -> list[str] | None:
+    """Device types the claims' requests name through carve's classes, in the order they are listed;
+    None when some class is not one of carve's (it may select anything)."""
+    out: list[str] = []
+    for claim in claims:
+        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            alts = [req["exactly"]] if "exactly" in req else list(req.get("firstAvailable") or [])
+            for alt in alts:
+                t = CLASS_TYPES.get(alt.get("deviceClassName", ""))
+                if t is None:
+                    return None
+                if t not in out:
+                    out.append(t)
+    return out
+
+
+def _strategies_for(types: list[str] | None) -> list[str]:
+    """Strategies that publish those types, in the claim's order (type gpu: exclusive before mig)."""
+    if types is None:
+        return [names.STRATEGY_EXCLUSIVE, names.STRATEGY_MIG, names.STRATEGY_SOFT, names.STRATEGY_SLOTS,
+                names.STRATEGY_TIMESLICE]
+    out: list[str] = []
+    for t in types:
+        for s in (names.STRATEGY_EXCLUSIVE, names.STRATEGY_MIG, names.STRATEGY_SOFT, names.STRATEGY_SLOTS,
+                  names.STRATEGY_TIMESLICE):
+            if t in TYPES[s] and s not in out:
+                out.append(s)
+    return out
+
+
+class Planner:
+    """Plans changes; keeps only caches that do not change a plan's outcome (see module doc)."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self._need: dict[tuple[str, int, str, str], int | None] = {}
+
+    # ---- what an empty node needs ----------------------------------------------------------------
+
+    def need(self, pg: PublishedGpu, count: int, strategy: str, group: Pending, shape: str,
+             classes: list[dict[str, Any]]) -> int | None:
+        """GPUs of `pg`'s model under `strategy` an empty node needs for the group (None: no number up
+        to `count` does)."""
+        key = (pg.gpu.product, count, strategy, shape)
+        if key not in self._need:
+            self._need[key] = None
+            try:
+                STRATEGIES[strategy].check(pg.gpu)
+            except ModelError:
+                return None
+            for k in range(1, count + 1):
+                gpus = [_renumbered(pg, i) for i in range(k)]
+                slices = build_slices("what-if", gpus, {i: strategy for i in range(k)}, self.settings,
+                                      k8s_version="1.36", validate=False)
+                if try_allocate(Allocator(slices, classes), "what-if", list(group.claims), keep=False):
+                    self._need[key] = k
+                    break
+        return self._need[key]
+
+    # ---- the plan ----------------------------------------------------------------------------------
+
+    def plan(self, inp: PlanInput) -> Plan:
+        out = Plan()
+        nodes = sorted(inp.nodes, key=lambda n: (-len(n.busy), n.name))
+        unfit_shapes: set[str] = set()
+        misses: set[tuple[str, int, str]] = set()  # (node, node version, shape) that did not fit as is
+        changes_made: Counter[str] = Counter()
+        for group in sorted(inp.pending, key=lambda g: (g.since, g.key)):
+            if inp.now - group.since < inp.grace_s:
+                out.reasons[group.key] = YOUNG
+                continue
+            isolated = group.namespace in inp.isolated_namespaces
+            shape = _shape(group, isolated)
+            if shape in unfit_shapes:
+                out.reasons[group.key] = UNFIT
+                continue
+            types = claim_types(group.claims)
+            if self._fits_somewhere(nodes, group, shape, types, inp.classes, misses):
+                out.reasons[group.key] = FITS
+                continue
+            if len(out.changes) < inp.max_changes:
+                made = self._change_for(nodes, group, shape, types, isolated, inp, changes_made)
+                if made:
+                    out.changes.extend(made)
+                    out.reasons[group.key] = HELPED
+                    continue
+            out.reasons[group.key] = UNFIT
+            unfit_shapes.add(shape)
+        return out
+
+    def _fits_somewhere(self, nodes: Sequence[NodeState], group: Pending, shape: str,
+                        types: list[str] | None, classes: list[dict[str, Any]],
+                        misses: set[tuple[str, int, str]]) -> bool:
+        for node in nodes:
+            key = (node.name, node.version, shape)
+            if key in misses:
+                continue
+            if types is not None and not (node.types() & set(types)):
+                misses.add(key)
+                continue
+            got = try_allocate(node.current(classes), node.name, list(group.claims), keep=True)
+            if got is not None:
+                node.record(list(group.claims), got)
+                return True
+            misses.add((node.name, node.version, shape))
+        return False
+
+    def _change_for(self, nodes: Sequence[NodeState], group: Pending, shape: str, types: list[str] | None,
+                    isolated: bool, inp: PlanInput, changes_made: Counter[str]) -> list[Change]:
+        wanted = _strategies_for(types)
+        if isolated:
+            wanted = [s for s in wanted if s in HARDWARE_ISOLATED]
+        for node in nodes:
+            if node.paused:
+                continue
+            rule = inp.policy.rule_for(node.labels)
+            if rule is None:
+                continue
+            candidates = self._changeable(node, inp, changes_made)
+            if not candidates:
+                continue
+            for strategy in (s for s in wanted if s in rule.allowed_strategies):
+                found = self._grow(node, candidates, strategy, group, shape, inp.classes)
+                if found is None:
+                    continue
+                changed, allocator, allocations = found
+                before = node.strategies
+                node.apply({p.gpu.index: strategy for p in changed}, allocator)
+                node.record(list(group.claims), allocations)
+                reason = (f"pending {group.key} fits on node {node.name} once "
+                          f"{len(changed)} idle GPU(s) run {strategy}")
+                made = []
+                for p in changed:
+                    changes_made[p.gpu.uuid] += 1
+                    made.append(Change(node.name, p.gpu.index, p.gpu.uuid, before[p.gpu.index], strategy,
+                                       reason, (group.key,)))
+                return made
+        return []
+
+    def _changeable(self, node: NodeState, inp: PlanInput, changes_made: Counter[str]) -> list[PublishedGpu]:
+        """Idle, modelled GPUs outside the kept share that hysteresis lets change now."""
+        h = inp.policy.hysteresis
+        kept = math.floor(len(node.gpus) * h.keep_percent / 100)
+        pool = node.gpus[: len(node.gpus) - kept] if kept else node.gpus
+        out = []
+        for p in pool:
+            if p.gpu.uuid in node.busy or not p.modelled or changes_made[p.gpu.uuid]:
+                continue
+            times = inp.history.get(p.gpu.uuid, [])
+            if times and inp.now - max(times) < h.min_hold_s:
+                continue
+            if sum(1 for t in times if inp.now - t < HOUR_S) >= h.max_changes_per_hour:
+                continue
+            out.append(p)
+        return out
+
+    def _grow(self, node: NodeState, candidates: list[PublishedGpu], strategy: str, group: Pending,
+              shape: str, classes: list[dict[str, Any]]):
+        """Change the fewest candidates (lowest indices first) to `strategy` that let the group fit."""
+        movable = [p for p in candidates if p.strategy != strategy and _can_run(p, strategy)]
+        if not movable:
+            return None
+        same_model = [p for p in node.gpus if p.gpu.product == movable[0].gpu.product]
+        needed = self.need(movable[0], len(same_model), strategy, group, shape, classes)
+        if needed is None:
+            return None
+        idle_in = sum(1 for p in node.gpus if p.strategy == strategy and p.gpu.uuid not in node.busy)
+        upto = min(len(movable), max(1, needed - idle_in))
+        for k in range(1, upto + 1):
+            changed = movable[:k]
+            allocator = node.what_if({p.gpu.index: strategy for p in changed}, classes)
+            got = try_allocate(allocator, node.name, list(group.claims), keep=True)
+            if got is not None:
+                return changed, allocator, got
+        return None
+
+
+def _can_run(p: PublishedGpu, strategy: str) -> bool:
+    try:
+        STRATEGIES[strategy].check(p.gpu)
+    except ModelError:
+        return False
+    return True
+
+
+def _renumbered(pg: PublishedGpu, i: int) -> Gpu:
+    return dataclasses.replace(pg.gpu, index=i, minor=i, uuid=f"{pg.gpu.uuid}-what-if-{i}")
