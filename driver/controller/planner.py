@@ -31,7 +31,7 @@ from typing import Any
 from api.v1alpha1.partitioning import HARDWARE_ISOLATED, PartitioningPolicySpec
 from driver import names
 from driver.allocator import Allocator
-from driver.controller.nodes import CLASS_TYPES, TYPES, NodeState, PublishedGpu, try_allocate
+from driver.controller.nodes import CLASS_TYPES, SHARED, TYPES, NodeState, PublishedGpu, try_allocate
 from driver.devices import STRATEGIES, ModelError, Settings, build_slices
 from driver.gpu.model import Gpu
 
@@ -85,6 +85,7 @@ class PlanInput:
     isolated_namespaces: frozenset[str] = frozenset()
     grace_s: float = 0.0
     max_changes: int = 64  # per plan
+    known_unfit: bool = False  # the pending groups were just tried on these nodes (the simulator knows)
 
 
 def _shape(group: Pending, isolated: bool) -> str:
@@ -168,7 +169,7 @@ class Planner:
                 out.reasons[group.key] = UNFIT
                 continue
             types = claim_types(group.claims)
-            if self._fits_somewhere(nodes, group, shape, types, inp.classes, misses):
+            if not inp.known_unfit and self._fits_somewhere(nodes, group, shape, types, inp.classes, misses):
                 out.reasons[group.key] = FITS
                 continue
             if len(out.changes) < inp.max_changes:
@@ -258,8 +259,12 @@ class Planner:
         if needed is None:
             return None
         idle_in = sum(1 for p in node.gpus if p.strategy == strategy and p.gpu.uuid not in node.busy)
-        upto = min(len(movable), max(1, needed - idle_in))
-        for k in range(1, upto + 1):
+        if idle_in + len(movable) < needed:
+            return None  # not enough idle GPUs for what an empty node of this model needs
+        shared_in = sum(1 for p in node.gpus if p.strategy == strategy and p.gpu.uuid in node.busy
+                        and strategy in SHARED)
+        upto = max(1, needed - idle_in)
+        for k in range(max(1, upto - shared_in), upto + 1):
             changed = movable[:k]
             allocator = node.what_if({p.gpu.index: strategy for p in changed}, classes)
             got = try_allocate(allocator, node.name, list(group.claims), keep=True)

@@ -20,7 +20,8 @@ from driver.devices.catalog import fake_gpu
 from driver.gpu.model import Gpu
 from driver.simulate.inputs import NodeGroup, SimulateError
 
-# Strategy used for a GPU when neither the node nor the flag says: MIG where the hardware can, else soft.
+# `--strategy auto`: each GPU starts with its node's strategy or the policy default, and the controller's
+# planner (driver/controller/planner.py) changes idle GPUs as pending pods ask (driver/simulate/auto.py).
 AUTO = "auto"
 # The simulator publishes slices as a 1.36 cluster would (consumable capacity and counters on).
 K8S_VERSION = "1.36"
@@ -49,12 +50,14 @@ def device_classes() -> list[dict[str, Any]]:
     ]
 
 
-def resolve_strategy(gpu: Gpu, node_strategy: str | None, forced: str) -> str:
+def resolve_strategy(gpu: Gpu, node_strategy: str | None, forced: str,
+                     auto_default: str = names.STRATEGY_SOFT) -> str:
     """The strategy of one GPU. `forced` (the --strategy flag) other than auto overrides the node's.
 
     A forced `mig` on a GPU without MIG gives `exclusive`: that is what such a GPU offers when its
     operator wants hardware isolation only. A node that itself asks for `mig` on such a GPU is an error
-    (raised by the device model and reported with the node's field).
+    (raised by the device model and reported with the node's field). Under auto a GPU without a node
+    strategy starts with `auto_default` (soft where it cannot run MIG and the default is mig).
     """
     if forced != AUTO:
         if forced == names.STRATEGY_MIG and not gpu.mig_capable:
@@ -62,7 +65,9 @@ def resolve_strategy(gpu: Gpu, node_strategy: str | None, forced: str) -> str:
         return forced
     if node_strategy:
         return node_strategy
-    return names.STRATEGY_MIG if gpu.mig_capable else names.STRATEGY_SOFT
+    if auto_default == names.STRATEGY_MIG and not gpu.mig_capable:
+        return names.STRATEGY_SOFT
+    return auto_default
 
 
 @dataclass
@@ -101,6 +106,10 @@ class SimNode:
     devices: dict[str, DeviceCost]
     failed: set[int] = field(default_factory=set)  # claim-shape ids that did not fit since the last departure
     load_sum: float = 0.0  # sum of GpuLoad.fraction, kept current by apply()
+    gpu_list: list[Gpu] = field(default_factory=list)
+    strategies: dict[int, str] = field(default_factory=dict)  # GPU index -> strategy it runs
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid -> claim with its allocation
+    pinned: bool = False  # cluster.yaml names its strategy: `auto` does not change it
 
     @property
     def load(self) -> float:
@@ -138,6 +147,19 @@ class SimNode:
         return busy_change
 
 
+def restrategize(node: SimNode, changes: dict[int, str], settings: Settings | None = None) -> None:
+    """Run other strategies on idle GPUs of `node`: new slices, a new allocator holding every running
+    claim again (their devices are on GPUs that did not change), new device costs."""
+    node.strategies = {**node.strategies, **changes}
+    node.slices = build_slices(node.name, node.gpu_list, node.strategies, settings or Settings(),
+                               k8s_version=K8S_VERSION, validate=False)
+    node.allocator = Allocator(node.slices, device_classes())
+    for claim in node.claims.values():
+        node.allocator.add_allocated(claim)
+    node.devices = _device_costs(node.slices, node.gpu_list)
+    node.failed.clear()
+
+
 def _device_costs(slices: list[dict[str, Any]], gpus: list[Gpu]) -> dict[str, DeviceCost]:
     mp = {g.uuid: g.multiprocessors for g in gpus}
     costs: dict[str, DeviceCost] = {}
@@ -169,8 +191,10 @@ class SimCluster:
 
 
 def build_cluster(groups: list[NodeGroup], strategy: str = AUTO, settings: Settings | None = None,
-                  label: str = "cluster.yaml") -> SimCluster:
-    """Every node of every group, with slices built by the real device model."""
+                  label: str = "cluster.yaml", auto_default: str = names.STRATEGY_SOFT) -> SimCluster:
+    """Every node of every group, with slices built by the real device model. Under `auto` a GPU starts
+    with its node's strategy (pinned), else `auto_default` (the policy's default; soft where the GPU
+    cannot run it) and the planner changes it as claims ask."""
     settings = settings or Settings()
     classes = device_classes()
     nodes: list[SimNode] = []
@@ -185,7 +209,7 @@ def build_cluster(groups: list[NodeGroup], strategy: str = AUTO, settings: Setti
                 gpus = [fake_gpu(model, i, node_name) for i, model in enumerate(group.models)]
             except (KeyError, ValueError) as e:
                 raise SimulateError(f"{label}: nodes[{gi}].gpus: {e}") from None
-            chosen = {g.index: resolve_strategy(g, group.strategy, strategy) for g in gpus}
+            chosen = {g.index: resolve_strategy(g, group.strategy, strategy, auto_default) for g in gpus}
             try:
                 slices = build_slices(node_name, gpus, chosen, settings, k8s_version=K8S_VERSION)
             except ModelError as e:
@@ -193,6 +217,8 @@ def build_cluster(groups: list[NodeGroup], strategy: str = AUTO, settings: Setti
             key = (group.models, tuple(chosen[g.index] for g in gpus))
             shape = shapes.setdefault(key, len(shapes))
             node = _node(node_name, shape, slices, gpus, classes)
+            node.strategies = dict(chosen)
+            node.pinned = strategy != AUTO or group.strategy is not None
             nodes.append(node)
             if shape not in pristine:
                 pristine[shape] = _node(node_name, shape, slices, gpus, classes)
@@ -217,4 +243,5 @@ def _node(name: str, shape: int, slices: list[dict[str, Any]], gpus: list[Gpu],
         allocator=Allocator(slices, classes),
         gpus={g.uuid: GpuLoad(memory_total=g.memory_bytes) for g in gpus},
         devices=_device_costs(slices, gpus),
+        gpu_list=list(gpus),
     )

@@ -9,8 +9,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from api.v1alpha1.partitioning import PartitioningPolicySpec
 from driver.cli import CliError
 from driver.devices import Settings
+from driver.simulate.auto import AutoPlanner
 from driver.simulate.cluster import AUTO, build_cluster
 from driver.simulate.engine import SimResult, Simulation
 from driver.simulate.generator import generate
@@ -45,10 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def simulate(groups: list[NodeGroup], pods: list[TracePod], strategy: str = AUTO, node_policy: str = "kube",
              settings: Settings | None = None, cluster_label: str = "cluster.yaml",
-             trace_label: str = "trace.yaml") -> SimResult:
+             trace_label: str = "trace.yaml", policy: PartitioningPolicySpec | None = None) -> SimResult:
     """One run: a fresh cluster, the trace, the result."""
-    cluster = build_cluster(groups, strategy, settings, label=cluster_label)
-    return Simulation(cluster, POLICIES[node_policy], strategy, label=trace_label).run(pods)
+    policy = policy or PartitioningPolicySpec()
+    rule = policy.rule_for({})
+    default = rule.default_strategy if rule else "soft"
+    cluster = build_cluster(groups, strategy, settings, label=cluster_label, auto_default=default)
+    auto = AutoPlanner(cluster, policy, settings) if strategy == AUTO else None
+    return Simulation(cluster, POLICIES[node_policy], strategy, label=trace_label, auto=auto).run(pods)
 
 
 def _warn_never_fit(result: SimResult, shown: int = 3) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from driver.allocator import Unallocatable
+from driver.simulate.auto import AutoPlanner
 from driver.simulate.cluster import SimCluster, SimNode
 from driver.simulate.demand import lower_bound_gpus, pod_demand
 from driver.simulate.inputs import SimulateError, TracePod
@@ -57,6 +58,7 @@ class SimResult:
     pods_never_fit: int = 0  # part of pods_never_scheduled: no empty node could take them
     never_fit_reasons: dict[str, str] = field(default_factory=dict, repr=False)  # pod -> allocator's reason
     gpus_by_strategy: dict[str, int] = field(default_factory=dict)
+    strategy_changes: int | None = None  # under auto: GPUs the planner switched
     placements: dict[str, Placement] = field(default_factory=dict, repr=False)
 
     def report(self) -> dict[str, Any]:
@@ -75,6 +77,7 @@ class SimResult:
             "lower_bound_gpus": self.lower_bound_gpus,
             "packing_ratio": None if self.packing_ratio is None else round(self.packing_ratio, 3),
             "gpus_by_strategy": dict(self.gpus_by_strategy),
+            **({"strategy_changes": self.strategy_changes} if self.strategy_changes is not None else {}),
         }
 
 
@@ -89,11 +92,12 @@ class Simulation:
     """One run of one trace on one cluster under one node policy. Not reusable: the cluster is consumed."""
 
     def __init__(self, cluster: SimCluster, policy: NodePolicy, strategy: str = "auto",
-                 label: str = "trace.yaml") -> None:
+                 label: str = "trace.yaml", auto: AutoPlanner | None = None) -> None:
         self.cluster = cluster
         self.policy = policy
         self.strategy = strategy
         self.label = label
+        self.auto = auto  # the controller's planner, under --strategy auto
         self._last_reason = ""
         self._fits_empty: dict[tuple[int, int], bool] = {}
         self._why_not: dict[int, str] = {}  # claim shape -> the allocator's reason on an empty node
@@ -113,20 +117,26 @@ class Simulation:
             except Unallocatable as e:
                 for uid, _ in done:
                     node.allocator.remove_allocated(uid)
+                    node.claims.pop(uid, None)
                 node.failed.add(shape)
                 self._last_reason = f"claims[{j}]: {e.reason}"
                 return None
             except ValueError as e:  # a malformed claim: the user's to fix
                 raise SimulateError(f"{self.label}: pods[{index}] ({pod.name}): claims[{j}]: {e}") from None
-            node.allocator.add_allocated({**claim, "status": {"allocation": allocation}})
+            allocated = {**claim, "status": {"allocation": allocation}}
+            node.allocator.add_allocated(allocated)
+            node.claims[claim["metadata"]["uid"]] = allocated
             done.append((claim["metadata"]["uid"], allocation["devices"]["results"]))
         return _Running(node, done, fallback_cores)
 
     def _release(self, running: _Running) -> None:
         for uid, _ in running.claims:
             running.node.allocator.remove_allocated(uid)
+            running.node.claims.pop(uid, None)
 
     def _could_ever_fit(self, index: int, pod: TracePod, claims: list[dict[str, Any]], shape: int) -> bool:
+        if self.auto is not None and self.auto.could_fit(claims, shape):
+            return True
         for node_shape, node in self.cluster.pristine.items():
             key = (node_shape, shape)
             if key not in self._fits_empty:
@@ -140,6 +150,26 @@ class Simulation:
             if self._fits_empty[key]:
                 return True
         return False
+
+    def _replan(self, now: float, nodes: list[SimNode], pending: list[int], asking: list[int],
+                start) -> list[int]:
+        """Run the planner for the `asking` waiting pods over `nodes`; on each node it changed, the
+        waiting pods retry, oldest first. Returns the pods still waiting."""
+        assert self.auto is not None
+        changed = self.auto.plan(now, nodes, [(w, self._claim_sets[w], self._arrivals[w]) for w in asking])
+        if not changed:
+            return pending
+        still: list[int] = []
+        for w in pending:
+            for node in changed:
+                placed = self._try(node, w, self._pods[w], self._claim_sets[w], self._pod_shapes[w],
+                                   self._fallback[w])
+                if placed:
+                    start(w, placed, now)
+                    break
+            else:
+                still.append(w)
+        return still
 
     # ---- the loop --------------------------------------------------------------------------------
 
@@ -159,6 +189,8 @@ class Simulation:
             results_hint = sum(len((s.get("devices") or {}).get("requests") or []) for s in pod.claims)
             fallback.append(pod_demand(pod).cores / max(1, results_hint))
 
+        self._pods, self._claim_sets, self._pod_shapes, self._fallback = pods, claim_sets, pod_shapes, fallback
+        self._arrivals = [p.arrival for p in pods]
         events: list[tuple[float, int, int, int]] = []
         for i, pod in enumerate(pods):
             events.append((pod.arrival, _ARRIVE, i, i))
@@ -207,6 +239,8 @@ class Simulation:
                         break
                 else:
                     pending.append(i)
+                    if self.auto is not None:
+                        pending = self._replan(now, self.cluster.nodes, pending, pending, start)
                 continue
             # departure
             run = running.pop(i)
@@ -221,6 +255,8 @@ class Simulation:
                 else:
                     still.append(w)
             pending = still
+            if self.auto is not None and pending:
+                pending = self._replan(now, [run.node], pending, pending, start)
 
         lower = lower_bound_gpus(pods, self.cluster.max_gpu_memory)
         return SimResult(
@@ -239,5 +275,6 @@ class Simulation:
             pods_never_fit=never_fit,
             never_fit_reasons=reasons,
             gpus_by_strategy=self.cluster.strategies,
+            strategy_changes=self.auto.changes if self.auto is not None else None,
             placements=placements,
         )

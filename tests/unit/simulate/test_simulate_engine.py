@@ -95,9 +95,13 @@ def test_forced_strategy_overrides_the_node_and_mig_falls_back_to_exclusive_with
     assert result.gpus_by_strategy == {"exclusive": 1, "mig": 1}
 
 
-def test_auto_uses_mig_where_possible_and_soft_elsewhere(run) -> None:
+def test_auto_starts_with_the_policy_default_keeps_named_strategies_and_changes_for_pods(run) -> None:
+    # Soft (the default policy's default) where the node names none; the whole-GPU pod then makes the
+    # planner switch one idle soft GPU to exclusive; the node that names `slots` is left alone.
     cluster = [nodes("a", 1, "1xA100-80GB"), nodes("t", 1, "1xT4"), nodes("x", 1, "1xL4", "slots")]
-    assert run(cluster, [pod("p", 0, 10)]).gpus_by_strategy == {"mig": 1, "slots": 1, "soft": 1}
+    result = run(cluster, [pod("p", 0, 10)])
+    assert result.gpus_by_strategy == {"exclusive": 1, "slots": 1, "soft": 1}
+    assert result.strategy_changes == 1 and result.pods_scheduled == 1
 
 
 def test_packing_ratio_is_peak_over_lower_bound(run) -> None:
