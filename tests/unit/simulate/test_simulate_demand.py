@@ -60,3 +60,49 @@ def test_lower_bound_sums_cores_exactly() -> None:
     pods = [pod("a", 0, 10, soft("1Gi", "30")), pod("b", 0, 10, soft("1Gi", "30")),
             pod("c", 0, 10, soft("1Gi", "40"))]
     assert lower_bound_gpus(pods, 80 * GI) == 1
+
+
+def _mig(selector: str) -> dict:
+    return {"devices": {"requests": [{"name": "g", "exactly": {
+        "deviceClassName": "mig.carve.dev", "selectors": [{"cel": {"expression": selector}}]}}]}}
+
+
+def test_a_mig_profile_counts_its_compute_slices_and_memory() -> None:
+    d = pod_demand(pod("p", 0, 1, _mig('device.attributes["gpu.carve.dev"].profile == "3g.40gb"')))
+    assert d == Demand(40 * 10**9, 300 / 7)
+
+
+def test_a_mig_request_sized_by_memory_counts_that_memory_and_one_compute_slice() -> None:
+    sel = 'device.capacity["gpu.carve.dev"].memory.compareTo(quantity("8Gi")) >= 0'
+    assert pod_demand(pod("p", 0, 1, _mig(sel))) == Demand(8 * GI, 100 / 7)
+
+
+def test_slots_count_what_their_selectors_ask_of_each_slot_or_a_split_share() -> None:
+    sel = ('device.capacity["gpu.carve.dev"].memory.compareTo(quantity("2Gi")) >= 0 && '
+           'device.capacity["gpu.carve.dev"].cores.compareTo(quantity("10")) >= 0')
+    sized = {"devices": {"requests": [{"name": "g", "exactly": {
+        "deviceClassName": "slot.carve.dev", "count": 3, "selectors": [{"cel": {"expression": sel}}]}}]}}
+    bare = {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "slot.carve.dev",
+                                                               "count": 2}}]}}
+    assert pod_demand(pod("p", 0, 1, sized)) == Demand(6 * GI, 30.0)
+    assert pod_demand(pod("p", 0, 1, bare)) == Demand(0, 20.0)
+
+
+def test_a_timesliced_alternative_is_passed_over_for_one_with_a_size() -> None:
+    claim = {"devices": {"requests": [{"name": "g", "firstAvailable": [
+        {"name": "t", "deviceClassName": "timeslice.carve.dev"},
+        {"name": "s", "deviceClassName": "vgpu.carve.dev",
+         "capacity": {"requests": {"memory": "2Gi", "cores": "15"}}}]}]}}
+    assert pod_demand(pod("p", 0, 1, claim)) == Demand(2 * GI, 15.0)
+
+
+def test_a_mig_only_trace_packs_at_ratio_one(run) -> None:
+    # Seven 1g.10gb pods fill one A100's seven compute slices: the bound is one GPU, as is the peak
+    # (before the fix each MIG instance counted as a whole GPU: bound 7, ratio 0.14).
+    from conftest import nodes
+
+    one = _mig('device.attributes["gpu.carve.dev"].profile == "1g.10gb"')
+    result = run([nodes("n", 1, "2xA100-80GB", "mig")], [pod(f"m{i}", 0, 100, one) for i in range(7)],
+                 strategy="mig")
+    assert (result.pods_scheduled, result.peak_gpus_busy, result.lower_bound_gpus) == (7, 1, 1)
+    assert result.packing_ratio == 1.0
