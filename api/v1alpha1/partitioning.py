@@ -72,6 +72,8 @@ class GpuPartition(_Strict):
             raise ValueError("one of index or uuid is required")
         if self.mig_layout is not None and self.strategy != names.STRATEGY_MIG:
             raise ValueError(f"migLayout is only valid with strategy mig, not {self.strategy}")
+        if self.split_count is not None and self.strategy not in (names.STRATEGY_SOFT, names.STRATEGY_SLOTS):
+            raise ValueError(f"splitCount is only valid with strategy soft or slots, not {self.strategy}")
         return self
 
 
@@ -203,7 +205,7 @@ class PartitioningPolicySpec(_Strict):
 
 
 def _issue_path(err: dict[str, Any]) -> str:
-    return ".".join(str(p) for p in err["loc"]) or "(object)"
+    return ".".join(str(p) for p in err["loc"])
 
 
 def _parse(model: type[BaseModel], data: Any, where: str, field: str) -> Any:
@@ -211,8 +213,8 @@ def _parse(model: type[BaseModel], data: Any, where: str, field: str) -> Any:
         return model.model_validate(data if data is not None else {})
     except ValidationError as e:
         first = e.errors()[0]
-        path = _issue_path(first)
-        raise PartitioningError(f"{where}: {field}.{path}: {first['msg']}") from None
+        path = f"{field}.{_issue_path(first)}" if first["loc"] else field
+        raise PartitioningError(f"{where}: {path}: {first['msg']}") from None
 
 
 def parse_node_partitioning(obj: dict[str, Any]) -> NodePartitioning:
