@@ -8,12 +8,15 @@ using LocalCluster do not pay for the kubernetes client import.
 from driver.cluster.base import (
     KIND_RESOURCE_CLAIM,
     KIND_RESOURCE_SLICE,
+    OBJECT_KINDS,
     RESOURCE_API_VERSION,
     AlreadyExists,
     Cluster,
     ClusterError,
     Conflict,
+    Expired,
     NotFound,
+    ObjectApi,
 )
 from driver.cluster.gates import (
     ALPHA_GATES_1_34,
@@ -28,13 +31,16 @@ __all__ = [
     "GATED_FIELDS",
     "KIND_RESOURCE_CLAIM",
     "KIND_RESOURCE_SLICE",
+    "OBJECT_KINDS",
     "RESOURCE_API_VERSION",
     "AlreadyExists",
     "Cluster",
     "ClusterError",
     "Conflict",
+    "Expired",
     "LocalCluster",
     "NotFound",
+    "ObjectApi",
     "drop_disabled_fields",
     "fields_of_disabled_gates",
 ]

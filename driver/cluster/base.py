@@ -8,6 +8,7 @@ without a client. Two implementations: `KubeCluster` (kube.py, the `kubernetes` 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 RESOURCE_API_VERSION = "resource.k8s.io/v1"
@@ -46,6 +47,25 @@ class AlreadyExists(Conflict):
     """Create of a name that is taken (HTTP 409, reason AlreadyExists)."""
 
 
+class Expired(ClusterError):
+    """A watch from a resourceVersion the server no longer has (HTTP 410): list again."""
+
+
+# The kinds the controller (and the plugin's partitioning) list, watch or write through `ObjectApi`:
+# plural -> (apiVersion, kind, namespaced).
+OBJECT_KINDS: dict[str, tuple[str, str, bool]] = {
+    "resourceclaims": ("resource.k8s.io/v1", "ResourceClaim", True),
+    "resourceslices": ("resource.k8s.io/v1", "ResourceSlice", False),
+    "deviceclasses": ("resource.k8s.io/v1", "DeviceClass", False),
+    "nodepartitionings": ("carve.dev/v1alpha1", "NodePartitioning", False),
+    "partitioningpolicies": ("carve.dev/v1alpha1", "PartitioningPolicy", False),
+    "nodes": ("v1", "Node", False),
+    "namespaces": ("v1", "Namespace", False),
+    "leases": ("coordination.k8s.io/v1", "Lease", True),
+    "events": ("v1", "Event", True),
+}
+
+
 @runtime_checkable
 class Cluster(Protocol):
     """What carve needs from the API server. All objects are dicts in the resource.k8s.io/v1 shape."""
@@ -80,4 +100,30 @@ class Cluster(Protocol):
 
     def server_version(self) -> tuple[int, int]:
         """(major, minor) of the API server, e.g. (1, 34)."""
+        ...
+
+
+@runtime_checkable
+class ObjectApi(Protocol):
+    """Listing, watching and writing objects of the kinds in OBJECT_KINDS (dicts in their JSON shape)."""
+
+    def list_objects(self, plural: str) -> tuple[list[dict[str, Any]], str]:
+        """Every object (all namespaces) and the list's resourceVersion."""
+        ...
+
+    def watch_objects(self, plural: str, resource_version: str,
+                      timeout_s: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(ADDED|MODIFIED|DELETED, object) after `resource_version`, until the server ends the watch
+        (at most `timeout_s`). Raises Expired when that version is gone."""
+        ...
+
+    def get_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
+        ...
+
+    def create_object(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        ...
+
+    def update_object(self, plural: str, obj: dict[str, Any], status: bool = False) -> dict[str, Any]:
+        """Replace the object (its status subresource with status=True); Conflict on a stale
+        metadata.resourceVersion."""
         ...

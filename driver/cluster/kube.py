@@ -29,8 +29,10 @@ from driver.cluster.base import (
     AlreadyExists,
     ClusterError,
     Conflict,
+    Expired,
     NotFound,
 )
+from driver.cluster.kube_objects import KubeObjects
 
 FIELD_MANAGER = "carve"
 SLICE_MODEL = "V1ResourceSlice"
@@ -74,8 +76,8 @@ def load_api_client(kubeconfig: str | Path | None = None, context: str | None = 
     return ApiClient(cfg)
 
 
-class KubeCluster:
-    """Cluster backed by a real (or stand-in) API server."""
+class KubeCluster(KubeObjects):
+    """Cluster (and ObjectApi, kube_objects.py) backed by a real (or stand-in) API server."""
 
     def __init__(self, api_client: client.ApiClient, request_timeout: float = 15.0) -> None:
         self.api_client = api_client
@@ -224,6 +226,8 @@ def _from_api_exception(e: ApiException, kind: str, name: str, namespace: str) -
     message = f"{target}: {e.status} {reason}: {detail}"
     if e.status == 404:
         return NotFound(message, kind, name, namespace, 404)
+    if e.status == 410:
+        return Expired(message, kind, name, namespace, 410)
     if e.status == 409:
         cls = AlreadyExists if reason == "AlreadyExists" else Conflict
         return cls(message, kind, name, namespace, 409)

@@ -1,4 +1,5 @@
-"""LocalCluster: an in-memory API server for ResourceClaims and ResourceSlices (unit tests, demo, simulator).
+"""LocalCluster: an in-memory API server (unit tests, demo, simulator): ResourceClaims and ResourceSlices,
+and through an ObjectStore (objects.py) the other kinds the controller lists, watches and writes.
 
 It keeps the semantics carve relies on: every write bumps one cluster-wide resourceVersion, an update
 with a stale resourceVersion fails with Conflict, names are unique, `generateName` works, reads return
@@ -12,7 +13,7 @@ import copy
 import secrets
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,9 +24,11 @@ from driver.cluster.base import (
     AlreadyExists,
     ClusterError,
     Conflict,
+    Expired,
     NotFound,
 )
 from driver.cluster.gates import check_drop_fields, drop_disabled_fields
+from driver.cluster.objects import ADDED, DELETED, MODIFIED, ObjectStore
 
 # The API server's generateName suffix alphabet (no vowels, no confusable digits).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -41,10 +44,12 @@ class LocalCluster:
     def __init__(self, drop_fields: Iterable[str] = (), version: tuple[int, int] = (1, 34)) -> None:
         self.drop_fields = check_drop_fields(drop_fields)
         self.version = version
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._rv = 0
         self._slices: dict[str, dict[str, Any]] = {}
         self._claims: dict[tuple[str, str], dict[str, Any]] = {}
+        # Every other kind, and the watch log of all kinds (claims and slices included).
+        self.objects = ObjectStore(self._lock, self._next_rv)
 
     # -- ResourceClaims -------------------------------------------------------------------------------
 
@@ -78,14 +83,18 @@ class LocalCluster:
             if not meta.get("uid"):
                 stored["metadata"]["uid"] = old["metadata"]["uid"] if old else str(uuid.uuid4())
             self._claims[(namespace, name)] = stored
+            self.objects.log("resourceclaims", MODIFIED if old else ADDED, stored)
             return copy.deepcopy(stored)
 
     def delete_resource_claim(self, namespace: str, name: str) -> None:
         with self._lock:
-            if self._claims.pop((namespace, name), None) is None:
+            old = self._claims.pop((namespace, name), None)
+            if old is None:
                 raise NotFound(
                     f"resourceclaims {namespace}/{name} not found", KIND_RESOURCE_CLAIM, name, namespace, 404
                 )
+            gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self._next_rv()}}
+            self.objects.log("resourceclaims", DELETED, gone)
 
     # -- ResourceSlices -------------------------------------------------------------------------------
 
@@ -132,6 +141,7 @@ class LocalCluster:
             stored["metadata"].update(name=name, uid=str(uuid.uuid4()), generation=1)
             stored["metadata"].setdefault("creationTimestamp", _now())
             self._slices[name] = stored
+            self.objects.log("resourceslices", ADDED, stored)
             return copy.deepcopy(stored)
 
     def update_resource_slice(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -159,27 +169,62 @@ class LocalCluster:
             changed = new.get("spec") != old.get("spec")
             stored["metadata"]["generation"] = old["metadata"]["generation"] + (1 if changed else 0)
             self._slices[name] = stored
+            self.objects.log("resourceslices", MODIFIED, stored)
             return copy.deepcopy(stored)
 
     def delete_resource_slice(self, name: str) -> None:
         with self._lock:
-            if self._slices.pop(name, None) is None:
+            old = self._slices.pop(name, None)
+            if old is None:
                 raise _slice_not_found(name)
+            gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self._next_rv()}}
+            self.objects.log("resourceslices", DELETED, gone)
 
     def server_version(self) -> tuple[int, int]:
         return self.version
 
     # -- internals ------------------------------------------------------------------------------------
 
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
     def _stamp(self, obj: dict[str, Any], kind: str) -> dict[str, Any]:
         """Copy with apiVersion/kind set and the next resourceVersion; caller holds the lock."""
-        self._rv += 1
         stored = copy.deepcopy(obj)
         stored["apiVersion"] = RESOURCE_API_VERSION
         stored["kind"] = kind
-        stored.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
+        stored.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
         stored.setdefault("spec", {})
         return stored
+
+    # -- ObjectApi (driver.cluster.base) ----------------------------------------------------------------
+
+    def list_objects(self, plural: str) -> tuple[list[dict[str, Any]], str]:
+        with self._lock:
+            if plural == "resourceclaims":
+                items = [copy.deepcopy(c) for _, c in sorted(self._claims.items())]
+            elif plural == "resourceslices":
+                items = [copy.deepcopy(c) for _, c in sorted(self._slices.items())]
+            else:
+                items = self.objects.list(plural)
+            return items, str(self._rv)
+
+    def watch_objects(self, plural: str, resource_version: str,
+                      timeout_s: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        since = int(resource_version or 0)
+        if since < self.objects.oldest_rv() - 1:
+            raise Expired(f"{plural}: resourceVersion {since} is too old", plural, status=410)
+        yield from self.objects.watch(plural, since, timeout_s)
+
+    def get_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
+        return self.objects.get(plural, namespace, name)
+
+    def create_object(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.objects.create(plural, obj)
+
+    def update_object(self, plural: str, obj: dict[str, Any], status: bool = False) -> dict[str, Any]:
+        return self.objects.update(plural, obj, status)
 
 
 def _slice_not_found(name: str) -> NotFound:

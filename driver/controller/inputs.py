@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -96,7 +97,7 @@ def build_input(
             try:
                 np = parse_node_partitioning(obj)
                 state.paused = np.spec.paused
-                state.busy |= _in_flight(np, state)
+                _in_flight(np, state)
             except PartitioningError as e:
                 problems.append(str(e))
                 state.paused = True
@@ -122,18 +123,23 @@ def build_input(
     return inp, problems
 
 
-def _in_flight(np: NodePartitioning, state: NodeState) -> set[str]:
-    """GPUs whose desired strategy is not yet what they publish, or whose status reports a wait."""
-    busy: set[str] = set()
+def _in_flight(np: NodePartitioning, state: NodeState) -> None:
+    """GPUs whose desired strategy is not yet what they publish, or whose status reports a wait, are busy;
+    the planner sees the former as they will be (their desired strategy), so the claims a change was made
+    for fit there and no second change is made for them."""
     desired = np.desired()
+    ahead: dict[int, str] = {}
     for p in state.gpus:
         want = desired.get(p.gpu.index) or desired.get(p.gpu.uuid)
-        if want is not None and want.strategy != p.strategy:
-            busy.add(p.gpu.uuid)
+        if want is not None and want.strategy != p.strategy and p.modelled:
+            state.busy.add(p.gpu.uuid)
+            ahead[p.gpu.index] = want.strategy
     for g in (np.status.gpus if np.status else []):
         if g.pending:
-            busy.update(p.gpu.uuid for p in state.gpus if p.gpu.index == g.index)
-    return busy
+            state.busy.update(p.gpu.uuid for p in state.gpus if p.gpu.index == g.index)
+    if ahead:
+        state.gpus = [dataclasses.replace(p, strategy=ahead.get(p.gpu.index, p.strategy)) for p in state.gpus]
+        state.slices = None  # built from the model, with the changes in flight
 
 
 def updated_partitioning(node: str, current: dict[str, Any] | None, changes: list[Change],

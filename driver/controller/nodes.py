@@ -17,8 +17,8 @@ from typing import Any
 from driver import names
 from driver.allocator import Allocator, Unallocatable
 from driver.devices import Settings, build_slices
-from driver.devices.catalog import fake_gpu, key_for_product
 from driver.devices.attributes import PCI_BUS_ID_ATTRIBUTE
+from driver.devices.catalog import fake_gpu, key_for_product
 from driver.gpu.model import Gpu
 
 # Device types each strategy publishes (mig also publishes the whole GPU as type gpu).

@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from driver import names
-
 from driver.allocator.quantity import of as quantity_of
 from driver.simulate.inputs import Demand, TracePod
 

@@ -13,6 +13,12 @@ depends on it:
        answers what would be stored without storing it)
 - GET, PUT, DELETE /apis/resource.k8s.io/v1/resourceslices/{name}   (PUT with a stale resourceVersion:
        409 Conflict; without one: unconditional)
+- for the controller (objects.py's ObjectStore keeps them): GET (list, and `watch=true` from a
+  resourceVersion: the events after it, as one response once there are any or `timeoutSeconds` passed;
+  410 Expired for a version older than the log) of resourceclaims (all namespaces), resourceslices,
+  deviceclasses, carve.dev nodepartitionings and partitioningpolicies, nodes and namespaces;
+  GET/POST/PUT of nodepartitionings (and PUT .../status, the status subresource) and of
+  coordination.k8s.io leases; POST of core/v1 events. `put_object(plural, obj)` seeds objects.
 Every write bumps one resourceVersion counter; `generation` grows when the spec changes. Written slices
 are validated against the Kubernetes OpenAPI schema (kubernetes-validate, strict) and rejected with 422
 like the real server would; `drop_fields` removes fields of disabled feature gates first, silently, as a
@@ -41,6 +47,8 @@ import kubernetes_validate
 import yaml
 
 from driver.cluster.gates import check_drop_fields, drop_disabled_fields
+from driver.cluster.objects import ADDED, DELETED, MODIFIED, ObjectStore
+from support.apiserver_objects import ApiError, ObjectRoutes, _WatchStream
 
 GROUP_PREFIX = "/apis/resource.k8s.io/v1"
 SLICES = f"{GROUP_PREFIX}/resourceslices"
@@ -61,25 +69,6 @@ class Recorded:
     body: Any = None
 
 
-class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, name: str = "", kind: str = "") -> None:
-        super().__init__(message)
-        self.code, self.reason, self.name, self.kind = code, reason, name, kind
-
-    def status(self) -> dict[str, Any]:
-        details = {"name": self.name, "group": "resource.k8s.io", "kind": self.kind} if self.kind else {}
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": str(self),
-            "reason": self.reason,
-            "details": details,
-            "code": self.code,
-        }
-
-
 @dataclass
 class Store:
     """The server's state; one lock for all of it."""
@@ -89,14 +78,14 @@ class Store:
     rv: int = 0
     slices: dict[str, dict[str, Any]] = field(default_factory=dict)
     claims: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def next_rv(self) -> str:
         self.rv += 1
         return str(self.rv)
 
 
-class ApiServerStandIn:
+class ApiServerStandIn(ObjectRoutes):
     """Start with `start()` (or as a context manager); `url`, `kubeconfig(path)`, `put_claim(obj)`."""
 
     def __init__(
@@ -110,6 +99,8 @@ class ApiServerStandIn:
         self.version = version
         self.token = token
         self.requests: list[Recorded] = []
+        self.objects = ObjectStore(self.store.lock, self.store.next_rv)
+        self.max_watch_s = 30.0  # a watch answers after at most this long, events or not
         self._faults: list[list[Any]] = []  # [method, path, code, reason, times left, dry run]
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -177,8 +168,20 @@ class ApiServerStandIn:
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp", _now())
             meta["resourceVersion"] = self.store.next_rv()
+            old = self.store.claims.get((meta["namespace"], meta["name"]))
             self.store.claims[(meta["namespace"], meta["name"])] = stored
+            self.objects.log("resourceclaims", MODIFIED if old else ADDED, stored)
             return copy.deepcopy(stored)
+
+    def delete_claim(self, namespace: str, name: str) -> None:
+        with self.store.lock:
+            old = self.store.claims.pop((namespace, name))
+            gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self.store.next_rv()}}
+            self.objects.log("resourceclaims", DELETED, gone)
+
+    def put_object(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Seed or overwrite an object of another kind (Node, Namespace, DeviceClass, policy, ...)."""
+        return self.objects.put(plural, obj)
 
     def fail_next(
         self,
@@ -228,6 +231,9 @@ class ApiServerStandIn:
                 "platform": "linux/amd64",
             }
         parts = [unquote(p) for p in path.split("/") if p]
+        handled = self._handle_objects(method, parts, query, body)
+        if handled is not None:
+            return handled
         # apis resource.k8s.io v1 namespaces {ns} resourceclaims {name}
         if parts[:3] == ["apis", "resource.k8s.io", "v1"]:
             rest = parts[3:]
@@ -318,6 +324,7 @@ class ApiServerStandIn:
                 return copy.deepcopy(stored)
             stored["metadata"]["resourceVersion"] = self.store.next_rv()
             self.store.slices[name] = stored
+            self.objects.log("resourceslices", ADDED, stored)
             return copy.deepcopy(stored)
 
     def _replace_slice(self, name: str, body: Any) -> dict[str, Any]:
@@ -348,13 +355,15 @@ class ApiServerStandIn:
             stored["metadata"]["generation"] = old["metadata"]["generation"] + (1 if changed else 0)
             stored["metadata"]["resourceVersion"] = self.store.next_rv()
             self.store.slices[name] = stored
+            self.objects.log("resourceslices", MODIFIED, stored)
             return copy.deepcopy(stored)
 
     def _delete_slice(self, name: str) -> dict[str, Any]:
         with self.store.lock:
             old = self._existing(name)
             del self.store.slices[name]
-            self.store.next_rv()
+            gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self.store.next_rv()}}
+            self.objects.log("resourceslices", DELETED, gone)
             return copy.deepcopy(old)
 
     def _existing(self, name: str) -> dict[str, Any]:
@@ -419,7 +428,10 @@ class _Handler(BaseHTTPRequestHandler):
             code, payload = state.handle(method, split.path, query, body)
         except ApiError as e:
             code, payload = e.code, e.status()
-        data = json.dumps(payload).encode()
+        if isinstance(payload, _WatchStream):
+            data = b"".join(json.dumps(ev).encode() + b"\n" for ev in payload)
+        else:
+            data = json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

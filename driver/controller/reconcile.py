@@ -1,0 +1,187 @@
+"""The reconciler of `carve controller`: informers feed the planner; its changes become NodePartitioning
+specs and Events on the claims they were made for.
+
+It plans when something it watches changed (debounced) and every `interval_s` (pending claims age past
+the grace period, hysteresis holds expire), and only while it leads (leader.py). A failed write is counted,
+logged and retried at the next plan; the planner itself sees a GPU whose desired strategy is not yet
+published as in flight, so a plan never stacks a second change on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.v1alpha1.partitioning import (
+    PartitioningError,
+    PartitioningPolicySpec,
+    parse_policy,
+)
+from driver.cluster.base import ClusterError, NotFound, ObjectApi
+from driver.controller.informer import Informer
+from driver.controller.inputs import build_input, updated_partitioning
+from driver.controller.metrics import ControllerMetrics
+from driver.controller.planner import Change, Plan, Planner
+from driver.devices import Settings
+from driver.plugin.logfmt import event
+
+log = logging.getLogger(__name__)
+
+WATCHED = ("resourceclaims", "resourceslices", "deviceclasses", "nodepartitionings", "partitioningpolicies",
+           "nodes", "namespaces")
+EVENT_REASON = "GPUStrategyChange"
+
+
+@dataclass
+class ReconcilerConfig:
+    policy_name: str = "default"
+    interval_s: float = 30.0
+    grace_s: float = 10.0
+    resync_s: float = 600.0
+    debounce_s: float = 0.2
+    max_changes: int = 64
+    identity: str = "carve-controller"
+    dry_run: bool = False  # plan and log, write nothing
+    settings: Settings = field(default_factory=Settings)
+
+
+class Reconciler:
+    def __init__(self, api: ObjectApi, config: ReconcilerConfig, metrics: ControllerMetrics | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.api = api
+        self.config = config
+        self.metrics = metrics or ControllerMetrics()
+        self.clock = clock
+        self.planner = Planner(config.settings)
+        self.dirty = threading.Event()
+        self.informers = {p: Informer(api, p, self._changed, config.resync_s) for p in WATCHED}
+        self.last_plan: Plan | None = None
+        self.problems: list[str] = []
+
+    def _changed(self, plural: str) -> None:
+        self.dirty.set()
+
+    # ---- one round ------------------------------------------------------------------------------------
+
+    def policy(self) -> PartitioningPolicySpec:
+        obj = self.informers["partitioningpolicies"].get(f"/{self.config.policy_name}")
+        if obj is None:
+            return PartitioningPolicySpec()
+        try:
+            return parse_policy(obj)
+        except PartitioningError as e:
+            # A policy the API server admitted but carve cannot use: change nothing rather than guess.
+            self.problems.append(str(e))
+            return PartitioningPolicySpec(nodes=[])
+
+    def reconcile_once(self) -> Plan:
+        self.problems = []
+        now = self.clock()
+        policy = self.policy()
+        nodes = {o["metadata"]["name"]: (o["metadata"].get("labels") or {}) for o in self.informers["nodes"].items()}
+        isolated: frozenset[str] = frozenset()
+        selector = policy.isolation.namespace_selector
+        if selector is not None:
+            isolated = frozenset(o["metadata"]["name"] for o in self.informers["namespaces"].items()
+                                 if selector.matches(o["metadata"].get("labels") or {}))
+        partitionings = {o["metadata"]["name"]: o for o in self.informers["nodepartitionings"].items()}
+        inp, problems = build_input(
+            self.informers["resourceslices"].items(), self.informers["deviceclasses"].items(),
+            self.informers["resourceclaims"].items(), partitionings, policy, now, nodes, isolated,
+            self.config.settings, self.config.grace_s)
+        self.problems += problems
+        inp = type(inp)(**{**inp.__dict__, "max_changes": self.config.max_changes})
+        started = time.perf_counter()
+        plan = self.planner.plan(inp)
+        self.metrics.observe_plan(time.perf_counter() - started, plan.pending_by_reason())
+        for problem in self.problems:
+            event(log, logging.WARNING, "controller.bad-object", error=problem)
+        by_node: dict[str, list[Change]] = {}
+        for c in plan.changes:
+            by_node.setdefault(c.node, []).append(c)
+        states = {n.name: n for n in inp.nodes}
+        for node, changes in sorted(by_node.items()):
+            if self._write(node, partitionings.get(node), changes, states[node].strategies, now):
+                self._announce(changes)
+        self.last_plan = plan
+        return plan
+
+    def _write(self, node: str, current: dict[str, Any] | None, changes: list[Change],
+               strategies: dict[int, str], now: float) -> bool:
+        obj = updated_partitioning(node, current, changes, strategies, now)
+        if self.config.dry_run:
+            return False
+        try:
+            if current is None:
+                self.api.create_object("nodepartitionings", obj)
+            else:
+                self.api.update_object("nodepartitionings", obj)
+        except (ClusterError, NotFound) as e:
+            self.metrics.write_errors.inc()
+            event(log, logging.WARNING, "controller.write-failed", node=node, error=f"{type(e).__name__}: {e}")
+            self.dirty.set()
+            return False
+        for c in changes:
+            self.metrics.changes.labels(strategy=c.to_strategy).inc()
+            event(log, logging.INFO, "controller.change", node=node, gpu=c.index, uuid=c.uuid,
+                  strategy=f"{c.from_strategy}->{c.to_strategy}", reason=c.reason)
+        return True
+
+    def _announce(self, changes: list[Change]) -> None:
+        """One Event per claim a change was made for, on that claim."""
+        seen: set[str] = set()
+        for c in changes:
+            for key in c.claims:
+                if key in seen:
+                    continue
+                seen.add(key)
+                claim = self.informers["resourceclaims"].get(key)
+                if claim is None:
+                    continue
+                meta = claim["metadata"]
+                ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+                body = {
+                    "apiVersion": "v1", "kind": "Event",
+                    "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                    "involvedObject": {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                       "name": meta["name"], "namespace": meta["namespace"],
+                                       "uid": meta.get("uid", "")},
+                    "reason": EVENT_REASON, "type": "Normal",
+                    "message": "; ".join(sorted({x.reason for x in changes if key in x.claims})),
+                    "source": {"component": "carve-controller"},
+                    "reportingComponent": "carve.dev/controller", "reportingInstance": self.config.identity,
+                    "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
+                }
+                try:
+                    self.api.create_object("events", body)
+                except ClusterError as e:  # an Event is a courtesy: never fail the plan for it
+                    event(log, logging.WARNING, "controller.event-failed", claim=key, error=str(e))
+
+    # ---- the loop -------------------------------------------------------------------------------------
+
+    def start_informers(self, stop: threading.Event, timeout_s: float = 60.0) -> bool:
+        for informer in self.informers.values():
+            informer.start(stop)
+        deadline = time.monotonic() + timeout_s
+        return all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in self.informers.values())
+
+    def run(self, stop: threading.Event, is_leader: Callable[[], bool] = lambda: True) -> None:
+        """Plan on changes (debounced) and every interval while leading, until `stop`."""
+        while not stop.is_set():
+            self.dirty.wait(self.config.interval_s)
+            if stop.is_set():
+                break
+            stop.wait(self.config.debounce_s)  # let a burst of events settle into one plan
+            self.dirty.clear()
+            if not is_leader():
+                self.dirty.set()  # plan as soon as this replica leads: look again in a second
+                stop.wait(1.0)
+                continue
+            try:
+                self.reconcile_once()
+            except Exception as e:  # a bug must not end the controller; the next round retries
+                event(log, logging.ERROR, "controller.plan-failed", exc_info=True, error=f"{type(e).__name__}: {e}")

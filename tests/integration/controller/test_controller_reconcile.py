@@ -1,0 +1,136 @@
+"""`carve controller`'s reconciler against the API stand-in, through the real kubernetes client: informers
+(list + watch), the planner, NodePartitioning writes, Events on the claims, and leader election."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from support.apiserver_standin import ApiServerStandIn
+from support.partitioning import claim, mig, node_slices, soft
+
+from driver.cluster.kube import KubeCluster
+from driver.controller.leader import LeaderElector
+from driver.controller.reconcile import Reconciler, ReconcilerConfig
+from driver.simulate.cluster import device_classes
+
+
+def _wait(condition, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def api(apiserver: ApiServerStandIn, tmp_path: Path) -> KubeCluster:
+    return KubeCluster.from_config(apiserver.kubeconfig(tmp_path / "kubeconfig"))
+
+
+@pytest.fixture
+def cluster(apiserver: ApiServerStandIn, api: KubeCluster) -> ApiServerStandIn:
+    """One node, two soft A100s, carve's classes, the node and a namespace."""
+    for s in node_slices("node-a", "2xA100-80GB", "soft"):
+        api.create_resource_slice(s)
+    for dc in device_classes():
+        apiserver.put_object("deviceclasses", dc)
+    apiserver.put_object("nodes", {"apiVersion": "v1", "kind": "Node",
+                                   "metadata": {"name": "node-a", "labels": {"pool": "gpu"}}})
+    apiserver.put_object("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
+    return apiserver
+
+
+@pytest.fixture
+def stop():
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def _reconciler(api: KubeCluster, stop: threading.Event, **config) -> Reconciler:
+    r = Reconciler(api, ReconcilerConfig(grace_s=0, interval_s=60, **config))
+    assert r.start_informers(stop, timeout_s=10)
+    return r
+
+
+def test_a_pending_mig_claim_gets_a_node_partitioning_and_an_event(cluster, api, stop) -> None:
+    cluster.put_claim(claim(mig("3g.40gb"), name="wants-mig"))
+    r = _reconciler(api, stop)
+    plan = r.reconcile_once()
+    assert [(c.node, c.index, c.to_strategy) for c in plan.changes] == [("node-a", 0, "mig")]
+    stored = cluster.objects.get("nodepartitionings", "", "node-a")
+    assert stored["spec"]["gpus"] == [{"index": 0, "strategy": "mig"}, {"index": 1, "strategy": "soft"}]
+    assert "carve.dev/strategy-changes" in stored["metadata"]["annotations"]
+    (ev,) = cluster.objects.list("events")
+    assert ev["involvedObject"]["name"] == "wants-mig" and ev["reason"] == "GPUStrategyChange"
+    assert "node-a" in ev["message"]
+
+
+def test_a_change_in_flight_is_not_made_twice(cluster, api, stop) -> None:
+    cluster.put_claim(claim(mig("3g.40gb"), name="wants-mig"))
+    r = _reconciler(api, stop)
+    r.reconcile_once()
+    assert _wait(lambda: r.informers["nodepartitionings"].get("/node-a") is not None)
+    again = r.reconcile_once()
+    assert again.changes == [] and again.reasons == {"ns/wants-mig": "fits"}
+
+
+def test_nothing_is_written_when_every_claim_fits(cluster, api, stop) -> None:
+    cluster.put_claim(claim(soft(), name="small"))
+    r = _reconciler(api, stop)
+    assert r.reconcile_once().changes == []
+    assert cluster.objects.list("nodepartitionings") == []
+
+
+def test_watch_events_trigger_a_plan_without_relisting(cluster, api, stop) -> None:
+    r = _reconciler(api, stop, debounce_s=0.05)
+    threading.Thread(target=r.run, args=(stop,), daemon=True).start()
+    assert _wait(lambda: r.last_plan is not None)
+    cluster.put_claim(claim(mig("1g.10gb"), name="later"))
+    assert _wait(lambda: cluster.objects.list("nodepartitionings") != [])
+    assert all(i.lists == 1 for i in r.informers.values())  # watched, not listed again
+
+
+def test_a_written_plan_survives_a_conflict_by_retrying(cluster, api, stop) -> None:
+    cluster.put_claim(claim(mig("3g.40gb"), name="wants-mig"))
+    cluster.fail_next("POST", "/apis/carve.dev/v1alpha1/nodepartitionings", code=500)
+    r = _reconciler(api, stop)
+    assert r.reconcile_once().changes  # planned, but the write failed
+    assert cluster.objects.list("nodepartitionings") == [] and r.dirty.is_set()
+    assert r.reconcile_once().changes
+    assert cluster.objects.get("nodepartitionings", "", "node-a")["spec"]["gpus"][0]["strategy"] == "mig"
+
+
+def test_the_policy_object_is_followed(cluster, api, stop) -> None:
+    cluster.put_object("partitioningpolicies", {
+        "apiVersion": "carve.dev/v1alpha1", "kind": "PartitioningPolicy", "metadata": {"name": "default"},
+        "spec": {"nodes": [{"allowedStrategies": ["soft", "exclusive"], "defaultStrategy": "soft"}]}})
+    cluster.put_claim(claim(mig("3g.40gb"), name="wants-mig"))
+    r = _reconciler(api, stop)
+    plan = r.reconcile_once()
+    assert plan.changes == [] and plan.reasons == {"ns/wants-mig": "unfit"}
+
+
+def test_two_replicas_take_turns_on_the_lease(apiserver, api) -> None:
+    now = [1000.0]
+    mono = [0.0]
+    a = LeaderElector(api, "carve", "carve-controller", "a", lease_s=15, renew_s=5, clock=lambda: now[0],
+                      monotonic=lambda: mono[0])
+    b = LeaderElector(api, "carve", "carve-controller", "b", lease_s=15, renew_s=5, clock=lambda: now[0],
+                      monotonic=lambda: mono[0])
+    assert a.try_acquire_or_renew() and a.is_leader
+    assert not b.try_acquire_or_renew() and not b.is_leader
+    now[0] += 10
+    mono[0] += 10
+    assert not b.try_acquire_or_renew()  # a renewed 10 s ago: its 15 s Lease still holds
+    now[0] += 6  # 16 s since a's last renewal: the Lease has expired
+    mono[0] += 6
+    assert not a.is_leader  # a stopped acting before b could take over
+    assert b.try_acquire_or_renew() and b.is_leader
+    lease = apiserver.objects.get("leases", "carve", "carve-controller")
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
+    assert not a.try_acquire_or_renew()
