@@ -82,3 +82,18 @@ driver/plugin/edits.py LIBRARY_DIRS). */}}
 {{- define "carve.nvmlLibDirs" -}}
 usr/lib64 usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu usr/lib
 {{- end -}}
+
+{{/* The strategy controller's service account (controller.yaml). */}}
+{{- define "carve.controllerServiceAccountName" -}}
+{{- if .Values.controller.serviceAccount.create -}}
+{{- default (printf "%s-controller" (include "carve.fullname" .)) .Values.controller.serviceAccount.name -}}
+{{- else -}}
+{{- required "controller.serviceAccount.name is required when controller.serviceAccount.create is false" .Values.controller.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "carve.controllerSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "carve.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end -}}

@@ -53,8 +53,19 @@ def render(*args: str, kube_version: str = "1.34.0") -> list[dict[str, Any]]:
     return yaml.safe_load(yaml.safe_dump(list(_render(kube_version, tuple(args)))))
 
 
-def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = [o for o in objects if o["kind"] == kind]
+# Components of the strategy controller (templates/controller.yaml, partitioning-admission.yaml): `one()`
+# leaves them out unless asked for, so the plugin's tests keep meaning "the plugin's ClusterRole".
+CONTROLLER_COMPONENTS = ("controller", "partitioning")
+
+
+def component(obj: dict[str, Any]) -> str:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component", "")
+
+
+def one(objects: list[dict[str, Any]], kind: str, of: str | None = None) -> dict[str, Any]:
+    """The one object of `kind` of component `of` (default: any component but the controller's)."""
+    found = [o for o in objects if o["kind"] == kind
+             and (component(o) == of if of else component(o) not in CONTROLLER_COMPONENTS)]
     assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
     return found[0]
 

@@ -1,0 +1,127 @@
+"""The chart's strategy controller: a two-replica Deployment configured through its flags' env twins, RBAC
+that is exactly the calls the controller makes, the default PartitioningPolicy (valid for its CRD), and
+the admission policies of NodePartitioning status and hardware-isolated namespaces."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import jsonschema
+import yaml
+from helm_render import NAMESPACE, REPO, one, render
+
+from api.v1alpha1.partitioning import parse_policy
+from driver.cli import build_parser, env_twin
+from driver.cluster.base import OBJECT_KINDS
+from driver.controller.reconcile import WATCHED
+
+CONTROLLER_CODE = REPO / "driver" / "controller"
+VERB = {"get_object": "get", "create_object": "create", "update_object": "update"}
+
+
+def controller_calls() -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb): list+watch of every watched kind, and each literal
+    `<x>.api.get_object/create_object/update_object("<plural>", ...)` in driver/controller/."""
+    calls = {(OBJECT_KINDS[p][0].rpartition("/")[0], p, v) for p in WATCHED for v in ("list", "watch")}
+    for path in sorted(Path(CONTROLLER_CODE).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in VERB and isinstance(node.func.value, ast.Attribute)
+                    and node.func.value.attr == "api"):
+                plural = node.args[0].value
+                status = any(k.arg == "status" for k in node.keywords)
+                group = OBJECT_KINDS[plural][0].rpartition("/")[0]
+                calls.add((group, plural + ("/status" if status else ""), VERB[node.func.attr]))
+    return calls
+
+
+def granted(objects, kinds=("ClusterRole", "Role")) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for o in objects if o["kind"] in kinds and o["metadata"]["labels"].get(
+                "app.kubernetes.io/component") == "controller"
+            for rule in o["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def test_rbac_grants_exactly_the_calls_the_controller_makes():
+    used = controller_calls()
+    assert ("carve.dev", "nodepartitionings", "update") in used and ("", "events", "create") in used
+    assert ("coordination.k8s.io", "leases", "get") in used  # the scan sees leader.py
+    assert granted(render()) == used
+
+
+def test_the_lease_is_written_only_by_name_and_in_the_release_namespace():
+    role = one(render(), "Role", of="controller")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                      "resourceNames": ["carve-controller"], "verbs": ["get", "update"]}]
+
+
+def test_two_replicas_run_the_controller_with_leader_election():
+    objects = render()
+    dep = one(objects, "Deployment", of="controller")
+    assert dep["spec"]["replicas"] == 2
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["args"] == ["controller"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
+    assert env["CARVE_LEADER_ELECT"] == "true" and env["CARVE_POLICY"] == "default"
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    sa = one(objects, "ServiceAccount", of="controller")["metadata"]["name"]
+    assert pod["serviceAccountName"] == sa
+    binding = one(objects, "ClusterRoleBinding", of="controller")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]
+
+
+def test_every_carve_variable_of_the_deployment_is_a_controller_flag():
+    (c,) = one(render(), "Deployment", of="controller")["spec"]["template"]["spec"]["containers"]
+    parser = build_parser("controller")
+    sub = next(a for a in parser._actions if a.dest == "command").choices["controller"]
+    twins = {env_twin(o) for a in sub._actions for o in a.option_strings if o.startswith("--")}
+    carve_vars = {e["name"] for e in c["env"] if e["name"].startswith("CARVE_")}
+    assert carve_vars and carve_vars <= twins
+
+
+def test_the_default_policy_is_valid_for_its_crd_and_the_model():
+    objects = render()
+    policy = one(objects, "PartitioningPolicy", of="controller")
+    crd = yaml.safe_load((REPO / "helm/carve/crds/partitioningpolicies.carve.dev.yaml").read_text())
+    jsonschema.validate(policy, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    spec = parse_policy(policy)
+    assert spec.rule_for({}).default_strategy == "soft"
+    assert spec.hysteresis.min_hold_s == 600
+
+
+def test_isolated_namespaces_get_an_admission_policy_from_the_same_selector():
+    objects = render("--set", "partitioningPolicy.spec.isolation.namespaceSelector.matchLabels.tier=tenant")
+    vaps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
+    iso = vaps["carve-hardware-isolation"]
+    selector = one(objects, "PartitioningPolicy", of="controller")["spec"]["isolation"]["namespaceSelector"]
+    assert iso["spec"]["matchConstraints"]["namespaceSelector"] == selector
+    assert selector["matchLabels"]["tier"] == "tenant"
+    rules = iso["spec"]["matchConstraints"]["resourceRules"][0]
+    assert rules["resources"] == ["resourceclaims", "resourceclaimtemplates"]
+    assert "vgpu.carve.dev" in iso["spec"]["variables"][1]["expression"]
+    bindings = {o["spec"]["policyName"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert set(vaps) <= bindings
+
+
+def test_no_isolation_selector_no_isolation_policy():
+    objects = render("--set", "partitioningPolicy.spec.isolation.namespaceSelector=null")
+    names = {o["metadata"]["name"] for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
+    assert "carve-hardware-isolation" not in names and "carve-nodepartitioning-status" in names
+
+
+def test_the_plugin_writes_only_its_own_node_partitioning_status():
+    vap = next(o for o in render() if o["metadata"]["name"] == "carve-nodepartitioning-status")
+    assert "system:serviceaccount:carve-system:carve-kubelet-plugin" in vap["spec"]["matchConditions"][0][
+        "expression"]
+    checks = [v["expression"] for v in vap["spec"]["validations"]]
+    assert "request.subResource == 'status'" in checks
+    assert "request.name == variables.userNodeName" in checks
+
+
+def test_the_controller_can_be_turned_off():
+    objects = render("--set", "controller.enabled=false")
+    assert not [o for o in objects if o["kind"] in ("Deployment", "PartitioningPolicy", "Role")]
+    assert not [o for o in objects if o["metadata"]["name"] == "carve-hardware-isolation"]
