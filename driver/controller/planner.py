@@ -31,7 +31,15 @@ from typing import Any
 from api.v1alpha1.partitioning import HARDWARE_ISOLATED, PartitioningPolicySpec
 from driver import names
 from driver.allocator import Allocator
-from driver.controller.nodes import CLASS_TYPES, SHARED, TYPES, NodeState, PublishedGpu, try_allocate
+from driver.controller.nodes import (
+    CLASS_TYPES,
+    SHARED,
+    TYPES,
+    NodeState,
+    PublishedGpu,
+    device_gpus,
+    try_allocate,
+)
 from driver.devices import STRATEGIES, ModelError, Settings, build_slices
 from driver.gpu.model import Gpu
 
@@ -128,13 +136,15 @@ class Planner:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self._need: dict[tuple[str, int, str, str], int | None] = {}
+        self._empty: dict[tuple[str, int, str, int], tuple[list[dict[str, Any]], Allocator]] = {}
 
     # ---- what an empty node needs ----------------------------------------------------------------
 
     def need(self, pg: PublishedGpu, count: int, strategy: str, group: Pending, shape: str,
              classes: list[dict[str, Any]]) -> int | None:
-        """GPUs of `pg`'s model under `strategy` an empty node needs for the group (None: no number up
-        to `count` does)."""
+        """GPUs of `pg`'s model under `strategy` an empty node of `count` such GPUs needs for the group:
+        the GPUs its allocation there touches (the allocator fills GPUs in order, so that is the fewest);
+        None when it does not fit at all. One allocation per model, size, strategy and claim shape."""
         key = (pg.gpu.product, count, strategy, shape)
         if key not in self._need:
             self._need[key] = None
@@ -142,14 +152,29 @@ class Planner:
                 STRATEGIES[strategy].check(pg.gpu)
             except ModelError:
                 return None
-            for k in range(1, count + 1):
-                gpus = [_renumbered(pg, i) for i in range(k)]
-                slices = build_slices("what-if", gpus, {i: strategy for i in range(k)}, self.settings,
-                                      k8s_version="1.36", validate=False)
-                if try_allocate(Allocator(slices, classes), "what-if", list(group.claims), keep=False):
-                    self._need[key] = k
+            # Most claims fit one GPU; a claim of n devices may need n; only then try every GPU.
+            for k in sorted({1, min(count, _devices_asked(group.claims)), count}):
+                slices, allocator = self._pristine(pg, k, strategy, classes)
+                got = try_allocate(allocator, "what-if", list(group.claims), keep=False)
+                if got is not None:
+                    parent = device_gpus(slices)
+                    used = {parent[r["device"]] for a in got for r in a["devices"]["results"]
+                            if r["device"] in parent}
+                    self._need[key] = max(1, len(used))
                     break
         return self._need[key]
+
+    def _pristine(self, pg: PublishedGpu, k: int, strategy: str, classes: list[dict[str, Any]]):
+        """An empty node of k GPUs of pg's model under `strategy`, kept: allocations on it are tried and
+        taken back, and its CEL results serve every claim shape asked about it."""
+        key = (pg.gpu.product, k, strategy, id(classes))
+        found = self._empty.get(key)
+        if found is None:
+            gpus = [_renumbered(pg, i) for i in range(k)]
+            slices = build_slices("what-if", gpus, {i: strategy for i in range(k)}, self.settings,
+                                  k8s_version="1.36", validate=False)
+            found = self._empty[key] = (slices, Allocator(slices, classes))
+        return found
 
     # ---- the plan ----------------------------------------------------------------------------------
 
@@ -271,6 +296,16 @@ class Planner:
             if got is not None:
                 return changed, allocator, got
         return None
+
+
+def _devices_asked(claims: Iterable[dict[str, Any]]) -> int:
+    """Devices the claims ask for, counting each request's first alternative."""
+    n = 0
+    for claim in claims:
+        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            alts = [req["exactly"]] if "exactly" in req else list(req.get("firstAvailable") or [{}])
+            n += int(alts[0].get("count") or 1)
+    return n
 
 
 def _can_run(p: PublishedGpu, strategy: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 
+from driver.simulate.auto import AutoPlanner
 from driver.simulate.cluster import build_cluster
 from driver.simulate.engine import Simulation
 from driver.simulate.generator import generate
@@ -22,7 +23,7 @@ FULL_PODS, FULL_NODES, FULL_GAP_S = 10_000, 100, 30.0
 
 
 def _cluster(nodes: int) -> list[NodeGroup]:
-    # 60% MIG-capable A100 nodes (auto -> mig), 40% L4 nodes (auto -> soft).
+    # 60% MIG-capable A100 nodes, 40% L4 nodes; auto starts them soft and lets the planner change them.
     a100 = nodes * 6 // 10
     return [NodeGroup("a100", a100, ("A100-80GB",) * 8, None),
             NodeGroup("l4", nodes - a100, ("L4",) * 8, None)]
@@ -31,7 +32,8 @@ def _cluster(nodes: int) -> list[NodeGroup]:
 def _timed(groups: list[NodeGroup], pods, strategy: str) -> tuple[float, dict, dict]:
     started = time.perf_counter()
     cluster = build_cluster(groups, strategy)
-    result = Simulation(cluster, POLICIES["kube"], strategy).run(pods)
+    auto = AutoPlanner(cluster) if strategy == "auto" else None  # the controller's planner decides
+    result = Simulation(cluster, POLICIES["kube"], strategy, auto=auto).run(pods)
     elapsed = time.perf_counter() - started
     stats: dict[str, float] = {}
     for node in cluster.nodes:
@@ -53,7 +55,7 @@ def test_simulate_wall_time() -> None:
     lookups = stats["cel_cache_hits"] + stats["cel_cache_misses"]
     print()
     print(f"simulate: {pods_n} pods on {nodes} nodes ({nodes * 8} GPUs), node policy kube")
-    print(f"  auto (mig + soft): {auto_s:7.2f} s  {pods_n / auto_s:7.1f} pods/s  "
+    print(f"  auto (planner):    {auto_s:7.2f} s  {pods_n / auto_s:7.1f} pods/s  "
           f"peak {auto['peak_gpus_busy']} GPUs, bound {auto['lower_bound_gpus']}, "
           f"scheduled {auto['pods_scheduled']}/{pods_n}, mean wait {auto['mean_wait_s']} s")
     print(f"  exclusive (base):  {base_s:7.2f} s  {pods_n / base_s:7.1f} pods/s  "
