@@ -10,6 +10,8 @@ model it under another one.
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +40,7 @@ _STRATEGY_OF_TYPE = {names.TYPE_VGPU: names.STRATEGY_SOFT, names.TYPE_SLOT: name
 CLASS_TYPES = {names.CLASS_GPU: names.TYPE_GPU, names.CLASS_VGPU: names.TYPE_VGPU,
                names.CLASS_SLOT: names.TYPE_SLOT, names.CLASS_MIG: names.TYPE_MIG,
                names.CLASS_TIMESLICE: names.TYPE_TIMESLICE}
+_GPU_NAME = re.compile(r"^gpu-(\d+)(?:-|$)")
 WHAT_IF_VERSION = "1.36"  # what-if slices only feed the allocator; any version's layout has the same devices
 
 
@@ -121,6 +124,20 @@ class NodeState:
     slices: list[dict[str, Any]] | None = None
     allocator: Allocator | None = None
     version: int = 0
+    _signature: tuple[int, str] | None = field(default=None, repr=False, compare=False)
+
+    def signature(self) -> str:
+        """What decides which claims fit here, without the names: GPU models, strategies, which are busy,
+        and what the allocated claims hold (device names repeat from node to node). Two nodes with one
+        signature accept the same claims, so a claim that fits neither need not be tried on both."""
+        if self._signature is None or self._signature[0] != self.version:
+            held = sorted(json.dumps([r.get("device"), r.get("consumedCapacity")], sort_keys=True)
+                          for c in self.allocated.values()
+                          for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {})
+                          .get("results") or [])
+            gpus = [(p.gpu.product, p.strategy, p.gpu.uuid in self.busy, p.modelled) for p in self.gpus]
+            self._signature = (self.version, json.dumps([gpus, held]))
+        return self._signature[1]
 
     @property
     def strategies(self) -> dict[int, str]:
@@ -155,8 +172,9 @@ class NodeState:
             allocator.add_allocated(claim)
         return allocator
 
-    def apply(self, changes: dict[int, str], allocator: Allocator) -> None:
-        """Adopt a what-if: the GPUs run their new strategies, `allocator` is the node's from now on."""
+    def apply(self, changes: dict[int, str], allocator: Allocator | None) -> None:
+        """Adopt a what-if: the GPUs run their new strategies, `allocator` (None: built when needed)
+        is the node's from now on."""
         self.gpus = [dataclasses.replace(p, strategy=changes.get(p.gpu.index, p.strategy)) for p in self.gpus]
         self.slices = None
         self.allocator = allocator
@@ -165,13 +183,14 @@ class NodeState:
     def record(self, claims: list[dict[str, Any]], allocations: list[dict[str, Any]]) -> None:
         """Count claims as allocated here (what the planner expects the scheduler to do): their GPUs
         become busy, so no later change of the same plan touches them."""
-        gpu_of = device_gpus(self.current_slices())
+        by_minor = {p.gpu.minor: p.gpu.uuid for p in self.gpus}
         for claim, allocation in zip(claims, allocations, strict=True):
             uid = claim["metadata"]["uid"]
             self.allocated[uid] = {**claim, "status": {"allocation": allocation}}
             for r in allocation["devices"]["results"]:
-                if r["device"] in gpu_of:
-                    self.busy.add(gpu_of[r["device"]])
+                m = _GPU_NAME.match(r["device"])  # every carve device is named gpu-<minor>[-...]
+                if m and int(m.group(1)) in by_minor:
+                    self.busy.add(by_minor[int(m.group(1))])
         self.version += 1
 
     def current_slices(self) -> list[dict[str, Any]]:

@@ -130,6 +130,32 @@ def _strategies_for(types: list[str] | None) -> list[str]:
     return out
 
 
+@dataclass
+class _Memo:
+    """What one plan learnt; node signatures stand for every node equal to the one tried."""
+
+    unfit_shapes: set[str] = field(default_factory=set)
+    misses: set[tuple[str, str]] = field(default_factory=set)  # (signature, shape): does not fit as is
+    fits: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)  # ... fits, like so
+    hopeless: set[tuple[str, str, str]] = field(default_factory=set)  # (signature, shape, strategy)
+    helped: dict[tuple[str, str, str], tuple[set[int], list[dict[str, Any]]]] = field(default_factory=dict)
+    changed: Counter[str] = field(default_factory=Counter)  # GPU uuid -> changes in this plan
+
+
+def _rebased(allocation: dict[str, Any], node: str) -> dict[str, Any]:
+    """An allocation found on an equal node, moved to `node` (pool and node selector name it)."""
+    out = json.loads(json.dumps(allocation))
+    for r in out["devices"]["results"]:
+        r["pool"] = node
+    for term in (out.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
+        for f in term.get("matchFields") or []:
+            f["values"] = [node]
+        for e in term.get("matchExpressions") or []:
+            if e.get("key") == "kubernetes.io/hostname":
+                e["values"] = [node]
+    return out
+
+
 class Planner:
     """Plans changes; keeps only caches that do not change a plan's outcome (see module doc)."""
 
@@ -181,51 +207,55 @@ class Planner:
     def plan(self, inp: PlanInput) -> Plan:
         out = Plan()
         nodes = sorted(inp.nodes, key=lambda n: (-len(n.busy), n.name))
-        unfit_shapes: set[str] = set()
-        misses: set[tuple[str, int, str]] = set()  # (node, node version, shape) that did not fit as is
-        changes_made: Counter[str] = Counter()
+        memo = _Memo()
         for group in sorted(inp.pending, key=lambda g: (g.since, g.key)):
             if inp.now - group.since < inp.grace_s:
                 out.reasons[group.key] = YOUNG
                 continue
             isolated = group.namespace in inp.isolated_namespaces
             shape = _shape(group, isolated)
-            if shape in unfit_shapes:
+            if shape in memo.unfit_shapes:
                 out.reasons[group.key] = UNFIT
                 continue
             types = claim_types(group.claims)
-            if not inp.known_unfit and self._fits_somewhere(nodes, group, shape, types, inp.classes, misses):
+            if not inp.known_unfit and self._fits_somewhere(nodes, group, shape, types, inp.classes, memo):
                 out.reasons[group.key] = FITS
                 continue
             if len(out.changes) < inp.max_changes:
-                made = self._change_for(nodes, group, shape, types, isolated, inp, changes_made)
+                made = self._change_for(nodes, group, shape, types, isolated, inp, memo)
                 if made:
                     out.changes.extend(made)
                     out.reasons[group.key] = HELPED
                     continue
             out.reasons[group.key] = UNFIT
-            unfit_shapes.add(shape)
+            memo.unfit_shapes.add(shape)
         return out
 
     def _fits_somewhere(self, nodes: Sequence[NodeState], group: Pending, shape: str,
-                        types: list[str] | None, classes: list[dict[str, Any]],
-                        misses: set[tuple[str, int, str]]) -> bool:
+                        types: list[str] | None, classes: list[dict[str, Any]], memo: _Memo) -> bool:
         for node in nodes:
-            key = (node.name, node.version, shape)
-            if key in misses:
-                continue
             if types is not None and not (node.types() & set(types)):
-                misses.add(key)
                 continue
-            got = try_allocate(node.current(classes), node.name, list(group.claims), keep=True)
+            key = (node.signature(), shape)
+            if key in memo.misses:
+                continue
+            known = memo.fits.get(key)
+            if known is not None:  # an equal node took it: the same devices here
+                got = [_rebased(a, node.name) for a in known]
+                if node.allocator is not None:
+                    for c, a in zip(group.claims, got, strict=True):
+                        node.allocator.add_allocated({**c, "status": {"allocation": a}})
+            else:
+                got = try_allocate(node.current(classes), node.name, list(group.claims), keep=True)
             if got is not None:
+                memo.fits[key] = got
                 node.record(list(group.claims), got)
                 return True
-            misses.add((node.name, node.version, shape))
+            memo.misses.add(key)
         return False
 
     def _change_for(self, nodes: Sequence[NodeState], group: Pending, shape: str, types: list[str] | None,
-                    isolated: bool, inp: PlanInput, changes_made: Counter[str]) -> list[Change]:
+                    isolated: bool, inp: PlanInput, memo: _Memo) -> list[Change]:
         wanted = _strategies_for(types)
         if isolated:
             wanted = [s for s in wanted if s in HARDWARE_ISOLATED]
@@ -235,14 +265,29 @@ class Planner:
             rule = inp.policy.rule_for(node.labels)
             if rule is None:
                 continue
-            candidates = self._changeable(node, inp, changes_made)
+            candidates = self._changeable(node, inp, memo.changed)
             if not candidates:
                 continue
+            # Equal nodes give equal answers unless hysteresis held back some idle GPU of this one.
+            comparable = len(candidates) == sum(1 for p in node.gpus if p.gpu.uuid not in node.busy)
             for strategy in (s for s in wanted if s in rule.allowed_strategies):
-                found = self._grow(node, candidates, strategy, group, shape, inp.classes)
+                key = (node.signature(), shape, strategy)
+                if comparable and key in memo.hopeless:
+                    continue
+                known = memo.helped.get(key) if comparable else None
+                if known is not None:
+                    indices, allocations = known
+                    changed = [p for p in node.gpus if p.gpu.index in indices]
+                    found = changed, None, [_rebased(a, node.name) for a in allocations]
+                else:
+                    found = self._grow(node, candidates, strategy, group, shape, inp.classes)
                 if found is None:
+                    if comparable:
+                        memo.hopeless.add(key)
                     continue
                 changed, allocator, allocations = found
+                if comparable:
+                    memo.helped[key] = ({p.gpu.index for p in changed}, allocations)
                 before = node.strategies
                 node.apply({p.gpu.index: strategy for p in changed}, allocator)
                 node.record(list(group.claims), allocations)
@@ -250,7 +295,7 @@ class Planner:
                           f"{len(changed)} idle GPU(s) run {strategy}")
                 made = []
                 for p in changed:
-                    changes_made[p.gpu.uuid] += 1
+                    memo.changed[p.gpu.uuid] += 1
                     made.append(Change(node.name, p.gpu.index, p.gpu.uuid, before[p.gpu.index], strategy,
                                        reason, (group.key,)))
                 return made
