@@ -5,7 +5,8 @@
    the lower bound. Asserted: auto needs no more GPUs at peak than the best single strategy (the fewest
    among those that schedule the most pods) and schedules at least as many pods as any.
    The full size takes many minutes on a 2-core machine (the mig runs dominate), so by default this runs
-   a fifth of it (400 pods on 2 nodes, same arrival rate per node) for seeds 1..2; CARVE_BENCH_FULL=1
+   an eighth of the pods on a fifth of the nodes (250 pods on 2 nodes, the same arrival rate per node)
+   for seeds 1..2; CARVE_BENCH_FULL=1
    runs the full size. docs/controller.md records the full figures.
 2. Planner time for 100 nodes x 8 A100-80GB (a third exclusive, a third soft, a third mig; half of each
    node's GPUs busy) and 1,000 pending claims (MIG profiles, whole GPUs, soft slices): printed (target < 1 s).
@@ -40,7 +41,7 @@ def _best(results: dict[str, dict]) -> tuple[str, dict]:
 
 
 def test_auto_against_every_single_strategy_on_inference_mix() -> None:
-    pods_n, nodes, seeds = (2000, 10, range(1, 6)) if FULL else (400, 2, range(1, 3))
+    pods_n, nodes, seeds = (2000, 10, range(1, 6)) if FULL else (250, 2, range(1, 3))
     groups = [NodeGroup("a100", nodes, ("A100-80GB",) * 8, None)]
     print(f"\ninference-mix: {pods_n} pods on {nodes} nodes x 8 A100-80GB, node policy kube"
           f"{'' if FULL else ' (reduced; CARVE_BENCH_FULL=1 for 2000 pods on 10 nodes, seeds 1..5)'}")
