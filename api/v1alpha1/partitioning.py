@@ -162,14 +162,17 @@ class NodeRule(_Strict):
 
     node_selector: LabelSelector = Field(default_factory=LabelSelector, alias="nodeSelector")
     allowed_strategies: list[StrategyName] = Field(
-        default_factory=lambda: ["exclusive", "soft", "mig"], alias="allowedStrategies", min_length=1)
+        default_factory=lambda: ["exclusive", "soft", "mig"], alias="allowedStrategies", min_length=1
+    )
     default_strategy: StrategyName = Field(default="soft", alias="defaultStrategy")
 
     @model_validator(mode="after")
     def _default_allowed(self) -> NodeRule:
         if self.default_strategy not in self.allowed_strategies:
-            raise ValueError(f"defaultStrategy {self.default_strategy} is not in allowedStrategies "
-                             f"{list(self.allowed_strategies)}")
+            raise ValueError(
+                f"defaultStrategy {self.default_strategy} is not in allowedStrategies "
+                f"{list(self.allowed_strategies)}"
+            )
         return self
 
 
@@ -232,11 +235,16 @@ def parse_policy(obj: dict[str, Any]) -> PartitioningPolicySpec:
     return _parse(PartitioningPolicySpec, obj.get("spec"), f"{KIND_PARTITIONING_POLICY} {name}", "spec")
 
 
-def node_partitioning_object(node: str, spec: NodePartitioningSpec,
-                             annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def node_partitioning_object(
+    node: str, spec: NodePartitioningSpec, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The object the controller writes (spec only; status belongs to the plugin)."""
     meta: dict[str, Any] = {"name": node}
     if annotations:
         meta["annotations"] = dict(annotations)
-    return {"apiVersion": API_VERSION, "kind": KIND_NODE_PARTITIONING, "metadata": meta,
-            "spec": spec.model_dump(by_alias=True, exclude_none=True)}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND_NODE_PARTITIONING,
+        "metadata": meta,
+        "spec": spec.model_dump(by_alias=True, exclude_none=True),
+    }

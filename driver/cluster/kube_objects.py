@@ -29,14 +29,20 @@ class KubeObjects:
     to_dict: Callable[..., Any]
 
     def _apis(self) -> tuple[Any, Any, Any, Any]:
-        return (client.ResourceV1Api(self.api_client), client.CoreV1Api(self.api_client),
-                client.CustomObjectsApi(self.api_client), client.CoordinationV1Api(self.api_client))
+        return (
+            client.ResourceV1Api(self.api_client),
+            client.CoreV1Api(self.api_client),
+            client.CustomObjectsApi(self.api_client),
+            client.CoordinationV1Api(self.api_client),
+        )
 
     def _lister(self, plural: str) -> Callable[..., Any]:
         resource, core, custom, _ = self._apis()
         if plural in _CRDS:
+
             def crd(**kw: Any) -> Any:
                 return custom.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, plural, **kw)
+
             return crd
         listers = {
             "resourceclaims": resource.list_resource_claim_for_all_namespaces,
@@ -52,22 +58,34 @@ class KubeObjects:
 
     def list_objects(self, plural: str) -> tuple[list[dict[str, Any]], str]:
         lister = self._lister(plural)
-        resp = self._call(plural, "", "", lambda: lister(_preload_content=False,
-                                                          _request_timeout=self.request_timeout))
+        resp = self._call(
+            plural, "", "", lambda: lister(_preload_content=False, _request_timeout=self.request_timeout)
+        )
         data = json.loads(resp.data or b"{}")
         api_version, kind, _ = OBJECT_KINDS[plural]
         items = [{"apiVersion": api_version, "kind": kind, **item} for item in data.get("items") or []]
         return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
 
-    def watch_objects(self, plural: str, resource_version: str,
-                      timeout_s: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    def watch_objects(
+        self, plural: str, resource_version: str, timeout_s: int
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         """One watch request, read line by line as the server streams it (the client's Watch helper
         would re-type every object; the raw JSON is what carve wants)."""
         lister = self._lister(plural)
         api_version, kind, _ = OBJECT_KINDS[plural]
-        resp = self._call(plural, "", "", lambda: lister(
-            watch=True, resource_version=resource_version or None, timeout_seconds=timeout_s,
-            allow_watch_bookmarks=True, _preload_content=False, _request_timeout=timeout_s + 10))
+        resp = self._call(
+            plural,
+            "",
+            "",
+            lambda: lister(
+                watch=True,
+                resource_version=resource_version or None,
+                timeout_seconds=timeout_s,
+                allow_watch_bookmarks=True,
+                _preload_content=False,
+                _request_timeout=timeout_s + 10,
+            ),
+        )
         try:
             if resp.status >= 400:
                 body = resp.data.decode(errors="replace") if resp.data else ""
@@ -81,10 +99,14 @@ class KubeObjects:
                 obj = ev.get("object") or {}
                 if ev.get("type") == "ERROR":
                     if obj.get("code") == 410:
-                        raise Expired(f"{plural}: watch from {resource_version}: {obj.get('message')}", plural,
-                                      status=410)
-                    raise ClusterError(f"{plural}: watch error: {obj.get('message')}", plural,
-                                       status=obj.get("code"))
+                        raise Expired(
+                            f"{plural}: watch from {resource_version}: {obj.get('message')}",
+                            plural,
+                            status=410,
+                        )
+                    raise ClusterError(
+                        f"{plural}: watch error: {obj.get('message')}", plural, status=obj.get("code")
+                    )
                 if ev.get("type") == "BOOKMARK":
                     continue
                 yield ev["type"], {"apiVersion": api_version, "kind": kind, **obj}
@@ -93,13 +115,25 @@ class KubeObjects:
             resp.release_conn()
 
     def get_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
-        _, core, custom, coordination = self._apis()
+        _, _core, custom, coordination = self._apis()
         if plural in _CRDS:
-            return self._call(plural, name, "", lambda: custom.get_cluster_custom_object(
-                CRD_GROUP, CRD_VERSION, plural, name, _request_timeout=self.request_timeout))
+            return self._call(
+                plural,
+                name,
+                "",
+                lambda: custom.get_cluster_custom_object(
+                    CRD_GROUP, CRD_VERSION, plural, name, _request_timeout=self.request_timeout
+                ),
+            )
         if plural == "leases":
-            got = self._call(plural, name, namespace, lambda: coordination.read_namespaced_lease(
-                name, namespace, _request_timeout=self.request_timeout))
+            got = self._call(
+                plural,
+                name,
+                namespace,
+                lambda: coordination.read_namespaced_lease(
+                    name, namespace, _request_timeout=self.request_timeout
+                ),
+            )
             return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **self.to_dict(got)}
         raise ClusterError(f"{plural}: get is not used by carve", plural, name, namespace)
 
@@ -108,17 +142,38 @@ class KubeObjects:
         meta = obj.get("metadata") or {}
         name, namespace = meta.get("name") or meta.get("generateName", ""), meta.get("namespace", "")
         if plural in _CRDS:
-            return self._call(plural, name, "", lambda: custom.create_cluster_custom_object(
-                CRD_GROUP, CRD_VERSION, plural, obj, field_manager="carve", _request_timeout=self.request_timeout))
+            return self._call(
+                plural,
+                name,
+                "",
+                lambda: custom.create_cluster_custom_object(
+                    CRD_GROUP,
+                    CRD_VERSION,
+                    plural,
+                    obj,
+                    field_manager="carve",
+                    _request_timeout=self.request_timeout,
+                ),
+            )
         if plural == "leases":
             body = self.to_model(obj, "V1Lease")
-            got = self._call(plural, name, namespace, lambda: coordination.create_namespaced_lease(
-                namespace, body, field_manager="carve", _request_timeout=self.request_timeout))
+            got = self._call(
+                plural,
+                name,
+                namespace,
+                lambda: coordination.create_namespaced_lease(
+                    namespace, body, field_manager="carve", _request_timeout=self.request_timeout
+                ),
+            )
             return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **self.to_dict(got)}
         if plural == "events":
             body = self.to_model(obj, "CoreV1Event")
-            got = self._call(plural, name, namespace, lambda: core.create_namespaced_event(
-                namespace, body, _request_timeout=self.request_timeout))
+            got = self._call(
+                plural,
+                name,
+                namespace,
+                lambda: core.create_namespaced_event(namespace, body, _request_timeout=self.request_timeout),
+            )
             return self.to_dict(got)
         raise ClusterError(f"{plural}: create is not used by carve", plural, name, namespace)
 
@@ -127,13 +182,34 @@ class KubeObjects:
         meta = obj.get("metadata") or {}
         name, namespace = meta.get("name", ""), meta.get("namespace", "")
         if plural in _CRDS:
-            replace = custom.replace_cluster_custom_object_status if status else custom.replace_cluster_custom_object
-            return self._call(plural, name, "", lambda: replace(
-                CRD_GROUP, CRD_VERSION, plural, name, obj, field_manager="carve",
-                _request_timeout=self.request_timeout))
+            replace = (
+                custom.replace_cluster_custom_object_status
+                if status
+                else custom.replace_cluster_custom_object
+            )
+            return self._call(
+                plural,
+                name,
+                "",
+                lambda: replace(
+                    CRD_GROUP,
+                    CRD_VERSION,
+                    plural,
+                    name,
+                    obj,
+                    field_manager="carve",
+                    _request_timeout=self.request_timeout,
+                ),
+            )
         if plural == "leases":
             body = self.to_model(obj, "V1Lease")
-            got = self._call(plural, name, namespace, lambda: coordination.replace_namespaced_lease(
-                name, namespace, body, field_manager="carve", _request_timeout=self.request_timeout))
+            got = self._call(
+                plural,
+                name,
+                namespace,
+                lambda: coordination.replace_namespaced_lease(
+                    name, namespace, body, field_manager="carve", _request_timeout=self.request_timeout
+                ),
+            )
             return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **self.to_dict(got)}
         raise ClusterError(f"{plural}: update is not used by carve", plural, name, namespace)

@@ -29,8 +29,12 @@ def now_rfc3339() -> str:
 
 
 class ObjectStore:
-    def __init__(self, lock: threading.RLock | None = None, next_rv: Callable[[], str] | None = None,
-                 keep_events: int = 10_000) -> None:
+    def __init__(
+        self,
+        lock: threading.RLock | None = None,
+        next_rv: Callable[[], str] | None = None,
+        keep_events: int = 10_000,
+    ) -> None:
         self._cond = threading.Condition(lock or threading.RLock())
         self._rv = 0
         self._next_rv = next_rv or self._own_rv
@@ -80,16 +84,24 @@ class ObjectStore:
 
     def list(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
         with self._cond:
-            return [copy.deepcopy(o) for (p, ns, _), o in sorted(self.objects.items())
-                    if p == plural and (namespace is None or ns == namespace)]
+            return [
+                copy.deepcopy(o)
+                for (p, ns, _), o in sorted(self.objects.items())
+                if p == plural and (namespace is None or ns == namespace)
+            ]
 
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         with self._cond:
             try:
                 return copy.deepcopy(self.objects[(plural, namespace, name)])
             except KeyError:
-                raise NotFound(f"{plural} {namespace + '/' if namespace else ''}{name} not found", plural, name,
-                               namespace, 404) from None
+                raise NotFound(
+                    f"{plural} {namespace + '/' if namespace else ''}{name} not found",
+                    plural,
+                    name,
+                    namespace,
+                    404,
+                ) from None
 
     def create(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj.get("metadata") or {}
@@ -102,8 +114,13 @@ class ObjectStore:
             stored = copy.deepcopy(obj)
             if plural in STATUS_SUBRESOURCE:
                 stored.pop("status", None)
-            stored["metadata"] = {**meta, "uid": str(uuid.uuid4()), "generation": 1,
-                                  "creationTimestamp": now_rfc3339(), "resourceVersion": self._next_rv()}
+            stored["metadata"] = {
+                **meta,
+                "uid": str(uuid.uuid4()),
+                "generation": 1,
+                "creationTimestamp": now_rfc3339(),
+                "resourceVersion": self._next_rv(),
+            }
             self.objects[(plural, namespace, name)] = stored
             self.log(plural, ADDED, stored)
             return copy.deepcopy(stored)
@@ -118,9 +135,14 @@ class ObjectStore:
                 raise NotFound(f"{plural} {key[2]!r} not found", plural, key[2], key[1], 404)
             want = meta.get("resourceVersion")
             if want and want != old["metadata"]["resourceVersion"]:
-                raise Conflict(f"{plural} {key[2]!r}: the object has been modified (resourceVersion {want} is "
-                               f"not the current {old['metadata']['resourceVersion']})", plural, key[2], key[1],
-                               409)
+                raise Conflict(
+                    f"{plural} {key[2]!r}: the object has been modified (resourceVersion {want} is "
+                    f"not the current {old['metadata']['resourceVersion']})",
+                    plural,
+                    key[2],
+                    key[1],
+                    409,
+                )
             if status:
                 stored = {**copy.deepcopy(old), "status": copy.deepcopy(obj.get("status"))}
             else:
@@ -154,8 +176,14 @@ class ObjectStore:
         with self._cond:
             old = self.objects.get(key)
             stored = copy.deepcopy(obj)
-            stored["metadata"] = {"uid": str(uuid.uuid4()), "generation": 1, "creationTimestamp": now_rfc3339(),
-                                  **(old or {}).get("metadata", {}), **meta, "resourceVersion": self._next_rv()}
+            stored["metadata"] = {
+                "uid": str(uuid.uuid4()),
+                "generation": 1,
+                "creationTimestamp": now_rfc3339(),
+                **(old or {}).get("metadata", {}),
+                **meta,
+                "resourceVersion": self._next_rv(),
+            }
             self.objects[key] = stored
             self.log(plural, MODIFIED if old else ADDED, stored)
             return copy.deepcopy(stored)

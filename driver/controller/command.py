@@ -21,25 +21,49 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", default="", help="kubeconfig file (default: in-cluster, else ~/.kube/config)")
+    p.add_argument(
+        "--kubeconfig", default="", help="kubeconfig file (default: in-cluster, else ~/.kube/config)"
+    )
     p.add_argument("--policy", default="default", help="name of the PartitioningPolicy to follow")
     p.add_argument("--interval", type=float, default=30.0, help="seconds between plans when nothing changes")
-    p.add_argument("--grace", type=float, default=10.0,
-                   help="seconds a claim may be pending before the planner acts for it (the scheduler's turn)")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        help="seconds a claim may be pending before the planner acts for it (the scheduler's turn)",
+    )
     p.add_argument("--resync", type=float, default=600.0, help="seconds between full re-lists of each kind")
     p.add_argument("--max-changes", type=int, default=64, help="GPU strategy changes per plan, at most")
-    p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots "
-                                                                  "(as the plugins run)")
-    p.add_argument("--leader-elect", default="true", choices=("true", "false"),
-                   help="hold a coordination.k8s.io Lease while acting, so replicas take turns")
-    p.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"),
-                   help="namespace of the leader Lease (default $POD_NAMESPACE)")
+    p.add_argument(
+        "--split-count",
+        type=int,
+        default=10,
+        help="shares per GPU for soft slices and slots (as the plugins run)",
+    )
+    p.add_argument(
+        "--leader-elect",
+        default="true",
+        choices=("true", "false"),
+        help="hold a coordination.k8s.io Lease while acting, so replicas take turns",
+    )
+    p.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE", "default"),
+        help="namespace of the leader Lease (default $POD_NAMESPACE)",
+    )
     p.add_argument("--lease-name", default="carve-controller", help="name of the leader Lease")
     p.add_argument("--lease-duration", type=int, default=15, help="seconds a Lease holds without renewal")
-    p.add_argument("--identity", default=os.environ.get("POD_NAME", "") or socket.gethostname(),
-                   help="this replica's name in the Lease (default $POD_NAME, else the host name)")
-    p.add_argument("--metrics-addr", default="", help="Prometheus /metrics endpoint, e.g. ':8080' (default: off)")
-    p.add_argument("--once", action="store_true", help="plan once, write it (unless --dry-run), print it as JSON")
+    p.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME", "") or socket.gethostname(),
+        help="this replica's name in the Lease (default $POD_NAME, else the host name)",
+    )
+    p.add_argument(
+        "--metrics-addr", default="", help="Prometheus /metrics endpoint, e.g. ':8080' (default: off)"
+    )
+    p.add_argument(
+        "--once", action="store_true", help="plan once, write it (unless --dry-run), print it as JSON"
+    )
     p.add_argument("--dry-run", action="store_true", help="with --once: print the plan, write nothing")
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")
 
@@ -64,16 +88,34 @@ def _config(args: argparse.Namespace):
         settings = Settings(split_count=args.split_count)
     except ModelError as e:
         raise CliError(f"--split-count: {e}") from None
-    return ReconcilerConfig(policy_name=args.policy, interval_s=args.interval, grace_s=args.grace,
-                            resync_s=args.resync, max_changes=args.max_changes, identity=args.identity,
-                            dry_run=args.dry_run, settings=settings)
+    return ReconcilerConfig(
+        policy_name=args.policy,
+        interval_s=args.interval,
+        grace_s=args.grace,
+        resync_s=args.resync,
+        max_changes=args.max_changes,
+        identity=args.identity,
+        dry_run=args.dry_run,
+        settings=settings,
+    )
 
 
 def plan_report(plan) -> dict:
-    return {"changes": [{"node": c.node, "gpu": c.index, "uuid": c.uuid, "from": c.from_strategy,
-                         "to": c.to_strategy, "reason": c.reason, "claims": list(c.claims)}
-                        for c in plan.changes],
-            "pending": plan.reasons}
+    return {
+        "changes": [
+            {
+                "node": c.node,
+                "gpu": c.index,
+                "uuid": c.uuid,
+                "from": c.from_strategy,
+                "to": c.to_strategy,
+                "reason": c.reason,
+                "claims": list(c.claims),
+            }
+            for c in plan.changes
+        ],
+        "pending": plan.reasons,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     reconciler = Reconciler(api, config)
     if not reconciler.start_informers(stop):
-        event(log, logging.ERROR, "controller.sync-failed", detail="informers did not list every kind in 60 s")
+        event(
+            log, logging.ERROR, "controller.sync-failed", detail="informers did not list every kind in 60 s"
+        )
         stop.set()
         return 1
     if args.once:
@@ -106,8 +150,14 @@ def run(args: argparse.Namespace) -> int:
         server.start()
     is_leader = lambda: True  # noqa: E731
     if args.leader_elect == "true":
-        elector = LeaderElector(api, args.lease_namespace, args.lease_name, args.identity, args.lease_duration,
-                                renew_s=max(1.0, args.lease_duration / 3))
+        elector = LeaderElector(
+            api,
+            args.lease_namespace,
+            args.lease_name,
+            args.identity,
+            args.lease_duration,
+            renew_s=max(1.0, args.lease_duration / 3),
+        )
 
         def leading() -> bool:
             held = elector.is_leader
@@ -120,8 +170,14 @@ def run(args: argparse.Namespace) -> int:
         reconciler.metrics.leader.set(1)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: (stop.set(), reconciler.dirty.set()))
-    event(log, logging.INFO, "controller.started", identity=args.identity, policy=args.policy,
-          leader_elect=args.leader_elect)
+    event(
+        log,
+        logging.INFO,
+        "controller.started",
+        identity=args.identity,
+        policy=args.policy,
+        leader_elect=args.leader_elect,
+    )
     reconciler.dirty.set()
     reconciler.run(stop, is_leader)
     if server:

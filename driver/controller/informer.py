@@ -28,8 +28,15 @@ def object_key(obj: dict[str, Any]) -> str:
 
 
 class Informer:
-    def __init__(self, api: ObjectApi, plural: str, on_change: Callable[[str], None], resync_s: float = 600.0,
-                 watch_timeout_s: int = 300, backoff_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        api: ObjectApi,
+        plural: str,
+        on_change: Callable[[str], None],
+        resync_s: float = 600.0,
+        watch_timeout_s: int = 300,
+        backoff_s: float = 1.0,
+    ) -> None:
         self.api = api
         self.plural = plural
         self.on_change = on_change
@@ -53,8 +60,9 @@ class Informer:
             return copy.deepcopy(found) if found is not None else None
 
     def start(self, stop: threading.Event) -> Informer:
-        self._thread = threading.Thread(target=self.run, args=(stop,), name=f"informer-{self.plural}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self.run, args=(stop,), name=f"informer-{self.plural}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -81,9 +89,18 @@ class Informer:
             except Expired:
                 continue  # list again at once
             except Exception as e:  # ClusterError, a broken stream, a bug: log, back off, list again
-                level = logging.WARNING if isinstance(e, (ClusterError, OSError, ValueError)) else logging.ERROR
-                event(log, level, "informer.error", kind=self.plural, error=f"{type(e).__name__}: {e}",
-                      retry_s=self.backoff_s, exc_info=level == logging.ERROR)
+                level = (
+                    logging.WARNING if isinstance(e, (ClusterError, OSError, ValueError)) else logging.ERROR
+                )
+                event(
+                    log,
+                    level,
+                    "informer.error",
+                    kind=self.plural,
+                    error=f"{type(e).__name__}: {e}",
+                    retry_s=self.backoff_s,
+                    exc_info=level == logging.ERROR,
+                )
                 stop.wait(self.backoff_s)
 
     def _apply(self, kind: str, obj: dict[str, Any]) -> None:

@@ -89,8 +89,13 @@ def build_input(
     gpu_of: dict[str, dict[str, str]] = {}
     history: dict[str, list[float]] = {}
     for node, members in sorted(newest_pools(slices).items()):
-        state = NodeState(name=node, gpus=gpus_from_slices(node, members),
-                          labels=(node_labels or {}).get(node, {}), settings=settings, slices=members)
+        state = NodeState(
+            name=node,
+            gpus=gpus_from_slices(node, members),
+            labels=(node_labels or {}).get(node, {}),
+            settings=settings,
+            slices=members,
+        )
         gpu_of[node] = device_gpus(members)
         obj = partitionings.get(node)
         if obj is not None:
@@ -111,15 +116,31 @@ def build_input(
         if (claim.get("status") or {}).get("allocation"):
             for pool, device in claim_devices(claim):
                 if pool in nodes:
-                    nodes[pool].allocated[meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"] = claim
+                    nodes[pool].allocated[
+                        meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+                    ] = claim
                     gpu = gpu_of[pool].get(device)
                     if gpu:
                         nodes[pool].busy.add(gpu)
             continue
-        pending.append(Pending(f"{meta.get('namespace', '')}/{meta.get('name', '')}", meta.get("namespace", ""),
-                               (claim,), parse_time(meta.get("creationTimestamp"))))
-    inp = PlanInput(nodes=list(nodes.values()), classes=classes, pending=pending, policy=policy, now=now,
-                    history=history, isolated_namespaces=isolated_namespaces, grace_s=grace_s)
+        pending.append(
+            Pending(
+                f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+                meta.get("namespace", ""),
+                (claim,),
+                parse_time(meta.get("creationTimestamp")),
+            )
+        )
+    inp = PlanInput(
+        nodes=list(nodes.values()),
+        classes=classes,
+        pending=pending,
+        policy=policy,
+        now=now,
+        history=history,
+        isolated_namespaces=isolated_namespaces,
+        grace_s=grace_s,
+    )
     return inp, problems
 
 
@@ -134,7 +155,7 @@ def _in_flight(np: NodePartitioning, state: NodeState) -> None:
         if want is not None and want.strategy != p.strategy and p.modelled:
             state.busy.add(p.gpu.uuid)
             ahead[p.gpu.index] = want.strategy
-    for g in (np.status.gpus if np.status else []):
+    for g in np.status.gpus if np.status else []:
         if g.pending:
             state.busy.update(p.gpu.uuid for p in state.gpus if p.gpu.index == g.index)
     if ahead:
@@ -142,8 +163,9 @@ def _in_flight(np: NodePartitioning, state: NodeState) -> None:
         state.slices = None  # built from the model, with the changes in flight
 
 
-def updated_partitioning(node: str, current: dict[str, Any] | None, changes: list[Change],
-                         strategies: dict[int, str], now: float) -> dict[str, Any]:
+def updated_partitioning(
+    node: str, current: dict[str, Any] | None, changes: list[Change], strategies: dict[int, str], now: float
+) -> dict[str, Any]:
     """The NodePartitioning to write for `node`: every GPU's strategy as planned, and the change history
     (the last hour, for maxChangesPerHour) in the annotation. Keeps the object's paused flag,
     resourceVersion and other annotations."""
@@ -162,8 +184,10 @@ def updated_partitioning(node: str, current: dict[str, Any] | None, changes: lis
     for c in changes:
         history.setdefault(c.uuid, []).append(now)
     history = {u: sorted(t for t in ts if now - t < KEEP_HISTORY_S) for u, ts in sorted(history.items())}
-    annotations = {**(meta.get("annotations") or {}),
-                   ANNOTATION_CHANGES: json.dumps({u: ts for u, ts in history.items() if ts}, sort_keys=True)}
+    annotations = {
+        **(meta.get("annotations") or {}),
+        ANNOTATION_CHANGES: json.dumps({u: ts for u, ts in history.items() if ts}, sort_keys=True),
+    }
     obj = node_partitioning_object(node, spec, annotations)
     if meta.get("resourceVersion"):
         obj["metadata"]["resourceVersion"] = meta["resourceVersion"]

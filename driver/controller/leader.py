@@ -33,11 +33,21 @@ def parse_time(text: str | None) -> float:
 
 
 class LeaderElector:
-    def __init__(self, api: ObjectApi, namespace: str, name: str, identity: str, lease_s: int = 15,
-                 renew_s: float = 5.0, clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        api: ObjectApi,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_s: int = 15,
+        renew_s: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         if renew_s >= lease_s:
-            raise ValueError(f"leader election: renew interval {renew_s}s must be shorter than the lease {lease_s}s")
+            raise ValueError(
+                f"leader election: renew interval {renew_s}s must be shorter than the lease {lease_s}s"
+            )
         self.api, self.namespace, self.name, self.identity = api, namespace, name, identity
         self.lease_s, self.renew_s = lease_s, renew_s
         self.clock, self.monotonic = clock, monotonic
@@ -48,9 +58,13 @@ class LeaderElector:
         return self.monotonic() < self._valid_until
 
     def _spec(self, now: float, acquired: float, transitions: int) -> dict[str, Any]:
-        return {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_s,
-                "acquireTime": micro_time(acquired), "renewTime": micro_time(now),
-                "leaseTransitions": transitions}
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.lease_s,
+            "acquireTime": micro_time(acquired),
+            "renewTime": micro_time(now),
+            "leaseTransitions": transitions,
+        }
 
     def try_acquire_or_renew(self) -> bool:
         """One round: True when this replica holds the Lease afterwards."""
@@ -62,10 +76,15 @@ class LeaderElector:
             lease = None
         try:
             if lease is None:
-                self.api.create_object("leases", {
-                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": self._spec(now, now, 0)})
+                self.api.create_object(
+                    "leases",
+                    {
+                        "apiVersion": "coordination.k8s.io/v1",
+                        "kind": "Lease",
+                        "metadata": {"name": self.name, "namespace": self.namespace},
+                        "spec": self._spec(now, now, 0),
+                    },
+                )
             else:
                 spec = lease.get("spec") or {}
                 holder = spec.get("holderIdentity") or ""
@@ -79,13 +98,24 @@ class LeaderElector:
                 acquired = parse_time(spec.get("acquireTime")) if mine else now
                 self.api.update_object("leases", {**lease, "spec": self._spec(now, acquired, transitions)})
                 if not mine:
-                    event(log, logging.INFO, "leader.acquired", lease=f"{self.namespace}/{self.name}",
-                          identity=self.identity, previous=holder or "none")
+                    event(
+                        log,
+                        logging.INFO,
+                        "leader.acquired",
+                        lease=f"{self.namespace}/{self.name}",
+                        identity=self.identity,
+                        previous=holder or "none",
+                    )
         except Conflict:
             return self.is_leader  # another replica wrote first; what we held before still stands
         except ClusterError as e:
-            event(log, logging.WARNING, "leader.renew-failed", lease=f"{self.namespace}/{self.name}",
-                  error=f"{type(e).__name__}: {e}")
+            event(
+                log,
+                logging.WARNING,
+                "leader.renew-failed",
+                lease=f"{self.namespace}/{self.name}",
+                error=f"{type(e).__name__}: {e}",
+            )
             return self.is_leader
         self._valid_until = started + self.lease_s - self.renew_s
         return True
@@ -95,6 +125,11 @@ class LeaderElector:
             was = self.is_leader
             now_leader = self.try_acquire_or_renew()
             if was and not now_leader:
-                event(log, logging.WARNING, "leader.lost", lease=f"{self.namespace}/{self.name}",
-                      identity=self.identity)
+                event(
+                    log,
+                    logging.WARNING,
+                    "leader.lost",
+                    lease=f"{self.namespace}/{self.name}",
+                    identity=self.identity,
+                )
             stop.wait(self.renew_s if now_leader else min(self.renew_s, 2.0))

@@ -14,20 +14,34 @@ class ControllerMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry(auto_describe=False)
         self.plans = Counter("carve_controller_plans", "Planner runs.", registry=r)
-        self.changes = Counter("carve_controller_changes",
-                               "GPU strategy changes written to NodePartitionings, by new strategy.",
-                               ["strategy"], registry=r)
-        self.pending = Gauge("carve_controller_pending_claims",
-                             "Pending claims at the last plan, by reason: fits (the scheduler will place "
-                             "it), helped (a change was made for it), young (within the grace period), "
-                             "unfit (no allowed change makes it fit).", ["reason"], registry=r)
-        self.plan_seconds = Histogram("carve_controller_plan_duration_seconds", "Planner time per run.",
-                                      buckets=PLAN_BUCKETS, registry=r)
-        self.leader = Gauge("carve_controller_leader", "1 while this replica holds the leader Lease.",
-                            registry=r)
-        self.write_errors = Counter("carve_controller_write_errors",
-                                    "NodePartitioning writes that failed (retried at the next plan).",
-                                    registry=r)
+        self.changes = Counter(
+            "carve_controller_changes",
+            "GPU strategy changes written to NodePartitionings, by new strategy.",
+            ["strategy"],
+            registry=r,
+        )
+        self.pending = Gauge(
+            "carve_controller_pending_claims",
+            "Pending claims at the last plan, by reason: fits (the scheduler will place "
+            "it), helped (a change was made for it), young (within the grace period), "
+            "unfit (no allowed change makes it fit).",
+            ["reason"],
+            registry=r,
+        )
+        self.plan_seconds = Histogram(
+            "carve_controller_plan_duration_seconds",
+            "Planner time per run.",
+            buckets=PLAN_BUCKETS,
+            registry=r,
+        )
+        self.leader = Gauge(
+            "carve_controller_leader", "1 while this replica holds the leader Lease.", registry=r
+        )
+        self.write_errors = Counter(
+            "carve_controller_write_errors",
+            "NodePartitioning writes that failed (retried at the next plan).",
+            registry=r,
+        )
 
     def observe_plan(self, seconds: float, pending: dict[str, int]) -> None:
         self.plans.inc()

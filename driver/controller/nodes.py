@@ -33,13 +33,21 @@ TYPES: dict[str, frozenset[str]] = {
 }
 # Strategies whose GPU can still take claims while it holds one.
 SHARED = frozenset({names.STRATEGY_SOFT, names.STRATEGY_SLOTS, names.STRATEGY_MIG, names.STRATEGY_TIMESLICE})
-_STRATEGY_OF_TYPE = {names.TYPE_VGPU: names.STRATEGY_SOFT, names.TYPE_SLOT: names.STRATEGY_SLOTS,
-                     names.TYPE_MIG: names.STRATEGY_MIG, names.TYPE_TIMESLICE: names.STRATEGY_TIMESLICE,
-                     names.TYPE_GPU: names.STRATEGY_EXCLUSIVE}
+_STRATEGY_OF_TYPE = {
+    names.TYPE_VGPU: names.STRATEGY_SOFT,
+    names.TYPE_SLOT: names.STRATEGY_SLOTS,
+    names.TYPE_MIG: names.STRATEGY_MIG,
+    names.TYPE_TIMESLICE: names.STRATEGY_TIMESLICE,
+    names.TYPE_GPU: names.STRATEGY_EXCLUSIVE,
+}
 # carve's own classes select one device type each; other classes may select anything.
-CLASS_TYPES = {names.CLASS_GPU: names.TYPE_GPU, names.CLASS_VGPU: names.TYPE_VGPU,
-               names.CLASS_SLOT: names.TYPE_SLOT, names.CLASS_MIG: names.TYPE_MIG,
-               names.CLASS_TIMESLICE: names.TYPE_TIMESLICE}
+CLASS_TYPES = {
+    names.CLASS_GPU: names.TYPE_GPU,
+    names.CLASS_VGPU: names.TYPE_VGPU,
+    names.CLASS_SLOT: names.TYPE_SLOT,
+    names.CLASS_MIG: names.TYPE_MIG,
+    names.CLASS_TIMESLICE: names.TYPE_TIMESLICE,
+}
 _GPU_NAME = re.compile(r"^gpu-(\d+)(?:-|$)")
 WHAT_IF_VERSION = "1.36"  # what-if slices only feed the allocator; any version's layout has the same devices
 
@@ -70,30 +78,47 @@ def gpus_from_slices(node: str, slices: Iterable[dict[str, Any]]) -> list[Publis
     out = []
     for uuid, entry in found.items():
         attrs, types = entry["attrs"], entry["types"]
-        strategy = names.STRATEGY_MIG if names.TYPE_MIG in types else _STRATEGY_OF_TYPE.get(
-            min(types), names.STRATEGY_EXCLUSIVE)
+        strategy = (
+            names.STRATEGY_MIG
+            if names.TYPE_MIG in types
+            else _STRATEGY_OF_TYPE.get(min(types), names.STRATEGY_EXCLUSIVE)
+        )
         index = int(_attr(attrs, "index") or 0)
         key = key_for_product(str(_attr(attrs, "productName") or ""))
         if key is None:
-            gpu = Gpu(uuid=uuid, index=index, minor=int(_attr(attrs, "minor") or index),
-                      product=str(_attr(attrs, "productName") or ""), memory_bytes=0, multiprocessors=0,
-                      architecture="", cuda_compute_capability="0.0", driver_version="0.0",
-                      cuda_driver_version="0.0", pci_bus_id=str(_attr(attrs, PCI_BUS_ID_ATTRIBUTE) or ""))
+            gpu = Gpu(
+                uuid=uuid,
+                index=index,
+                minor=int(_attr(attrs, "minor") or index),
+                product=str(_attr(attrs, "productName") or ""),
+                memory_bytes=0,
+                multiprocessors=0,
+                architecture="",
+                cuda_compute_capability="0.0",
+                driver_version="0.0",
+                cuda_driver_version="0.0",
+                pci_bus_id=str(_attr(attrs, PCI_BUS_ID_ATTRIBUTE) or ""),
+            )
             out.append(PublishedGpu(gpu, strategy, False))
             continue
         base = fake_gpu(key, index, node)
         gpu = dataclasses.replace(
-            base, uuid=uuid, minor=int(_attr(attrs, "minor") if _attr(attrs, "minor") is not None else index),
+            base,
+            uuid=uuid,
+            minor=int(_attr(attrs, "minor") if _attr(attrs, "minor") is not None else index),
             pci_bus_id=str(_attr(attrs, PCI_BUS_ID_ATTRIBUTE) or base.pci_bus_id),
             driver_version=str(_attr(attrs, "driverVersion") or base.driver_version),
-            cuda_driver_version=str(_attr(attrs, "cudaDriverVersion") or base.cuda_driver_version))
+            cuda_driver_version=str(_attr(attrs, "cudaDriverVersion") or base.cuda_driver_version),
+        )
         out.append(PublishedGpu(gpu, strategy, True))
     return sorted(out, key=lambda p: p.gpu.index)
 
 
 def claim_devices(claim: dict[str, Any]) -> list[tuple[str, str]]:
     """(pool, device) of each allocation result of carve's driver."""
-    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+        "results"
+    ) or []
     return [(r.get("pool", ""), r.get("device", "")) for r in results if r.get("driver") == names.DRIVER_NAME]
 
 
@@ -131,10 +156,14 @@ class NodeState:
         and what the allocated claims hold (device names repeat from node to node). Two nodes with one
         signature accept the same claims, so a claim that fits neither need not be tried on both."""
         if self._signature is None or self._signature[0] != self.version:
-            held = sorted(json.dumps([r.get("device"), r.get("consumedCapacity")], sort_keys=True)
-                          for c in self.allocated.values()
-                          for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {})
-                          .get("results") or [])
+            held = sorted(
+                json.dumps([r.get("device"), r.get("consumedCapacity")], sort_keys=True)
+                for c in self.allocated.values()
+                for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+                    "results"
+                )
+                or []
+            )
             gpus = [(p.gpu.product, p.strategy, p.gpu.uuid in self.busy, p.modelled) for p in self.gpus]
             self._signature = (self.version, json.dumps([gpus, held]))
         return self._signature[1]
@@ -161,8 +190,9 @@ class NodeState:
 
     def build(self, strategies: dict[int, str]) -> list[dict[str, Any]]:
         modelled = [p.gpu for p in self.gpus if p.modelled]
-        return build_slices(self.name, modelled, strategies, self.settings, k8s_version=WHAT_IF_VERSION,
-                            validate=False)
+        return build_slices(
+            self.name, modelled, strategies, self.settings, k8s_version=WHAT_IF_VERSION, validate=False
+        )
 
     def what_if(self, changes: dict[int, str], classes: list[dict[str, Any]]) -> Allocator:
         """An allocator over the node with `changes` (GPU index -> strategy) applied and every allocated
@@ -199,8 +229,9 @@ class NodeState:
         return self.slices
 
 
-def try_allocate(allocator: Allocator, node: str, claims: list[dict[str, Any]],
-                 keep: bool) -> list[dict[str, Any]] | None:
+def try_allocate(
+    allocator: Allocator, node: str, claims: list[dict[str, Any]], keep: bool
+) -> list[dict[str, Any]] | None:
     """Allocate every claim of a group on `node`, or none; with keep the claims stay recorded."""
     done: list[tuple[str, dict[str, Any]]] = []
     for claim in claims:

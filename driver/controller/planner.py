@@ -119,12 +119,22 @@ def claim_types(claims: Iterable[dict[str, Any]]) -> list[str] | None:
 def _strategies_for(types: list[str] | None) -> list[str]:
     """Strategies that publish those types, in the claim's order (type gpu: exclusive before mig)."""
     if types is None:
-        return [names.STRATEGY_EXCLUSIVE, names.STRATEGY_MIG, names.STRATEGY_SOFT, names.STRATEGY_SLOTS,
-                names.STRATEGY_TIMESLICE]
+        return [
+            names.STRATEGY_EXCLUSIVE,
+            names.STRATEGY_MIG,
+            names.STRATEGY_SOFT,
+            names.STRATEGY_SLOTS,
+            names.STRATEGY_TIMESLICE,
+        ]
     out: list[str] = []
     for t in types:
-        for s in (names.STRATEGY_EXCLUSIVE, names.STRATEGY_MIG, names.STRATEGY_SOFT, names.STRATEGY_SLOTS,
-                  names.STRATEGY_TIMESLICE):
+        for s in (
+            names.STRATEGY_EXCLUSIVE,
+            names.STRATEGY_MIG,
+            names.STRATEGY_SOFT,
+            names.STRATEGY_SLOTS,
+            names.STRATEGY_TIMESLICE,
+        ):
             if t in TYPES[s] and s not in out:
                 out.append(s)
     return out
@@ -166,8 +176,15 @@ class Planner:
 
     # ---- what an empty node needs ----------------------------------------------------------------
 
-    def need(self, pg: PublishedGpu, count: int, strategy: str, group: Pending, shape: str,
-             classes: list[dict[str, Any]]) -> int | None:
+    def need(
+        self,
+        pg: PublishedGpu,
+        count: int,
+        strategy: str,
+        group: Pending,
+        shape: str,
+        classes: list[dict[str, Any]],
+    ) -> int | None:
         """GPUs of `pg`'s model under `strategy` an empty node of `count` such GPUs needs for the group:
         the GPUs its allocation there touches (the allocator fills GPUs in order, so that is the fewest);
         None when it does not fit at all. One allocation per model, size, strategy and claim shape."""
@@ -184,8 +201,12 @@ class Planner:
                 got = try_allocate(allocator, "what-if", list(group.claims), keep=False)
                 if got is not None:
                     parent = device_gpus(slices)
-                    used = {parent[r["device"]] for a in got for r in a["devices"]["results"]
-                            if r["device"] in parent}
+                    used = {
+                        parent[r["device"]]
+                        for a in got
+                        for r in a["devices"]["results"]
+                        if r["device"] in parent
+                    }
                     self._need[key] = max(1, len(used))
                     break
         return self._need[key]
@@ -197,8 +218,14 @@ class Planner:
         found = self._empty.get(key)
         if found is None:
             gpus = [_renumbered(pg, i) for i in range(k)]
-            slices = build_slices("what-if", gpus, {i: strategy for i in range(k)}, self.settings,
-                                  k8s_version="1.36", validate=False)
+            slices = build_slices(
+                "what-if",
+                gpus,
+                {i: strategy for i in range(k)},
+                self.settings,
+                k8s_version="1.36",
+                validate=False,
+            )
             found = self._empty[key] = (slices, Allocator(slices, classes))
         return found
 
@@ -231,8 +258,15 @@ class Planner:
             memo.unfit_shapes.add(shape)
         return out
 
-    def _fits_somewhere(self, nodes: Sequence[NodeState], group: Pending, shape: str,
-                        types: list[str] | None, classes: list[dict[str, Any]], memo: _Memo) -> bool:
+    def _fits_somewhere(
+        self,
+        nodes: Sequence[NodeState],
+        group: Pending,
+        shape: str,
+        types: list[str] | None,
+        classes: list[dict[str, Any]],
+        memo: _Memo,
+    ) -> bool:
         for node in nodes:
             if types is not None and not (node.types() & set(types)):
                 continue
@@ -254,8 +288,16 @@ class Planner:
             memo.misses.add(key)
         return False
 
-    def _change_for(self, nodes: Sequence[NodeState], group: Pending, shape: str, types: list[str] | None,
-                    isolated: bool, inp: PlanInput, memo: _Memo) -> list[Change]:
+    def _change_for(
+        self,
+        nodes: Sequence[NodeState],
+        group: Pending,
+        shape: str,
+        types: list[str] | None,
+        isolated: bool,
+        inp: PlanInput,
+        memo: _Memo,
+    ) -> list[Change]:
         wanted = _strategies_for(types)
         if isolated:
             wanted = [s for s in wanted if s in HARDWARE_ISOLATED]
@@ -291,13 +333,24 @@ class Planner:
                 before = node.strategies
                 node.apply({p.gpu.index: strategy for p in changed}, allocator)
                 node.record(list(group.claims), allocations)
-                reason = (f"pending {group.key} fits on node {node.name} once "
-                          f"{len(changed)} idle GPU(s) run {strategy}")
+                reason = (
+                    f"pending {group.key} fits on node {node.name} once "
+                    f"{len(changed)} idle GPU(s) run {strategy}"
+                )
                 made = []
                 for p in changed:
                     memo.changed[p.gpu.uuid] += 1
-                    made.append(Change(node.name, p.gpu.index, p.gpu.uuid, before[p.gpu.index], strategy,
-                                       reason, (group.key,)))
+                    made.append(
+                        Change(
+                            node.name,
+                            p.gpu.index,
+                            p.gpu.uuid,
+                            before[p.gpu.index],
+                            strategy,
+                            reason,
+                            (group.key,),
+                        )
+                    )
                 return made
         return []
 
@@ -318,8 +371,15 @@ class Planner:
             out.append(p)
         return out
 
-    def _grow(self, node: NodeState, candidates: list[PublishedGpu], strategy: str, group: Pending,
-              shape: str, classes: list[dict[str, Any]]):
+    def _grow(
+        self,
+        node: NodeState,
+        candidates: list[PublishedGpu],
+        strategy: str,
+        group: Pending,
+        shape: str,
+        classes: list[dict[str, Any]],
+    ):
         """Change the fewest candidates (lowest indices first) to `strategy` that let the group fit."""
         movable = [p for p in candidates if p.strategy != strategy and _can_run(p, strategy)]
         if not movable:
@@ -331,8 +391,9 @@ class Planner:
         idle_in = sum(1 for p in node.gpus if p.strategy == strategy and p.gpu.uuid not in node.busy)
         if idle_in + len(movable) < needed:
             return None  # not enough idle GPUs for what an empty node of this model needs
-        shared_in = sum(1 for p in node.gpus if p.strategy == strategy and p.gpu.uuid in node.busy
-                        and strategy in SHARED)
+        shared_in = sum(
+            1 for p in node.gpus if p.strategy == strategy and p.gpu.uuid in node.busy and strategy in SHARED
+        )
         upto = max(1, needed - idle_in)
         for k in range(max(1, upto - shared_in), upto + 1):
             changed = movable[:k]

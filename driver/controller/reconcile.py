@@ -31,8 +31,15 @@ from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
 
-WATCHED = ("resourceclaims", "resourceslices", "deviceclasses", "nodepartitionings", "partitioningpolicies",
-           "nodes", "namespaces")
+WATCHED = (
+    "resourceclaims",
+    "resourceslices",
+    "deviceclasses",
+    "nodepartitionings",
+    "partitioningpolicies",
+    "nodes",
+    "namespaces",
+)
 EVENT_REASON = "GPUStrategyChange"
 
 
@@ -50,8 +57,13 @@ class ReconcilerConfig:
 
 
 class Reconciler:
-    def __init__(self, api: ObjectApi, config: ReconcilerConfig, metrics: ControllerMetrics | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        api: ObjectApi,
+        config: ReconcilerConfig,
+        metrics: ControllerMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.api = api
         self.config = config
         self.metrics = metrics or ControllerMetrics()
@@ -82,17 +94,31 @@ class Reconciler:
         self.problems = []
         now = self.clock()
         policy = self.policy()
-        nodes = {o["metadata"]["name"]: (o["metadata"].get("labels") or {}) for o in self.informers["nodes"].items()}
+        nodes = {
+            o["metadata"]["name"]: (o["metadata"].get("labels") or {})
+            for o in self.informers["nodes"].items()
+        }
         isolated: frozenset[str] = frozenset()
         selector = policy.isolation.namespace_selector
         if selector is not None:
-            isolated = frozenset(o["metadata"]["name"] for o in self.informers["namespaces"].items()
-                                 if selector.matches(o["metadata"].get("labels") or {}))
+            isolated = frozenset(
+                o["metadata"]["name"]
+                for o in self.informers["namespaces"].items()
+                if selector.matches(o["metadata"].get("labels") or {})
+            )
         partitionings = {o["metadata"]["name"]: o for o in self.informers["nodepartitionings"].items()}
         inp, problems = build_input(
-            self.informers["resourceslices"].items(), self.informers["deviceclasses"].items(),
-            self.informers["resourceclaims"].items(), partitionings, policy, now, nodes, isolated,
-            self.config.settings, self.config.grace_s)
+            self.informers["resourceslices"].items(),
+            self.informers["deviceclasses"].items(),
+            self.informers["resourceclaims"].items(),
+            partitionings,
+            policy,
+            now,
+            nodes,
+            isolated,
+            self.config.settings,
+            self.config.grace_s,
+        )
         self.problems += problems
         inp = type(inp)(**{**inp.__dict__, "max_changes": self.config.max_changes})
         started = time.perf_counter()
@@ -110,8 +136,14 @@ class Reconciler:
         self.last_plan = plan
         return plan
 
-    def _write(self, node: str, current: dict[str, Any] | None, changes: list[Change],
-               strategies: dict[int, str], now: float) -> bool:
+    def _write(
+        self,
+        node: str,
+        current: dict[str, Any] | None,
+        changes: list[Change],
+        strategies: dict[int, str],
+        now: float,
+    ) -> bool:
         obj = updated_partitioning(node, current, changes, strategies, now)
         if self.config.dry_run:
             return False
@@ -122,13 +154,23 @@ class Reconciler:
                 self.api.update_object("nodepartitionings", obj)
         except (ClusterError, NotFound) as e:
             self.metrics.write_errors.inc()
-            event(log, logging.WARNING, "controller.write-failed", node=node, error=f"{type(e).__name__}: {e}")
+            event(
+                log, logging.WARNING, "controller.write-failed", node=node, error=f"{type(e).__name__}: {e}"
+            )
             self.dirty.set()
             return False
         for c in changes:
             self.metrics.changes.labels(strategy=c.to_strategy).inc()
-            event(log, logging.INFO, "controller.change", node=node, gpu=c.index, uuid=c.uuid,
-                  strategy=f"{c.from_strategy}->{c.to_strategy}", reason=c.reason)
+            event(
+                log,
+                logging.INFO,
+                "controller.change",
+                node=node,
+                gpu=c.index,
+                uuid=c.uuid,
+                strategy=f"{c.from_strategy}->{c.to_strategy}",
+                reason=c.reason,
+            )
         return True
 
     def _announce(self, changes: list[Change]) -> None:
@@ -145,16 +187,25 @@ class Reconciler:
                 meta = claim["metadata"]
                 ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
                 body = {
-                    "apiVersion": "v1", "kind": "Event",
+                    "apiVersion": "v1",
+                    "kind": "Event",
                     "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-                    "involvedObject": {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                                       "name": meta["name"], "namespace": meta["namespace"],
-                                       "uid": meta.get("uid", "")},
-                    "reason": EVENT_REASON, "type": "Normal",
+                    "involvedObject": {
+                        "apiVersion": "resource.k8s.io/v1",
+                        "kind": "ResourceClaim",
+                        "name": meta["name"],
+                        "namespace": meta["namespace"],
+                        "uid": meta.get("uid", ""),
+                    },
+                    "reason": EVENT_REASON,
+                    "type": "Normal",
                     "message": "; ".join(sorted({x.reason for x in changes if key in x.claims})),
                     "source": {"component": "carve-controller"},
-                    "reportingComponent": "carve.dev/controller", "reportingInstance": self.config.identity,
-                    "firstTimestamp": ts, "lastTimestamp": ts, "count": 1,
+                    "reportingComponent": "carve.dev/controller",
+                    "reportingInstance": self.config.identity,
+                    "firstTimestamp": ts,
+                    "lastTimestamp": ts,
+                    "count": 1,
                 }
                 try:
                     self.api.create_object("events", body)
@@ -184,4 +235,10 @@ class Reconciler:
             try:
                 self.reconcile_once()
             except Exception as e:  # a bug must not end the controller; the next round retries
-                event(log, logging.ERROR, "controller.plan-failed", exc_info=True, error=f"{type(e).__name__}: {e}")
+                event(
+                    log,
+                    logging.ERROR,
+                    "controller.plan-failed",
+                    exc_info=True,
+                    error=f"{type(e).__name__}: {e}",
+                )

@@ -20,8 +20,12 @@ from driver.simulate.cluster import SimCluster, SimNode, device_classes, restrat
 
 
 class AutoPlanner:
-    def __init__(self, cluster: SimCluster, policy: PartitioningPolicySpec | None = None,
-                 settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        cluster: SimCluster,
+        policy: PartitioningPolicySpec | None = None,
+        settings: Settings | None = None,
+    ) -> None:
         self.cluster = cluster
         self.policy = policy or PartitioningPolicySpec()
         self.settings = settings or Settings()
@@ -56,15 +60,18 @@ class AutoPlanner:
                     by_model.setdefault(g.product, []).append(g)
                 for gpus in by_model.values():
                     pg = PublishedGpu(gpus[0], node.strategies[gpus[0].index], True)
-                    if any(self.planner.need(pg, len(gpus), s, group, key, self.classes) is not None
-                           for s in rule.allowed_strategies):
+                    if any(
+                        self.planner.need(pg, len(gpus), s, group, key, self.classes) is not None
+                        for s in rule.allowed_strategies
+                    ):
                         found = True
                         break
             self._could[shape] = found
         return self._could[shape]
 
-    def plan(self, now: float, nodes: Sequence[SimNode],
-             waiting: list[tuple[int, list[dict[str, Any]], float]]) -> list[SimNode]:
+    def plan(
+        self, now: float, nodes: Sequence[SimNode], waiting: list[tuple[int, list[dict[str, Any]], float]]
+    ) -> list[SimNode]:
         """Plan for the waiting pods over `nodes` and apply the changes; returns the nodes changed."""
         candidates = [n for n in nodes if not n.pinned]
         if not candidates or not waiting:

@@ -189,7 +189,8 @@ class Simulation:
             results_hint = sum(len((s.get("devices") or {}).get("requests") or []) for s in pod.claims)
             fallback.append(pod_demand(pod).cores / max(1, results_hint))
 
-        self._pods, self._claim_sets, self._pod_shapes, self._fallback = pods, claim_sets, pod_shapes, fallback
+        self._pods, self._claim_sets = pods, claim_sets  # read by _replan
+        self._pod_shapes, self._fallback = pod_shapes, fallback
         self._arrivals = [p.arrival for p in pods]
         events: list[tuple[float, int, int, int]] = []
         for i, pod in enumerate(pods):

@@ -43,25 +43,35 @@ def _best(results: dict[str, dict]) -> tuple[str, dict]:
 def test_auto_against_every_single_strategy_on_inference_mix() -> None:
     pods_n, nodes, seeds = (2000, 10, range(1, 6)) if FULL else (250, 2, range(1, 3))
     groups = [NodeGroup("a100", nodes, ("A100-80GB",) * 8, None)]
-    print(f"\ninference-mix: {pods_n} pods on {nodes} nodes x 8 A100-80GB, node policy kube"
-          f"{'' if FULL else ' (reduced; CARVE_BENCH_FULL=1 for 2000 pods on 10 nodes, seeds 1..5)'}")
-    print(f"{'seed':>4} {'strategy':>9} {'peak':>5} {'sched':>6} {'GPU-h':>8} {'wait s':>8} {'bound':>6} "
-          f"{'ratio':>6} {'changes':>7} {'time s':>7}")
+    print(
+        f"\ninference-mix: {pods_n} pods on {nodes} nodes x 8 A100-80GB, node policy kube"
+        f"{'' if FULL else ' (reduced; CARVE_BENCH_FULL=1 for 2000 pods on 10 nodes, seeds 1..5)'}"
+    )
+    print(
+        f"{'seed':>4} {'strategy':>9} {'peak':>5} {'sched':>6} {'GPU-h':>8} {'wait s':>8} {'bound':>6} "
+        f"{'ratio':>6} {'changes':>7} {'time s':>7}"
+    )
     for seed in seeds:
-        pods = generate(GenerateModel(kind="inference-mix", pods=pods_n, seed=seed, interarrival_s=30.0 * 10 / nodes))
+        pods = generate(
+            GenerateModel(kind="inference-mix", pods=pods_n, seed=seed, interarrival_s=30.0 * 10 / nodes)
+        )
         results: dict[str, dict] = {}
         for strategy in STRATEGIES:
             started = time.perf_counter()
             r = simulate(groups, pods, strategy, "kube").report()
             r["time_s"] = time.perf_counter() - started
             results[strategy] = r
-            print(f"{seed:>4} {strategy:>9} {r['peak_gpus_busy']:>5} {r['pods_scheduled']:>6} "
-                  f"{r['gpu_hours_busy']:>8.1f} {r['mean_wait_s']:>8.1f} {r['lower_bound_gpus']:>6} "
-                  f"{r['packing_ratio'] or 0:>6.3f} {r.get('strategy_changes', '-'):>7} {r['time_s']:>7.1f}")
+            print(
+                f"{seed:>4} {strategy:>9} {r['peak_gpus_busy']:>5} {r['pods_scheduled']:>6} "
+                f"{r['gpu_hours_busy']:>8.1f} {r['mean_wait_s']:>8.1f} {r['lower_bound_gpus']:>6} "
+                f"{r['packing_ratio'] or 0:>6.3f} {r.get('strategy_changes', '-'):>7} {r['time_s']:>7.1f}"
+            )
         best_name, best = _best(results)
         auto = results["auto"]
-        print(f"     auto / lower bound: {auto['packing_ratio']:.3f}; best single strategy: {best_name} "
-              f"(peak {best['peak_gpus_busy']}, scheduled {best['pods_scheduled']})")
+        print(
+            f"     auto / lower bound: {auto['packing_ratio']:.3f}; best single strategy: {best_name} "
+            f"(peak {best['peak_gpus_busy']}, scheduled {best['pods_scheduled']})"
+        )
         assert auto["pods_scheduled"] >= max(r["pods_scheduled"] for r in results.values())
         assert auto["peak_gpus_busy"] <= best["peak_gpus_busy"]
 
@@ -87,9 +97,17 @@ def _cluster(rng: random.Random, nodes: int = 100, pending: int = 1000, mixed: b
                 held.append(allocated(claim(spec), mine, name, held))
             first[strategy] = held
         for c in first[strategy]:
-            copy = json.loads(json.dumps(c).replace(f'"{first[strategy][0]["status"]["allocation"]["devices"]["results"][0]["pool"]}"', f'"{name}"'))
-            copy["metadata"] = {**copy["metadata"], "name": f"{name}-{c['metadata']['name']}",
-                                "uid": f"{name}-{c['metadata']['uid']}"}
+            copy = json.loads(
+                json.dumps(c).replace(
+                    f'"{first[strategy][0]["status"]["allocation"]["devices"]["results"][0]["pool"]}"',
+                    f'"{name}"',
+                )
+            )
+            copy["metadata"] = {
+                **copy["metadata"],
+                "name": f"{name}-{c['metadata']['name']}",
+                "uid": f"{name}-{c['metadata']['uid']}",
+            }
             claims.append(copy)
     if mixed:
         shapes = [mig("1g.10gb"), mig("2g.20gb"), mig("3g.40gb"), whole(1), whole(2), soft("8Gi", "20")]
@@ -118,9 +136,14 @@ def _timed_plan(mixed: bool) -> None:
     busy = {gpu_of[(pool, dev)] for c in claims for pool, dev in claim_devices(c)}
     touched = [c for c in p.changes if c.uuid in busy]
     kind = "mixed: a third fit as is" if mixed else "none fits as is"
-    print(f"\nplanner: 100 nodes x 8 A100-80GB ({len(busy)} GPUs busy), {len(inp.pending)} pending claims ({kind})")
-    print(f"  first plan {cold:.3f} s ({cold_cpu:.3f} s CPU; CEL compiled, empty-node sizes learnt), "
-          f"next plan {warm:.3f} s ({warm_cpu:.3f} s CPU); target < 1 s")
+    print(
+        f"\nplanner: 100 nodes x 8 A100-80GB ({len(busy)} GPUs busy), "
+        f"{len(inp.pending)} pending claims ({kind})"
+    )
+    print(
+        f"  first plan {cold:.3f} s ({cold_cpu:.3f} s CPU; CEL compiled, empty-node sizes learnt), "
+        f"next plan {warm:.3f} s ({warm_cpu:.3f} s CPU); target < 1 s"
+    )
     print(f"  changes {len(p.changes)}; pending by reason {p.pending_by_reason()}")
     print(f"  changes on GPUs with an allocated claim: {len(touched)}")
     assert touched == []

@@ -36,7 +36,6 @@ class _WatchStream(list):
     """Watch events, sent as newline-delimited JSON (the watch wire format) instead of one document."""
 
 
-
 class ObjectRoutes:
     """Mixed into ApiServerStandIn, which provides `store` (lock, rv, claims) and `objects`."""
 
@@ -55,8 +54,9 @@ class ObjectRoutes:
         ("api", "v1", "namespaces"): "namespaces",
     }
 
-    def _handle_objects(self, method: str, parts: list[str], query: dict[str, list[str]],
-                        body: Any) -> tuple[int, Any] | None:
+    def _handle_objects(
+        self, method: str, parts: list[str], query: dict[str, list[str]], body: Any
+    ) -> tuple[int, Any] | None:
         """Routes of the controller's kinds; None for any other path."""
         try:
             return self._route_objects(method, parts, query, body)
@@ -69,8 +69,9 @@ class ObjectRoutes:
         except ClusterError as e:
             raise ApiError(e.status or 422, "Invalid", str(e), e.name, e.kind) from None
 
-    def _route_objects(self, method: str, parts: list[str], query: dict[str, list[str]],
-                       body: Any) -> tuple[int, Any] | None:
+    def _route_objects(
+        self, method: str, parts: list[str], query: dict[str, list[str]], body: Any
+    ) -> tuple[int, Any] | None:
         key = tuple(parts)
         if method == "GET" and query.get("watch") in (["true"], ["1"]):
             plural = self._COLLECTIONS.get(key) or ("resourceslices" if key == SLICES_PATH else None)
@@ -91,8 +92,11 @@ class ObjectRoutes:
                 if obj["metadata"].get("name") != parts[4]:
                     raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
                 return 200, self.objects.update(plural, obj, status=parts[5:] == ["status"])
-        if parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and len(parts) >= 6 \
-                and parts[5] == "leases":
+        if (
+            parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"]
+            and len(parts) >= 6
+            and parts[5] == "leases"
+        ):
             ns = parts[4]
             if len(parts) == 6 and method == "POST":
                 obj = self._body(body, "coordination.k8s.io/v1")
@@ -104,8 +108,12 @@ class ObjectRoutes:
                 obj = self._body(body, "coordination.k8s.io/v1")
                 obj["metadata"]["namespace"] = ns
                 return 200, self.objects.update("leases", obj)
-        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 5 and parts[4] == "events" \
-                and method == "POST":
+        if (
+            parts[:3] == ["api", "v1", "namespaces"]
+            and len(parts) == 5
+            and parts[4] == "events"
+            and method == "POST"
+        ):
             obj = self._body(body, "v1")
             meta = obj["metadata"]
             meta["namespace"] = parts[3]
@@ -131,8 +139,12 @@ class ObjectRoutes:
             for item in items:  # list items carry no TypeMeta
                 item.pop("apiVersion", None)
                 item.pop("kind", None)
-            return {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.store.rv)},
-                    "items": items}
+            return {
+                "kind": "List",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self.store.rv)},
+                "items": items,
+            }
 
     def _watch(self, plural: str, query: dict[str, list[str]]) -> _WatchStream:
         since = int((query.get("resourceVersion") or ["0"])[0] or 0)
@@ -141,4 +153,3 @@ class ObjectRoutes:
         timeout = min(float((query.get("timeoutSeconds") or ["30"])[0]), self.max_watch_s)
         events = self.objects.watch(plural, since, timeout)
         return _WatchStream([{"type": kind, "object": obj} for kind, obj in events])
-

@@ -45,10 +45,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import kubernetes_validate
 import yaml
+from support.apiserver_objects import ApiError, ObjectRoutes, _WatchStream
 
 from driver.cluster.gates import check_drop_fields, drop_disabled_fields
 from driver.cluster.objects import ADDED, DELETED, MODIFIED, ObjectStore
-from support.apiserver_objects import ApiError, ObjectRoutes, _WatchStream
 
 GROUP_PREFIX = "/apis/resource.k8s.io/v1"
 SLICES = f"{GROUP_PREFIX}/resourceslices"

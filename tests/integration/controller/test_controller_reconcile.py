@@ -38,8 +38,10 @@ def cluster(apiserver: ApiServerStandIn, api: KubeCluster) -> ApiServerStandIn:
         api.create_resource_slice(s)
     for dc in device_classes():
         apiserver.put_object("deviceclasses", dc)
-    apiserver.put_object("nodes", {"apiVersion": "v1", "kind": "Node",
-                                   "metadata": {"name": "node-a", "labels": {"pool": "gpu"}}})
+    apiserver.put_object(
+        "nodes",
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a", "labels": {"pool": "gpu"}}},
+    )
     apiserver.put_object("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
     return apiserver
 
@@ -106,9 +108,15 @@ def test_a_written_plan_survives_a_conflict_by_retrying(cluster, api, stop) -> N
 
 
 def test_the_policy_object_is_followed(cluster, api, stop) -> None:
-    cluster.put_object("partitioningpolicies", {
-        "apiVersion": "carve.dev/v1alpha1", "kind": "PartitioningPolicy", "metadata": {"name": "default"},
-        "spec": {"nodes": [{"allowedStrategies": ["soft", "exclusive"], "defaultStrategy": "soft"}]}})
+    cluster.put_object(
+        "partitioningpolicies",
+        {
+            "apiVersion": "carve.dev/v1alpha1",
+            "kind": "PartitioningPolicy",
+            "metadata": {"name": "default"},
+            "spec": {"nodes": [{"allowedStrategies": ["soft", "exclusive"], "defaultStrategy": "soft"}]},
+        },
+    )
     cluster.put_claim(claim(mig("3g.40gb"), name="wants-mig"))
     r = _reconciler(api, stop)
     plan = r.reconcile_once()
@@ -118,10 +126,26 @@ def test_the_policy_object_is_followed(cluster, api, stop) -> None:
 def test_two_replicas_take_turns_on_the_lease(apiserver, api) -> None:
     now = [1000.0]
     mono = [0.0]
-    a = LeaderElector(api, "carve", "carve-controller", "a", lease_s=15, renew_s=5, clock=lambda: now[0],
-                      monotonic=lambda: mono[0])
-    b = LeaderElector(api, "carve", "carve-controller", "b", lease_s=15, renew_s=5, clock=lambda: now[0],
-                      monotonic=lambda: mono[0])
+    a = LeaderElector(
+        api,
+        "carve",
+        "carve-controller",
+        "a",
+        lease_s=15,
+        renew_s=5,
+        clock=lambda: now[0],
+        monotonic=lambda: mono[0],
+    )
+    b = LeaderElector(
+        api,
+        "carve",
+        "carve-controller",
+        "b",
+        lease_s=15,
+        renew_s=5,
+        clock=lambda: now[0],
+        monotonic=lambda: mono[0],
+    )
     assert a.try_acquire_or_renew() and a.is_leader
     assert not b.try_acquire_or_renew() and not b.is_leader
     now[0] += 10

@@ -53,13 +53,36 @@ def _admitted(name: str, obj: dict[str, Any]) -> list[str]:
     return errors or _cel_failures(schema, obj)
 
 
-GOOD_NP = {"apiVersion": "carve.dev/v1alpha1", "kind": "NodePartitioning", "metadata": {"name": "node-a"},
-           "spec": {"gpus": [{"index": 0, "strategy": "mig", "migLayout": [{"profile": "3g.40gb", "placement": 0}]},
-                             {"uuid": "GPU-1", "strategy": "soft", "splitCount": 8}]},
-           "status": {"observedGeneration": 3, "gpus": [{"index": 0, "strategy": "soft", "migMode": "Disabled",
-                                                         "pending": "waiting for claim ns/a to end"}],
-                      "conditions": [{"type": "Applied", "status": "False", "reason": "WaitingForIdleGPU",
-                                      "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+GOOD_NP = {
+    "apiVersion": "carve.dev/v1alpha1",
+    "kind": "NodePartitioning",
+    "metadata": {"name": "node-a"},
+    "spec": {
+        "gpus": [
+            {"index": 0, "strategy": "mig", "migLayout": [{"profile": "3g.40gb", "placement": 0}]},
+            {"uuid": "GPU-1", "strategy": "soft", "splitCount": 8},
+        ]
+    },
+    "status": {
+        "observedGeneration": 3,
+        "gpus": [
+            {
+                "index": 0,
+                "strategy": "soft",
+                "migMode": "Disabled",
+                "pending": "waiting for claim ns/a to end",
+            }
+        ],
+        "conditions": [
+            {
+                "type": "Applied",
+                "status": "False",
+                "reason": "WaitingForIdleGPU",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+    },
+}
 
 
 def test_strategy_enums_are_the_models_strategies() -> None:
@@ -78,15 +101,31 @@ def test_a_valid_node_partitioning_passes_schema_rules_and_model() -> None:
     assert parsed.status.gpus[0].pending.startswith("waiting")
 
 
-@pytest.mark.parametrize(("change", "message", "field"), [
-    (lambda s: s["gpus"].append({"index": 0, "strategy": "soft"}), "a GPU index is named twice", "spec: .*index is named twice"),
-    (lambda s: s["gpus"][1].update(uuid=None) or s["gpus"][1].pop("uuid"), "each GPU is named by its index or its uuid",
-     "spec.gpus.1"),
-    (lambda s: s["gpus"][1].update(migLayout=[{"profile": "1g.10gb"}]),
-     "migLayout is only valid with strategy mig", "spec.gpus.1"),
-    (lambda s: s["gpus"][0].update(splitCount=4), "splitCount is only valid with strategy soft or slots",
-     "spec.gpus.0"),
-])
+@pytest.mark.parametrize(
+    ("change", "message", "field"),
+    [
+        (
+            lambda s: s["gpus"].append({"index": 0, "strategy": "soft"}),
+            "a GPU index is named twice",
+            "spec: .*index is named twice",
+        ),
+        (
+            lambda s: s["gpus"][1].update(uuid=None) or s["gpus"][1].pop("uuid"),
+            "each GPU is named by its index or its uuid",
+            "spec.gpus.1",
+        ),
+        (
+            lambda s: s["gpus"][1].update(migLayout=[{"profile": "1g.10gb"}]),
+            "migLayout is only valid with strategy mig",
+            "spec.gpus.1",
+        ),
+        (
+            lambda s: s["gpus"][0].update(splitCount=4),
+            "splitCount is only valid with strategy soft or slots",
+            "spec.gpus.0",
+        ),
+    ],
+)
 def test_cel_rules_and_the_model_reject_the_same_objects(change, message, field) -> None:
     obj = copy.deepcopy(GOOD_NP)
     change(obj["spec"])
@@ -104,9 +143,13 @@ def test_an_unknown_strategy_is_refused_by_schema_and_model() -> None:
 
 
 def test_a_policy_default_must_be_allowed_in_crd_and_model() -> None:
-    obj = {"metadata": {"name": "default"}, "spec": {
-        "nodes": [{"allowedStrategies": ["mig"], "defaultStrategy": "soft"}],
-        "hysteresis": {"minHold": "15m", "maxChangesPerHour": 4}}}
+    obj = {
+        "metadata": {"name": "default"},
+        "spec": {
+            "nodes": [{"allowedStrategies": ["mig"], "defaultStrategy": "soft"}],
+            "hysteresis": {"minHold": "15m", "maxChangesPerHour": 4},
+        },
+    }
     assert _admitted("partitioningpolicies", obj) == ["defaultStrategy must be one of allowedStrategies"]
     with pytest.raises(PartitioningError, match=r"PartitioningPolicy default: spec\.nodes\.0"):
         parse_policy(obj)
@@ -123,11 +166,25 @@ def test_a_bad_min_hold_is_refused_by_schema_and_model() -> None:
 
 
 def test_label_selectors_match_like_kubernetes() -> None:
-    rule = parse_policy({"spec": {"nodes": [{"nodeSelector": {
-        "matchLabels": {"gpu": "a100"},
-        "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]},
-                             {"key": "drain", "operator": "DoesNotExist"}]},
-        "allowedStrategies": ["mig"], "defaultStrategy": "mig"}]}})
+    rule = parse_policy(
+        {
+            "spec": {
+                "nodes": [
+                    {
+                        "nodeSelector": {
+                            "matchLabels": {"gpu": "a100"},
+                            "matchExpressions": [
+                                {"key": "zone", "operator": "In", "values": ["a", "b"]},
+                                {"key": "drain", "operator": "DoesNotExist"},
+                            ],
+                        },
+                        "allowedStrategies": ["mig"],
+                        "defaultStrategy": "mig",
+                    }
+                ]
+            }
+        }
+    )
     assert rule.rule_for({"gpu": "a100", "zone": "a"}) is not None
     assert rule.rule_for({"gpu": "a100", "zone": "c"}) is None
     assert rule.rule_for({"gpu": "a100", "zone": "a", "drain": "1"}) is None

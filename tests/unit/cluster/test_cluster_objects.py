@@ -13,8 +13,12 @@ from driver.cluster.objects import ObjectStore
 
 
 def _np(name: str = "n1", strategy: str = "mig") -> dict:
-    return {"apiVersion": "carve.dev/v1alpha1", "kind": "NodePartitioning", "metadata": {"name": name},
-            "spec": {"gpus": [{"index": 0, "strategy": strategy}]}}
+    return {
+        "apiVersion": "carve.dev/v1alpha1",
+        "kind": "NodePartitioning",
+        "metadata": {"name": name},
+        "spec": {"gpus": [{"index": 0, "strategy": strategy}]},
+    }
 
 
 def test_create_update_and_stale_writes() -> None:
@@ -35,14 +39,20 @@ def test_status_is_a_subresource() -> None:
     store = ObjectStore()
     made = store.create("nodepartitionings", {**_np(), "status": {"observedGeneration": 9}})
     assert "status" not in made  # a create does not set status
-    with_status = store.update("nodepartitionings", {**made, "status": {"observedGeneration": 1}}, status=True)
+    with_status = store.update(
+        "nodepartitionings", {**made, "status": {"observedGeneration": 1}}, status=True
+    )
     assert with_status["status"] == {"observedGeneration": 1}
     assert with_status["metadata"]["generation"] == 1  # status writes leave the generation
-    spec_write = store.update("nodepartitionings", {**with_status, "status": {"observedGeneration": 5},
-                                                    "spec": {"gpus": [], "paused": True}})
+    spec_write = store.update(
+        "nodepartitionings",
+        {**with_status, "status": {"observedGeneration": 5}, "spec": {"gpus": [], "paused": True}},
+    )
     assert spec_write["status"] == {"observedGeneration": 1} and spec_write["spec"]["paused"]
     bad = {**spec_write, "spec": {"gpus": []}}
-    status_write = store.update("nodepartitionings", {**bad, "status": {"observedGeneration": 2}}, status=True)
+    status_write = store.update(
+        "nodepartitionings", {**bad, "status": {"observedGeneration": 2}}, status=True
+    )
     assert status_write["spec"]["paused"]  # a status write leaves the spec
 
 

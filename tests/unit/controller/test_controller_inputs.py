@@ -6,26 +6,42 @@ import json
 
 from support.partitioning import NOW, claim, mig, node_slices, plan, plan_input
 
-from api.v1alpha1.partitioning import ANNOTATION_CHANGES, parse_node_partitioning
+from api.v1alpha1.partitioning import ANNOTATION_CHANGES, PartitioningPolicySpec, parse_node_partitioning
 from driver.controller.inputs import build_input, newest_pools, updated_partitioning
 from driver.controller.planner import FITS, Change
 from driver.simulate.cluster import device_classes
-from api.v1alpha1.partitioning import PartitioningPolicySpec
 
 
 def test_a_claim_a_change_in_flight_was_made_for_fits_and_nothing_more_changes() -> None:
     slices = node_slices("n1", "2xA100-80GB", "soft")
-    in_flight = {"n1": {"metadata": {"name": "n1"}, "spec": {"gpus": [{"index": 0, "strategy": "mig"},
-                                                                     {"index": 1, "strategy": "soft"}]}}}
+    in_flight = {
+        "n1": {
+            "metadata": {"name": "n1"},
+            "spec": {"gpus": [{"index": 0, "strategy": "mig"}, {"index": 1, "strategy": "soft"}]},
+        }
+    }
     p = plan(slices, [claim(mig("3g.40gb"))], partitionings=in_flight)
     assert p.changes == [] and list(p.reasons.values()) == [FITS]
 
 
 def test_a_gpu_the_plugin_reports_waiting_is_busy() -> None:
     slices = node_slices("n1", "1xA100-80GB", "soft")
-    waiting = {"n1": {"metadata": {"name": "n1"}, "spec": {"gpus": [{"index": 0, "strategy": "soft"}]},
-                      "status": {"gpus": [{"index": 0, "strategy": "soft", "migMode": "Disabled",
-                                           "pending": "waiting for claim ns/a"}]}}}
+    waiting = {
+        "n1": {
+            "metadata": {"name": "n1"},
+            "spec": {"gpus": [{"index": 0, "strategy": "soft"}]},
+            "status": {
+                "gpus": [
+                    {
+                        "index": 0,
+                        "strategy": "soft",
+                        "migMode": "Disabled",
+                        "pending": "waiting for claim ns/a",
+                    }
+                ]
+            },
+        }
+    }
     inp = plan_input(slices, [claim(mig())], partitionings=waiting)
     assert inp.nodes[0].busy == {inp.nodes[0].gpus[0].gpu.uuid}
 
@@ -41,21 +57,34 @@ def test_a_bad_node_partitioning_pauses_its_node_and_is_reported() -> None:
 def test_only_the_newest_generation_of_a_pool_counts_once_complete() -> None:
     # As for the scheduler: a pool being republished (generation 2 not all written) is not planned on.
     old = node_slices("n1", "1xA100-80GB", "soft")
-    new = [{**s, "metadata": {"name": s["metadata"]["name"] + "-new"},
-            "spec": {**s["spec"], "pool": {**s["spec"]["pool"], "generation": 2, "resourceSliceCount": 2}}}
-           for s in node_slices("n1", "1xA100-80GB", "mig")]
+    new = [
+        {
+            **s,
+            "metadata": {"name": s["metadata"]["name"] + "-new"},
+            "spec": {**s["spec"], "pool": {**s["spec"]["pool"], "generation": 2, "resourceSliceCount": 2}},
+        }
+        for s in node_slices("n1", "1xA100-80GB", "mig")
+    ]
     assert newest_pools(old + new)["n1"] == new
     assert newest_pools(old)["n1"] == old
 
 
 def test_the_written_spec_names_every_gpu_keeps_paused_and_records_the_change() -> None:
-    current = {"metadata": {"name": "n1", "resourceVersion": "7", "annotations": {
-        "team": "x", ANNOTATION_CHANGES: json.dumps({"GPU-a": [NOW - 90000, NOW - 100]})}},
-        "spec": {"paused": False, "gpus": [{"index": 1, "strategy": "soft", "splitCount": 4}]}}
+    current = {
+        "metadata": {
+            "name": "n1",
+            "resourceVersion": "7",
+            "annotations": {"team": "x", ANNOTATION_CHANGES: json.dumps({"GPU-a": [NOW - 90000, NOW - 100]})},
+        },
+        "spec": {"paused": False, "gpus": [{"index": 1, "strategy": "soft", "splitCount": 4}]},
+    }
     change = Change("n1", 0, "GPU-a", "soft", "mig", "why", ("ns/c",))
     obj = updated_partitioning("n1", current, [change], {0: "mig", 1: "soft"}, NOW)
     parsed = parse_node_partitioning(obj)
-    assert [(g.index, g.strategy, g.split_count) for g in parsed.spec.gpus] == [(0, "mig", None), (1, "soft", 4)]
+    assert [(g.index, g.strategy, g.split_count) for g in parsed.spec.gpus] == [
+        (0, "mig", None),
+        (1, "soft", 4),
+    ]
     assert obj["metadata"]["resourceVersion"] == "7" and obj["metadata"]["annotations"]["team"] == "x"
     history = json.loads(obj["metadata"]["annotations"][ANNOTATION_CHANGES])
     assert history == {"GPU-a": [NOW - 100, NOW]}  # more than a day old: forgotten

@@ -66,10 +66,16 @@ def test_only_allowed_strategies_are_used() -> None:
 
 
 def test_the_first_matching_node_rule_applies() -> None:
-    rules = policy(nodes=[
-        {"nodeSelector": {"matchLabels": {"pool": "inference"}}, "allowedStrategies": ["soft"],
-         "defaultStrategy": "soft"},
-        {"allowedStrategies": ["soft", "mig"], "defaultStrategy": "soft"}])
+    rules = policy(
+        nodes=[
+            {
+                "nodeSelector": {"matchLabels": {"pool": "inference"}},
+                "allowedStrategies": ["soft"],
+                "defaultStrategy": "soft",
+            },
+            {"allowedStrategies": ["soft", "mig"], "defaultStrategy": "soft"},
+        ]
+    )
     slices = node_slices("a", "1xA100-80GB", "soft") + node_slices("b", "1xA100-80GB", "soft")
     p = plan(slices, [claim(mig())], rules, labels={"a": {"pool": "inference"}, "b": {}})
     assert _moves(p) == [("b", 0, "soft", "mig")]
@@ -83,10 +89,13 @@ def test_a_node_no_rule_matches_is_left_alone() -> None:
 
 def test_claims_of_isolated_namespaces_get_only_mig_or_exclusive_gpus() -> None:
     slices = node_slices("n1", "1xA100-80GB", "timeslice")
-    allow = policy(nodes=[{"allowedStrategies": ["soft", "exclusive", "timeslice"],
-                           "defaultStrategy": "timeslice"}])
+    allow = policy(
+        nodes=[{"allowedStrategies": ["soft", "exclusive", "timeslice"], "defaultStrategy": "timeslice"}]
+    )
     open_ns = plan(slices, [claim(soft_or_whole(), namespace="team")], allow)
-    isolated = plan(slices, [claim(soft_or_whole(), namespace="tenant")], allow, isolated=frozenset({"tenant"}))
+    isolated = plan(
+        slices, [claim(soft_or_whole(), namespace="tenant")], allow, isolated=frozenset({"tenant"})
+    )
     assert _moves(open_ns) == [("n1", 0, "timeslice", "soft")]
     assert _moves(isolated) == [("n1", 0, "timeslice", "exclusive")]
 
@@ -109,9 +118,15 @@ def _with_history(times: list[float]) -> dict:
 
     slices = node_slices("n1", "1xA100-80GB", "soft")
     uuid = slices[0]["spec"]["devices"][0]["attributes"]["uuid"]["string"]
-    return slices, {"n1": {"metadata": {"name": "n1", "annotations": {
-        "carve.dev/strategy-changes": json.dumps({uuid: times})}}, "spec": {"gpus": [
-            {"index": 0, "strategy": "soft"}]}}}
+    return slices, {
+        "n1": {
+            "metadata": {
+                "name": "n1",
+                "annotations": {"carve.dev/strategy-changes": json.dumps({uuid: times})},
+            },
+            "spec": {"gpus": [{"index": 0, "strategy": "soft"}]},
+        }
+    }
 
 
 def test_a_gpu_keeps_its_strategy_for_min_hold() -> None:
@@ -125,8 +140,13 @@ def test_a_gpu_changes_at_most_max_changes_per_hour() -> None:
     slices, np = _with_history([NOW - 3000, NOW - 2000])
     capped = plan(slices, [claim(mig())], policy(hysteresis={"minHold": "0s", "maxChangesPerHour": 2}), np)
     more = plan(slices, [claim(mig())], policy(hysteresis={"minHold": "0s", "maxChangesPerHour": 3}), np)
-    old = plan(slices, [claim(mig())], policy(hysteresis={"minHold": "0s", "maxChangesPerHour": 2}), np,
-               now=NOW + 1800)  # the first change left the hour
+    old = plan(
+        slices,
+        [claim(mig())],
+        policy(hysteresis={"minHold": "0s", "maxChangesPerHour": 2}),
+        np,
+        now=NOW + 1800,
+    )  # the first change left the hour
     assert capped.changes == [] and len(more.changes) == 1 and len(old.changes) == 1
 
 
@@ -153,13 +173,18 @@ def test_changes_per_plan_are_capped() -> None:
 
 def test_a_gpu_with_a_change_in_flight_is_not_changed_again() -> None:
     slices = node_slices("n1", "1xA100-80GB", "soft")
-    in_flight = {"n1": {"metadata": {"name": "n1"}, "spec": {"gpus": [{"index": 0, "strategy": "exclusive"}]}}}
+    in_flight = {
+        "n1": {"metadata": {"name": "n1"}, "spec": {"gpus": [{"index": 0, "strategy": "exclusive"}]}}
+    }
     assert plan(slices, [claim(mig())], partitionings=in_flight).changes == []
 
 
 def test_the_plan_is_the_same_for_the_same_input_in_any_order() -> None:
-    slices = (node_slices("a", "2xA100-80GB", "soft") + node_slices("b", "2xA100-80GB", "soft")
-              + node_slices("c", "1xT4", "soft"))
+    slices = (
+        node_slices("a", "2xA100-80GB", "soft")
+        + node_slices("b", "2xA100-80GB", "soft")
+        + node_slices("c", "1xT4", "soft")
+    )
     claims = [claim(mig("1g.10gb")), claim(whole(1)), claim(mig("7g.80gb")), claim(soft()), claim(whole(2))]
     first = plan(slices, claims)
     rng = random.Random(7)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.partitioning import allocated, claim, mig, node_slices, plan, soft, whole
@@ -29,10 +31,8 @@ def clusters(draw):
         slices += mine
         held: list[dict] = []
         for spec in draw(st.lists(st.sampled_from(HELD), max_size=3)):
-            try:
+            with contextlib.suppress(Unallocatable):
                 held.append(allocated(claim(spec), mine, node, held))
-            except Unallocatable:
-                pass
         claims += held
     claims += [claim(spec) for spec in draw(st.lists(st.sampled_from(PENDING), min_size=1, max_size=4))]
     return slices, claims

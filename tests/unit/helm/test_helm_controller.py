@@ -26,9 +26,13 @@ def controller_calls() -> set[tuple[str, str, str]]:
     calls = {(OBJECT_KINDS[p][0].rpartition("/")[0], p, v) for p in WATCHED for v in ("list", "watch")}
     for path in sorted(Path(CONTROLLER_CODE).glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in VERB and isinstance(node.func.value, ast.Attribute)
-                    and node.func.value.attr == "api"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in VERB
+                and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr == "api"
+            ):
                 plural = node.args[0].value
                 status = any(k.arg == "status" for k in node.keywords)
                 group = OBJECT_KINDS[plural][0].rpartition("/")[0]
@@ -37,9 +41,15 @@ def controller_calls() -> set[tuple[str, str, str]]:
 
 
 def granted(objects, kinds=("ClusterRole", "Role")) -> set[tuple[str, str, str]]:
-    return {(g, r, v) for o in objects if o["kind"] in kinds and o["metadata"]["labels"].get(
-                "app.kubernetes.io/component") == "controller"
-            for rule in o["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return {
+        (g, r, v)
+        for o in objects
+        if o["kind"] in kinds and o["metadata"]["labels"].get("app.kubernetes.io/component") == "controller"
+        for rule in o["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
 
 
 def test_rbac_grants_exactly_the_calls_the_controller_makes():
@@ -53,8 +63,14 @@ def test_the_lease_is_written_only_by_name_and_in_the_release_namespace():
     role = one(render(), "Role", of="controller")
     assert role["metadata"]["namespace"] == NAMESPACE
     named = [r for r in role["rules"] if r.get("resourceNames")]
-    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                      "resourceNames": ["carve-controller"], "verbs": ["get", "update"]}]
+    assert named == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["carve-controller"],
+            "verbs": ["get", "update"],
+        }
+    ]
 
 
 def test_two_replicas_run_the_controller_with_leader_election():
@@ -114,8 +130,10 @@ def test_no_isolation_selector_no_isolation_policy():
 
 def test_the_plugin_writes_only_its_own_node_partitioning_status():
     vap = next(o for o in render() if o["metadata"]["name"] == "carve-nodepartitioning-status")
-    assert "system:serviceaccount:carve-system:carve-kubelet-plugin" in vap["spec"]["matchConditions"][0][
-        "expression"]
+    assert (
+        "system:serviceaccount:carve-system:carve-kubelet-plugin"
+        in vap["spec"]["matchConditions"][0]["expression"]
+    )
     checks = [v["expression"] for v in vap["spec"]["validations"]]
     assert "request.subResource == 'status'" in checks
     assert "request.name == variables.userNodeName" in checks
