@@ -82,21 +82,38 @@ class DriverFiles:
 
 
 def resolve_within(root: Path, path: Path) -> Path | None:
-    """`path` with every symlink followed as the host would with `root` as "/"; None if it dangles.
+    """`path` (under `root`) with every symlink, of a directory or the file, followed as the host would
+    with `root` as "/"; None if it dangles or loops.
 
     Path.resolve() would follow an absolute target (libcuda.so.1 -> /usr/lib64/libcuda.so.580.95.05) in
-    the plugin's own filesystem, which is not the driver's when the driver root is mounted elsewhere.
+    the plugin's own filesystem, which is not the driver's when the driver root is mounted elsewhere; and
+    ".." never climbs above the root.
     """
     root = Path(root)
-    for _ in range(40):  # the kernel's own limit on nested links
-        if not path.is_symlink():
-            return path if path.exists() else None
-        target = Path(os.readlink(path))
-        path = root / target.relative_to("/") if target.is_absolute() else path.parent / target
-        path = Path(os.path.normpath(path))
-        if not path.is_relative_to(root):
-            path = root / path.relative_to(path.anchor)  # ".." above the root stays at the root
-    return None
+    todo = list(Path(path).relative_to(root).parts)
+    done = root
+    links = 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            done = done.parent if done != root else root
+            continue
+        step = done / part
+        if step.is_symlink():
+            links += 1
+            if links > 40:  # the kernel's own limit on nested links
+                return None
+            target = Path(os.readlink(step))
+            if target.is_absolute():
+                done = root
+                todo = list(target.parts[1:]) + todo
+            else:
+                todo = list(target.parts) + todo
+            continue
+        done = step
+    return done if done.exists() else None
 
 
 def _rel(root: Path, path: Path) -> str:
@@ -114,6 +131,22 @@ def _glob_real(root: Path, dirs: tuple[str, ...], pattern: str) -> list[Path]:
             real = resolve_within(root, candidate)
             if real is not None and real.is_file() and real not in found:
                 found.append(real)
+    return found
+
+
+def _glob_located(root: Path, dirs: tuple[str, ...], pattern: str) -> list[DriverFile]:
+    """Like _glob_real, but each file keeps the path it was found at (the toolkit's file locator)."""
+    found: list[DriverFile] = []
+    seen: set[Path] = set()
+    for d in dirs:
+        base = root / d
+        if not base.is_dir():
+            continue
+        for candidate in sorted(base.glob(pattern)):
+            real = resolve_within(root, candidate)
+            if real is not None and real.is_file() and real not in seen:
+                seen.add(real)
+                found.append(DriverFile(_rel(root, candidate), _rel(root, real)))
     return found
 
 
@@ -238,10 +271,7 @@ def scan_driver(root: Path, version: str | None = None, kernel_release: str | No
         f"lib/firmware/{release}",
         "lib/firmware",
     )
-    firmware = tuple(
-        DriverFile(_rel(root, p), _rel(root, p))
-        for p in _glob_real(root, tuple(f"{d}/nvidia/{version}" for d in firmware_dirs), "gsp*.bin")
-    )
+    firmware = tuple(_glob_located(root, tuple(f"{d}/nvidia/{version}" for d in firmware_dirs), "gsp*.bin"))
     binaries = []
     for name in BINARIES:
         for d in BINARY_DIRS:
