@@ -158,12 +158,17 @@ def _from_ld_cache(root: Path, pattern: str) -> list[Path]:
         entries = read_ld_cache(cache)
     except LibFileError:
         return []
+    # As the toolkit does: an entry matches when its path or the file it links to has a matching name.
     found: list[Path] = []
-    for name, path in entries:
-        if fnmatch.fnmatchcase(name, pattern) and path.startswith("/"):
-            real = resolve_within(root, root / path.lstrip("/"))
-            if real is not None and real not in found:
-                found.append(real)
+    for _, path in entries:
+        if not path.startswith("/"):
+            continue
+        entry = root / path.lstrip("/")
+        real = resolve_within(root, entry)
+        if real is None or real in found:
+            continue
+        if fnmatch.fnmatchcase(entry.name, pattern) or fnmatch.fnmatchcase(real.name, pattern):
+            found.append(real)
     return found
 
 

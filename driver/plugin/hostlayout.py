@@ -148,8 +148,8 @@ class HostLayout:
 
     def driver_edits(self) -> ContainerEdits:
         """What every claim's containers get: control nodes, the driver's files, links and ld cache."""
-        nodes = self.control_nodes()
         files = self.driver_files()
+        nodes = self.control_nodes()
         if files is None:
             return ContainerEdits(env=(NO_LEGACY_RUNTIME_ENV,), device_nodes=nodes)
         mount = lambda f, options: Mount(  # noqa: E731

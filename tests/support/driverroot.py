@@ -55,7 +55,7 @@ INSTALLER_LINKS = {
     "libnvidia-ptxjitcompiler.so.1": f"libnvidia-ptxjitcompiler.so.{VERSION}",
     "libnvidia-nvvm.so.4": f"libnvidia-nvvm.so.{VERSION}",
     "libcudadebugger.so.1": f"libcudadebugger.so.{VERSION}",
-    "libnvidia-ml.so": "libnvidia-ml.so.1",  # the -dev link: the toolkit recreates .so -> SONAME links it sees
+    "libnvidia-ml.so": "libnvidia-ml.so.1",  # a -dev link: the toolkit recreates the .so links it sees
 }
 BINARIES = ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control")
 FIRMWARE = ("gsp_ga10x.bin", "gsp_tu10x.bin")
@@ -109,7 +109,7 @@ def build_driver_root(root: Path, layout: Layout, stub_cache: Path) -> Path:
     return root
 
 
-def write_proc_root(proc: Path, caps: dict[tuple[int, int, int | None], tuple[int, int]], major: int = 237) -> Path:
+def write_proc_root(proc: Path, caps: dict[tuple[int, int, int | None], tuple[int, int]], major: int = 237):
     """A fake /proc: `devices` with the nvidia-caps major and the MIG access files.
 
     caps: (gpu minor, gi, ci or None) -> (device file minor, mode).

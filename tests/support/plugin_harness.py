@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import grpc
+from support.driverroot import LAYOUTS, build_driver_root, hook_dir
 
 from api.grpc import (
     dra_v1_pb2,
@@ -29,7 +30,6 @@ from api.grpc import (
 )
 from driver import names
 from driver.plugin.filecluster import FileCluster
-from support.driverroot import LAYOUTS, build_driver_root, hook_dir
 
 REPO = Path(__file__).resolve().parents[2]
 NODE = "node-a"
