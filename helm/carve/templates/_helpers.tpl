@@ -82,3 +82,10 @@ driver/plugin/driverfiles.py LIBRARY_SEARCH_DIRS, the container toolkit's list).
 {{- define "carve.nvmlLibDirs" -}}
 usr/lib64 usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu usr/lib/x86_64-linux-gnu/nvidia/current usr/lib/aarch64-linux-gnu/nvidia/current lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu lib/x86_64-linux-gnu/nvidia/current lib/aarch64-linux-gnu/nvidia/current usr/lib
 {{- end -}}
+
+{{/* Host directories of a host-installed driver, besides /usr, that the plugin reads (volume name: path). */}}
+{{- define "carve.hostDriverExtras" -}}
+driver-persistenced: /run/nvidia-persistenced
+driver-fabricmanager: /run/nvidia-fabricmanager
+driver-firmware: /lib/firmware/nvidia
+{{- end -}}

@@ -107,8 +107,8 @@ def test_prepare_and_unprepare_mig_soft_and_whole_gpu(node, kubelet, plugin_fact
     nodes = [n["path"] for n in soft_spec["devices"][0]["containerEdits"]["deviceNodes"]]
     assert nodes == ["/dev/nvidia1"]
     common_nodes = {n["path"] for n in soft_spec["containerEdits"]["deviceNodes"]}
-    assert common_nodes == {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}
-    # MIG: the GPU's node and the instance's capability nodes, fully specified from the fake NVML's proc files.
+    assert common_nodes == {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}  # noqa: E501
+    # MIG: the GPU's node and the instance's capability nodes, fully specified from the fake NVML's files.
     mig_nodes = spec_of(node, mig[2])["devices"][0]["containerEdits"]["deviceNodes"]
     assert mig_nodes[0]["path"] == "/dev/nvidia0"
     caps = mig_nodes[1:]

@@ -1,4 +1,4 @@
-"""HostLayout: the driver's nodes, files and hooks found under the driver root, written as the host sees them."""
+"""HostLayout: the driver's nodes, files and hooks under the driver root, written as the host sees them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.driverroot import LAYOUTS, VERSION, build_driver_root, hook_dir, write_ld_cache, write_proc_root
 
 from driver.plugin.edits import DriverFilesError, HostLayout
-from support.driverroot import LAYOUTS, VERSION, build_driver_root, hook_dir, write_ld_cache, write_proc_root
 
 
 @pytest.fixture
@@ -75,11 +75,9 @@ def test_every_library_of_the_driver_version_is_mounted_not_a_fixed_list(rhel, t
 def test_libraries_only_in_the_driver_roots_ld_cache_are_found(tmp_path, stub_cache):
     root = build_driver_root(tmp_path / "host", LAYOUTS["gpu-operator"], stub_cache)  # relative links
     (root / "opt/nvidia").mkdir(parents=True)
-    shutil.move(root / "usr/lib/x86_64-linux-gnu", root / "opt/nvidia/lib")  # a directory no search path names
-    write_ld_cache(
-        root / "etc/ld.so.cache",
-        [("libcuda.so.1", "/opt/nvidia/lib/libcuda.so.1"), ("libnvidia-ml.so.1", "/opt/nvidia/lib/libnvidia-ml.so.1")],
-    )
+    shutil.move(root / "usr/lib/x86_64-linux-gnu", root / "opt/nvidia/lib")  # no search path names it
+    entries = [(n, f"/opt/nvidia/lib/{n}") for n in ("libcuda.so.1", "libnvidia-ml.so.1")]
+    write_ld_cache(root / "etc/ld.so.cache", entries)
     mounts = mounts_of(layout_of(root, tmp_path))
     assert f"/opt/nvidia/lib/libcuda.so.{VERSION}" in mounts
     assert f"/opt/nvidia/lib/libnvidia-ptxjitcompiler.so.{VERSION}" in mounts
@@ -93,7 +91,7 @@ def test_a_missing_required_library_fails_naming_it(rhel, tmp_path):
 
 def test_no_driver_at_all_fails_naming_the_root(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DriverFilesError, match="no NVIDIA driver under .*empty"):
+    with pytest.raises(DriverFilesError, match=r"no NVIDIA driver under .*empty"):
         layout_of(tmp_path / "empty", tmp_path).driver_edits()
 
 
