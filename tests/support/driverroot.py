@@ -154,7 +154,9 @@ def hook_dir(path: Path) -> Path:
         raise FileNotFoundError(f"{hook}: run `make native`")
     path.mkdir(parents=True, exist_ok=True)
     shutil.copy2(hook, path / "carve-cdi-hook")
-    shutil.copy2("/sbin/ldconfig", path / "carve-ldconfig")
+    # Ubuntu's /sbin/ldconfig is a shell wrapper around the static ldconfig.real; Debian's is static itself.
+    ldconfig = next(p for p in ("/sbin/ldconfig.real", "/sbin/ldconfig") if Path(p).exists())
+    shutil.copy2(ldconfig, path / "carve-ldconfig")
     for f in (path / "carve-cdi-hook", path / "carve-ldconfig"):
         f.chmod(f.stat().st_mode | stat.S_IXUSR)
     return path
