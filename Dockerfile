@@ -19,10 +19,10 @@ WORKDIR /src
 COPY native/ native/
 RUN CUDA_HOME="$(python -c 'import glob, nvidia; print(sorted(glob.glob(list(nvidia.__path__)[0] + "/cu*/include/cuda.h"))[-1].rsplit("/include/", 1)[0])')" \
  && make -C native PYTHON=python CUDA_HOME="$CUDA_HOME" check-headers \
-      build/libcarve-limiter.so build/fakes/libnvidia-ml.so.1 build/fakes/libcuda.so.1 build/carve-cdi-hook
+      build/libcarve-limiter.so build/fakes/libnvidia-ml.so.1 build/fakes/libcuda.so.1 build/carve-cdi-hook \
+      build/carve-ldconfig
 # The hook runs this ldconfig chroot'ed in containers and refuses a dynamic one: Debian's is static-pie.
-RUN cp /sbin/ldconfig /src/native/build/carve-ldconfig \
- && ! readelf -lW /src/native/build/carve-ldconfig 2>/dev/null | grep -q INTERP
+RUN ! readelf -lW /src/native/build/carve-ldconfig | grep -q INTERP
 
 # --- carve and its dependencies as wheels (binary wheels exist for all of them on CPython 3.11).
 FROM ${PYTHON_IMAGE} AS wheels
