@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.driverroot import LAYOUTS, build_driver_root, hook_dir, write_proc_root
 
 from driver import names
 from driver.cluster import LocalCluster
@@ -63,18 +64,23 @@ class DictMig:
 
 
 @pytest.fixture
-def world(tmp_path):
+def world(tmp_path, stub_cache):
     cluster = LocalCluster()
     mig = DictMig()
-    limiter = tmp_path / "lib"
-    limiter.mkdir()
+    limiter = hook_dir(tmp_path / "lib")  # with carve-cdi-hook and carve-ldconfig, as on a node
     (limiter / names.LIMITER_LIBRARY).touch()
+    driver = build_driver_root(tmp_path / "root", LAYOUTS["rhel"], stub_cache)
+    # The capability files of the GPU instances DictMig hands out (gi 1.., ci 0) on GPU minor 0.
+    proc = write_proc_root(
+        tmp_path / "proc", {(0, gi, ci): (3 + gi * 9 + (0 if ci is None else 1), 292) for gi in range(1, 9)
+                            for ci in (None, 0)}
+    )  # fmt: skip
 
     def make(boot="b1", mig_ops=None):
         return Preparer(
             PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter),
             cluster,
-            HostLayout.scan(tmp_path / "root"),
+            HostLayout.scan(driver, proc, hook_dir=limiter),
             mig_ops or mig,
             lambda: CATALOG,
             Checkpoint(tmp_path / "checkpoint.json", boot),
