@@ -198,10 +198,6 @@ def _so_link(name: str) -> str:
         name = stem
 
 
-def _is_link(path: Path) -> bool:
-    return path.is_symlink()
-
-
 def _symlinks(root: Path, libraries: tuple[DriverFile, ...]) -> tuple[tuple[str, str], ...]:
     links: list[tuple[str, str]] = []
 
@@ -225,10 +221,10 @@ def _symlinks(root: Path, libraries: tuple[DriverFile, ...]) -> tuple[tuple[str,
             soname = read_soname(root / lib.real) or name
         except LibFileError:
             continue  # not an ELF library (the toolkit skips it too): no SONAME links
-        if soname != name and _is_link(host_dir / soname):
+        if soname != name and (host_dir / soname).is_symlink():
             add(name, f"{directory}/{soname}")
         so = _so_link(soname)
-        if so and so != soname and _is_link(host_dir / so):
+        if so and so != soname and (host_dir / so).is_symlink():
             add(soname, f"{directory}/{so}")
     return tuple(links)
 

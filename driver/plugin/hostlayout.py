@@ -152,9 +152,10 @@ class HostLayout:
         nodes = self.control_nodes()
         if files is None:
             return ContainerEdits(env=(NO_LEGACY_RUNTIME_ENV,), device_nodes=nodes)
-        mount = lambda f, options: Mount(  # noqa: E731
-            self.host_path(self.driver_root / f.real), "/" + f.path, options
-        )
+
+        def mount(f, options: tuple[str, ...]) -> Mount:
+            return Mount(self.host_path(self.driver_root / f.real), "/" + f.path, options)
+
         mounts = tuple(
             mount(f, LIBRARY_MOUNT_OPTIONS) for f in files.libraries + files.firmware + files.binaries
         ) + tuple(mount(f, IPC_MOUNT_OPTIONS) for f in files.ipc)
