@@ -107,12 +107,12 @@ class Cluster(Protocol):
 class ObjectApi(Protocol):
     """Listing, watching and writing objects of the kinds in OBJECT_KINDS (dicts in their JSON shape)."""
 
-    def list_objects(self, plural: str) -> tuple[list[dict[str, Any]], str]:
-        """Every object (all namespaces) and the list's resourceVersion."""
+    def list_objects(self, plural: str, field_selector: str = "") -> tuple[list[dict[str, Any]], str]:
+        """Every object (all namespaces; `metadata.name=<n>` selects one) and the list's resourceVersion."""
         ...
 
-    def watch_objects(self, plural: str, resource_version: str,
-                      timeout_s: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    def watch_objects(self, plural: str, resource_version: str, timeout_s: int,
+                      field_selector: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
         """(ADDED|MODIFIED|DELETED, object) after `resource_version`, until the server ends the watch
         (at most `timeout_s`). Raises Expired when that version is gone."""
         ...

@@ -56,10 +56,17 @@ class KubeObjects:
         except KeyError:
             raise ClusterError(f"{plural}: cannot be listed or watched by carve", plural) from None
 
-    def list_objects(self, plural: str) -> tuple[list[dict[str, Any]], str]:
+    def list_objects(self, plural: str, field_selector: str = "") -> tuple[list[dict[str, Any]], str]:
         lister = self._lister(plural)
         resp = self._call(
-            plural, "", "", lambda: lister(_preload_content=False, _request_timeout=self.request_timeout)
+            plural,
+            "",
+            "",
+            lambda: lister(
+                field_selector=field_selector or None,
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            ),
         )
         data = json.loads(resp.data or b"{}")
         api_version, kind, _ = OBJECT_KINDS[plural]
@@ -67,7 +74,7 @@ class KubeObjects:
         return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     def watch_objects(
-        self, plural: str, resource_version: str, timeout_s: int
+        self, plural: str, resource_version: str, timeout_s: int, field_selector: str = ""
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """One watch request, read line by line as the server streams it (the client's Watch helper
         would re-type every object; the raw JSON is what carve wants)."""
@@ -79,6 +86,7 @@ class KubeObjects:
             "",
             lambda: lister(
                 watch=True,
+                field_selector=field_selector or None,
                 resource_version=resource_version or None,
                 timeout_seconds=timeout_s,
                 allow_watch_bookmarks=True,

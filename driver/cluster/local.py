@@ -28,7 +28,7 @@ from driver.cluster.base import (
     NotFound,
 )
 from driver.cluster.gates import check_drop_fields, drop_disabled_fields
-from driver.cluster.objects import ADDED, DELETED, MODIFIED, ObjectStore
+from driver.cluster.objects import ADDED, DELETED, MODIFIED, ObjectStore, name_selected
 
 # The API server's generateName suffix alphabet (no vowels, no confusable digits).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -200,7 +200,7 @@ class LocalCluster:
 
     # -- ObjectApi (driver.cluster.base) ----------------------------------------------------------------
 
-    def list_objects(self, plural: str) -> tuple[list[dict[str, Any]], str]:
+    def list_objects(self, plural: str, field_selector: str = "") -> tuple[list[dict[str, Any]], str]:
         with self._lock:
             if plural == "resourceclaims":
                 items = [copy.deepcopy(c) for _, c in sorted(self._claims.items())]
@@ -208,14 +208,15 @@ class LocalCluster:
                 items = [copy.deepcopy(c) for _, c in sorted(self._slices.items())]
             else:
                 items = self.objects.list(plural)
-            return items, str(self._rv)
+            return [i for i in items if name_selected(i, field_selector)], str(self._rv)
 
-    def watch_objects(self, plural: str, resource_version: str,
-                      timeout_s: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    def watch_objects(
+        self, plural: str, resource_version: str, timeout_s: int, field_selector: str = ""
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         since = int(resource_version or 0)
         if since < self.objects.oldest_rv() - 1:
             raise Expired(f"{plural}: resourceVersion {since} is too old", plural, status=410)
-        yield from self.objects.watch(plural, since, timeout_s)
+        yield from self.objects.watch(plural, since, timeout_s, field_selector)
 
     def get_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
         return self.objects.get(plural, namespace, name)

@@ -28,6 +28,67 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def stored_new(plural: str, obj: dict[str, Any], rv: str) -> dict[str, Any]:
+    """What the server stores on create: server-owned metadata set, no status for a status subresource."""
+    stored = copy.deepcopy(obj)
+    if plural in STATUS_SUBRESOURCE:
+        stored.pop("status", None)
+    stored["metadata"] = {
+        **(obj.get("metadata") or {}),
+        "uid": str(uuid.uuid4()),
+        "generation": 1,
+        "creationTimestamp": now_rfc3339(),
+        "resourceVersion": rv,
+    }
+    return stored
+
+
+def stored_update(
+    plural: str, old: dict[str, Any], obj: dict[str, Any], status: bool, rv: str
+) -> dict[str, Any]:
+    """What the server stores on a replace of `old` by `obj` (of its status only, with status=True).
+    Raises Conflict when obj carries a resourceVersion that is not old's."""
+    meta = obj.get("metadata") or {}
+    want = meta.get("resourceVersion")
+    if want and want != old["metadata"]["resourceVersion"]:
+        name = old["metadata"].get("name", "")
+        raise Conflict(
+            f"{plural} {name!r}: the object has been modified (resourceVersion {want} is not the current "
+            f"{old['metadata']['resourceVersion']})",
+            plural,
+            name,
+            old["metadata"].get("namespace", ""),
+            409,
+        )
+    if status:
+        stored = {**copy.deepcopy(old), "status": copy.deepcopy(obj.get("status"))}
+    else:
+        stored = copy.deepcopy(obj)
+        if plural in STATUS_SUBRESOURCE:
+            stored.pop("status", None)
+            if "status" in old:
+                stored["status"] = copy.deepcopy(old["status"])
+        stored["metadata"] = {**meta}
+        for k in ("uid", "creationTimestamp", "generation"):
+            stored["metadata"][k] = old["metadata"].get(k)
+        if stored.get("spec") != old.get("spec"):
+            stored["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
+    stored["metadata"]["resourceVersion"] = rv
+    return stored
+
+
+def name_selected(obj: dict[str, Any], field_selector: str) -> bool:
+    """The one field selector carve's fakes serve: `metadata.name=<name>` (empty: everything)."""
+    if not field_selector:
+        return True
+    key, _, value = field_selector.partition("=")
+    if key != "metadata.name":
+        raise ClusterError(
+            f"field selector {field_selector!r}: only metadata.name=<name> is supported", status=400
+        )
+    return (obj.get("metadata") or {}).get("name") == value.lstrip("=")
+
+
 class ObjectStore:
     def __init__(
         self,
@@ -64,17 +125,25 @@ class ObjectStore:
         with self._cond:
             return self.events[0][0] if self.events else 0
 
-    def watch(self, plural: str, since: int, timeout_s: float) -> list[tuple[str, dict[str, Any]]]:
+    def watch(
+        self, plural: str, since: int, timeout_s: float, field_selector: str = ""
+    ) -> list[tuple[str, dict[str, Any]]]:
         """Events of `plural` after `since`; waits up to `timeout_s` for the first one."""
         with self._cond:
-            found = self._since(plural, since)
+            found = self._since(plural, since, field_selector)
             if not found and timeout_s > 0:
-                self._cond.wait_for(lambda: bool(self._since(plural, since)), timeout=timeout_s)
-                found = self._since(plural, since)
+                self._cond.wait_for(
+                    lambda: bool(self._since(plural, since, field_selector)), timeout=timeout_s
+                )
+                found = self._since(plural, since, field_selector)
             return found
 
-    def _since(self, plural: str, since: int) -> list[tuple[str, dict[str, Any]]]:
-        return [(k, copy.deepcopy(o)) for rv, p, k, o in self.events if p == plural and rv > since]
+    def _since(self, plural: str, since: int, field_selector: str = "") -> list[tuple[str, dict[str, Any]]]:
+        return [
+            (k, copy.deepcopy(o))
+            for rv, p, k, o in self.events
+            if p == plural and rv > since and name_selected(o, field_selector)
+        ]
 
     def current_rv(self) -> str:
         with self._cond:
@@ -111,16 +180,7 @@ class ObjectStore:
         with self._cond:
             if (plural, namespace, name) in self.objects:
                 raise AlreadyExists(f"{plural} {name!r} already exists", plural, name, namespace, 409)
-            stored = copy.deepcopy(obj)
-            if plural in STATUS_SUBRESOURCE:
-                stored.pop("status", None)
-            stored["metadata"] = {
-                **meta,
-                "uid": str(uuid.uuid4()),
-                "generation": 1,
-                "creationTimestamp": now_rfc3339(),
-                "resourceVersion": self._next_rv(),
-            }
+            stored = stored_new(plural, obj, self._next_rv())
             self.objects[(plural, namespace, name)] = stored
             self.log(plural, ADDED, stored)
             return copy.deepcopy(stored)
@@ -133,30 +193,7 @@ class ObjectStore:
             old = self.objects.get(key)
             if old is None:
                 raise NotFound(f"{plural} {key[2]!r} not found", plural, key[2], key[1], 404)
-            want = meta.get("resourceVersion")
-            if want and want != old["metadata"]["resourceVersion"]:
-                raise Conflict(
-                    f"{plural} {key[2]!r}: the object has been modified (resourceVersion {want} is "
-                    f"not the current {old['metadata']['resourceVersion']})",
-                    plural,
-                    key[2],
-                    key[1],
-                    409,
-                )
-            if status:
-                stored = {**copy.deepcopy(old), "status": copy.deepcopy(obj.get("status"))}
-            else:
-                stored = copy.deepcopy(obj)
-                if plural in STATUS_SUBRESOURCE:
-                    stored.pop("status", None)
-                    if "status" in old:
-                        stored["status"] = copy.deepcopy(old["status"])
-                stored["metadata"] = {**meta}
-                for k in ("uid", "creationTimestamp", "generation"):
-                    stored["metadata"][k] = old["metadata"].get(k)
-                if stored.get("spec") != old.get("spec"):
-                    stored["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
-            stored["metadata"]["resourceVersion"] = self._next_rv()
+            stored = stored_update(plural, old, obj, status, self._next_rv())
             self.objects[key] = stored
             self.log(plural, MODIFIED, stored)
             return copy.deepcopy(stored)

@@ -36,6 +36,7 @@ class Informer:
         resync_s: float = 600.0,
         watch_timeout_s: int = 300,
         backoff_s: float = 1.0,
+        field_selector: str = "",
     ) -> None:
         self.api = api
         self.plural = plural
@@ -43,6 +44,7 @@ class Informer:
         self.resync_s = resync_s
         self.watch_timeout_s = watch_timeout_s
         self.backoff_s = backoff_s
+        self.field_selector = field_selector  # e.g. metadata.name=<node>: one object
         self.synced = threading.Event()
         self.lists = 0  # how many times the kind was listed (tests check there is no list loop)
         self._lock = threading.Lock()
@@ -67,7 +69,7 @@ class Informer:
         return self
 
     def relist(self) -> None:
-        items, rv = self.api.list_objects(self.plural)
+        items, rv = self.api.list_objects(self.plural, self.field_selector)
         with self._lock:
             self._items = {object_key(o): o for o in items}
             self._rv = rv
@@ -82,7 +84,8 @@ class Informer:
                 deadline = time.monotonic() + self.resync_s
                 while not stop.is_set() and time.monotonic() < deadline:
                     timeout = int(max(1, min(self.watch_timeout_s, deadline - time.monotonic())))
-                    for kind, obj in self.api.watch_objects(self.plural, self._rv, timeout):
+                    events = self.api.watch_objects(self.plural, self._rv, timeout, self.field_selector)
+                    for kind, obj in events:
                         self._apply(kind, obj)
                         if stop.is_set():
                             break

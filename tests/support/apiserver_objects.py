@@ -9,6 +9,7 @@ import secrets
 from typing import Any
 
 from driver.cluster.base import AlreadyExists, ClusterError, Conflict, NotFound
+from driver.cluster.objects import name_selected
 
 SLICES_PATH = ("apis", "resource.k8s.io", "v1", "resourceslices")
 
@@ -78,7 +79,7 @@ class ObjectRoutes:
             if plural:
                 return 200, self._watch(plural, query)
         if method == "GET" and key in self._COLLECTIONS:
-            return 200, self._list_objects(self._COLLECTIONS[key])
+            return 200, self._list_objects(self._COLLECTIONS[key], (query.get("fieldSelector") or [""])[0])
         if parts[:3] == ["apis", "carve.dev", "v1alpha1"] and len(parts) >= 4:
             plural = parts[3]
             if plural not in ("nodepartitionings", "partitioningpolicies"):
@@ -130,12 +131,13 @@ class ObjectRoutes:
         obj.setdefault("metadata", {})
         return obj
 
-    def _list_objects(self, plural: str) -> dict[str, Any]:
+    def _list_objects(self, plural: str, field_selector: str = "") -> dict[str, Any]:
         with self.store.lock:
             if plural == "resourceclaims":
                 items = [copy.deepcopy(c) for _, c in sorted(self.store.claims.items())]
             else:
                 items = self.objects.list(plural)
+            items = [i for i in items if name_selected(i, field_selector)]
             for item in items:  # list items carry no TypeMeta
                 item.pop("apiVersion", None)
                 item.pop("kind", None)
@@ -151,5 +153,5 @@ class ObjectRoutes:
         if since and since < self.objects.oldest_rv() - 1:
             raise ApiError(410, "Expired", f"too old resource version: {since}")
         timeout = min(float((query.get("timeoutSeconds") or ["30"])[0]), self.max_watch_s)
-        events = self.objects.watch(plural, since, timeout)
+        events = self.objects.watch(plural, since, timeout, (query.get("fieldSelector") or [""])[0])
         return _WatchStream([{"type": kind, "object": obj} for kind, obj in events])

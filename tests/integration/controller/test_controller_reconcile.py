@@ -158,3 +158,26 @@ def test_two_replicas_take_turns_on_the_lease(apiserver, api) -> None:
     lease = apiserver.objects.get("leases", "carve", "carve-controller")
     assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
     assert not a.try_acquire_or_renew()
+
+
+def test_a_field_selector_lists_and_watches_one_node_partitioning(apiserver, api) -> None:
+    for name in ("node-a", "node-b"):
+        api.create_object(
+            "nodepartitionings",
+            {
+                "apiVersion": "carve.dev/v1alpha1",
+                "kind": "NodePartitioning",
+                "metadata": {"name": name},
+                "spec": {"gpus": []},
+            },
+        )
+    items, rv = api.list_objects("nodepartitionings", "metadata.name=node-b")
+    assert [i["metadata"]["name"] for i in items] == ["node-b"]
+    for name in ("node-a", "node-b"):
+        obj = api.get_object("nodepartitionings", name)
+        api.update_object("nodepartitionings", {**obj, "status": {"observedGeneration": 1}}, status=True)
+    events = list(api.watch_objects("nodepartitionings", rv, 1, "metadata.name=node-b"))
+    assert [(k, o["metadata"]["name"], o["status"]) for k, o in events] == [
+        ("MODIFIED", "node-b", {"observedGeneration": 1})
+    ]
+    assert apiserver.requests[-1].query["fieldSelector"] == ["metadata.name=node-b"]
