@@ -21,6 +21,8 @@ import os
 import random
 import time
 
+import pytest
+
 from support.partitioning import allocated, claim, mig, node_slices, plan_input, soft, whole
 
 from driver.controller.nodes import claim_devices, device_gpus
@@ -40,6 +42,7 @@ def _best(results: dict[str, dict]) -> tuple[str, dict]:
     return name, singles[name]
 
 
+@pytest.mark.timeout(4 * 3600 if FULL else 300)  # the full size runs thirty simulations
 def test_auto_against_every_single_strategy_on_inference_mix() -> None:
     pods_n, nodes, seeds = (2000, 10, range(1, 6)) if FULL else (250, 2, range(1, 3))
     groups = [NodeGroup("a100", nodes, ("A100-80GB",) * 8, None)]
