@@ -22,7 +22,6 @@ import random
 import time
 
 import pytest
-
 from support.partitioning import allocated, claim, mig, node_slices, plan_input, soft, whole
 
 from driver.controller.nodes import claim_devices, device_gpus
