@@ -1,7 +1,8 @@
 """FileCluster: the Cluster interface over a directory, so separate processes can share one fake cluster.
 
-`carve plugin --cluster file:<dir>` reads ResourceClaims from `<dir>/resourceclaims/<ns>/<name>.json` and
-keeps its ResourceSlices in `<dir>/resourceslices/<name>.json`. The demo and the plugin's process-level
+`carve plugin --cluster file:<dir>` reads ResourceClaims from `<dir>/resourceclaims/<ns>/<name>.json`,
+keeps its ResourceSlices in `<dir>/resourceslices/<name>.json`, and reads (and writes the status of) its
+NodePartitioning in `<dir>/nodepartitionings/<node>.json` (FileObjects). The demo and the plugin's process-level
 tests use it (a test writes claims, the plugin process reads them); resourceVersion conflicts work as on
 a real server. Not for production.
 """
@@ -13,6 +14,7 @@ import copy
 import fcntl
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,10 +28,94 @@ from driver.cluster.base import (
     Conflict,
     NotFound,
 )
+from driver.cluster.objects import name_selected, stored_new, stored_update
 from driver.fsutil import remove_durable, write_atomic
 
 
-class FileCluster:
+class FileObjects:
+    """ObjectApi (driver.cluster.base) over the same directory: `<dir>/<plural>/<name>.json`, with the
+    write semantics of driver/cluster/objects.py; a watch polls the files (and tombstones of deleted ones)
+    for resourceVersions newer than the one given. Mixed into FileCluster."""
+
+    root: Path
+    _locked: Any
+    _next_rv: Any
+
+    def _object_path(self, plural: str, name: str) -> Path:
+        return self.root / plural / f"{name}.json"
+
+    def _read_dir(self, plural: str, tombstones: bool = False) -> list[dict[str, Any]]:
+        where = self.root / (f".deleted-{plural}" if tombstones else plural)
+        out = []
+        for path in sorted(where.glob("*.json")) if where.exists() else []:
+            with contextlib.suppress(FileNotFoundError, ValueError):
+                out.append(json.loads(path.read_text()))
+        return out
+
+    def list_objects(self, plural: str, field_selector: str = "") -> tuple[list[dict[str, Any]], str]:
+        with self._locked():
+            rv_path = self.root / ".resourceVersion"
+            rv = rv_path.read_text() if rv_path.exists() else "0"
+            return [o for o in self._read_dir(plural) if name_selected(o, field_selector)], rv
+
+    def watch_objects(
+        self, plural: str, resource_version: str, timeout_s: int, field_selector: str = ""
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        since = int(resource_version or 0)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = [("MODIFIED", o) for o in self._read_dir(plural)]
+            found += [("DELETED", o) for o in self._read_dir(plural, tombstones=True)]
+            newer = sorted(
+                (
+                    (int(o["metadata"]["resourceVersion"]), k, o)
+                    for k, o in found
+                    if int(o["metadata"]["resourceVersion"]) > since and name_selected(o, field_selector)
+                ),
+                key=lambda e: e[0],
+            )
+            if newer or time.monotonic() >= deadline:
+                for _, kind, obj in newer:
+                    yield kind, obj
+                return
+            time.sleep(0.1)
+
+    def get_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
+        try:
+            return json.loads(self._object_path(plural, name).read_text())
+        except FileNotFoundError:
+            raise NotFound(f"{plural} {name!r} not found", plural, name, namespace, 404) from None
+
+    def create_object(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        path = self._object_path(plural, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            if path.exists():
+                raise AlreadyExists(f"{plural} {name!r} already exists", plural, name, status=409)
+            stored = stored_new(plural, obj, self._next_rv())
+            write_atomic(path, json.dumps(stored).encode())
+        return stored
+
+    def update_object(self, plural: str, obj: dict[str, Any], status: bool = False) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        with self._locked():
+            old = self.get_object(plural, name)
+            stored = stored_update(plural, old, obj, status, self._next_rv())
+            write_atomic(self._object_path(plural, name), json.dumps(stored).encode())
+        return stored
+
+    def delete_object(self, plural: str, name: str) -> None:
+        with self._locked():
+            old = self.get_object(plural, name)
+            gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self._next_rv()}}
+            tomb = self.root / f".deleted-{plural}" / f"{name}.json"
+            tomb.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(tomb, json.dumps(gone).encode())
+            remove_durable(self._object_path(plural, name))
+
+
+class FileCluster(FileObjects):
     def __init__(self, root: Path, version: tuple[int, int] = (1, 34)):
         self.root = Path(root)
         self.version = version

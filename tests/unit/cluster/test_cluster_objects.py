@@ -79,3 +79,26 @@ def test_local_cluster_logs_claims_and_slices_for_watchers_and_expires_old_versi
         cluster.objects.put("nodes", {"metadata": {"name": f"n{i}"}})
     with pytest.raises(Expired):
         list(cluster.watch_objects("nodes", rv, 0))
+
+
+def test_file_cluster_objects_follow_the_same_rules_and_watch_by_polling(tmp_path) -> None:
+    from driver.plugin.filecluster import FileCluster
+
+    cluster = FileCluster(tmp_path)
+    made = cluster.create_object("nodepartitionings", {**_np("n1"), "status": {"observedGeneration": 3}})
+    assert "status" not in made and made["metadata"]["generation"] == 1
+    items, rv = cluster.list_objects("nodepartitionings", "metadata.name=n1")
+    assert [i["metadata"]["name"] for i in items] == ["n1"]
+    with_status = cluster.update_object(
+        "nodepartitionings", {**made, "status": {"observedGeneration": 1}}, status=True
+    )
+    with pytest.raises(Conflict):
+        cluster.update_object("nodepartitionings", made, status=True)
+    assert [k for k, _ in cluster.watch_objects("nodepartitionings", rv, 0)] == ["MODIFIED"]
+    cluster.delete_object("nodepartitionings", "n1")
+    kinds = [
+        k
+        for k, _ in cluster.watch_objects("nodepartitionings", with_status["metadata"]["resourceVersion"], 0)
+    ]
+    assert kinds == ["DELETED"]
+    assert list(cluster.watch_objects("nodepartitionings", "999", 0)) == []
