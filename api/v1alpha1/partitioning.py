@@ -102,7 +102,7 @@ class Condition(_Strict):
 class GpuStatus(_Strict):
     index: int = Field(ge=0)
     uuid: str = ""
-    strategy: StrategyName  # applied (published) strategy
+    strategy: StrategyName | None = None  # the published strategy; None while the GPU is not published
     mig_mode: Literal["Enabled", "Disabled", "NotSupported", "ResetRequired"] = Field(alias="migMode")
     pending: str = ""  # why the desired strategy is not applied yet (empty: applied)
 

@@ -1,10 +1,10 @@
 """FileCluster: the Cluster interface over a directory, so separate processes can share one fake cluster.
 
 `carve plugin --cluster file:<dir>` reads ResourceClaims from `<dir>/resourceclaims/<ns>/<name>.json`,
-keeps its ResourceSlices in `<dir>/resourceslices/<name>.json`, and reads (and writes the status of) its
-NodePartitioning in `<dir>/nodepartitionings/<node>.json` (FileObjects). The demo and the plugin's process-level
-tests use it (a test writes claims, the plugin process reads them); resourceVersion conflicts work as on
-a real server. Not for production.
+keeps its ResourceSlices in `<dir>/resourceslices/<name>.json`, and reads (and writes the status of)
+its NodePartitioning in `<dir>/nodepartitionings/<node>.json` (FileObjects). The demo and the plugin's
+process-level tests use it (a test writes claims, the plugin process reads them); resourceVersion
+conflicts work as on a real server. Not for production.
 """
 
 from __future__ import annotations

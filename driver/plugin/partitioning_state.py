@@ -1,0 +1,201 @@
+"""The plugin's side of NodePartitioning, the pure half: which strategy each GPU should run, the record of
+the change in progress kept on disk, and the status written back. The loop that watches the object and
+applies it is partitioning.py.
+
+- Desired strategies: the spec's entries, by index or UUID; a GPU the spec does not name keeps the
+  plugin's --strategy. An entry that names no GPU of this node, or asks for MIG on a GPU without it, or a
+  MIG profile the GPU's model does not have, is a problem reported in the status (Degraded) and ignored.
+- The change in progress (`<plugin-dir>/partitioning.json`, written atomically, 0600): the generation
+  being applied, the strategies asked for and those the GPUs ran before. A plugin that crashes mid-change
+  finds it at start: it resumes the change (the spec still asks for it) or rolls back to the previous
+  strategies (the NodePartitioning is gone).
+- Status: per GPU the strategy it is published under (absent while it is not published), its MIG mode
+  and why the desired strategy is not applied yet; conditions Applied and Degraded; observedGeneration.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from api.v1alpha1.partitioning import NodePartitioning
+from driver import names
+from driver.fsutil import write_atomic
+from driver.gpu.model import Gpu
+
+STATE_FILE = "partitioning.json"
+APPLYING, APPLIED = "applying", "applied"
+NEEDS_RESET = "needs reset"  # modes.py's reason for a mode change NVML left pending
+
+
+class ModeLike(Protocol):
+    """What the status needs of one GPU's decision (driver/plugin/modes.py's GpuMode)."""
+
+    index: int
+    uuid: str
+    desired: str
+    effective: str
+    applied: str | None
+    mig_enabled: bool
+    pending: str
+
+
+@dataclass
+class ChangeRecord:
+    generation: int
+    desired: dict[int, str]
+    previous: dict[int, str]
+    state: str = APPLYING
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "generation": self.generation,
+                "state": self.state,
+                "desired": {str(k): v for k, v in sorted(self.desired.items())},
+                "previous": {str(k): v for k, v in sorted(self.previous.items())},
+            },
+            sort_keys=True,
+        ).encode()
+
+
+def read_record(plugin_dir: Path) -> ChangeRecord | None:
+    """The recorded change, or None (none, or unreadable: then the spec is simply applied again)."""
+    try:
+        raw = json.loads((plugin_dir / STATE_FILE).read_text())
+        return ChangeRecord(
+            int(raw["generation"]),
+            {int(k): str(v) for k, v in raw["desired"].items()},
+            {int(k): str(v) for k, v in raw["previous"].items()},
+            str(raw["state"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_record(plugin_dir: Path, record: ChangeRecord) -> None:
+    write_atomic(plugin_dir / STATE_FILE, record.to_json(), mode=0o600)
+
+
+@dataclass
+class Desired:
+    strategies: dict[int, str]
+    problems: list[str] = field(default_factory=list)
+
+
+def desired_strategies(np: NodePartitioning | None, gpus: Iterable[Gpu], default: dict[int, str]) -> Desired:
+    """Each GPU's strategy under the NodePartitioning (None: the defaults, i.e. the --strategy flag)."""
+    gpus = list(gpus)
+    out = Desired(dict(default))
+    if np is None:
+        return out
+    by_index = {g.index: g for g in gpus}
+    by_uuid = {g.uuid: g for g in gpus}
+    for i, entry in enumerate(np.spec.gpus):
+        gpu = by_index.get(entry.index) if entry.index is not None else by_uuid.get(entry.uuid or "")
+        where = f"spec.gpus[{i}]"
+        if gpu is None:
+            out.problems.append(
+                f"{where}: no GPU {entry.index if entry.index is not None else entry.uuid} on this node"
+            )
+            continue
+        if entry.strategy == names.STRATEGY_MIG and not gpu.mig_capable:
+            out.problems.append(f"{where}: {gpu.name} ({gpu.product}) has no MIG support")
+            continue
+        unknown = [
+            s.profile
+            for s in entry.mig_layout or []
+            if not any(p.name == s.profile for p in gpu.mig_profiles)
+        ]
+        if unknown:
+            have = ", ".join(p.name for p in gpu.mig_profiles)
+            out.problems.append(
+                f"{where}.migLayout: {gpu.name} ({gpu.product}) has no MIG profile "
+                f"{', '.join(unknown)} (it has {have})"
+            )
+            continue
+        out.strategies[gpu.index] = entry.strategy
+    return out
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _mig_mode(mode: ModeLike, gpu: Gpu | None) -> str:
+    if gpu is not None and not gpu.mig_capable:
+        return "NotSupported"
+    if mode.pending == NEEDS_RESET:
+        return "ResetRequired"
+    return "Enabled" if mode.mig_enabled else "Disabled"
+
+
+def status_of(
+    modes: dict[int, ModeLike],
+    gpus: Iterable[Gpu],
+    generation: int,
+    problems: list[str],
+    previous: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The NodePartitioning status for these decisions. A condition keeps its lastTransitionTime while its
+    status does not change (from `previous`, the status last written)."""
+    by_index = {g.index: g for g in gpus}
+    entries = []
+    for index, mode in sorted(modes.items()):
+        entry: dict[str, Any] = {
+            "index": index,
+            "uuid": mode.uuid,
+            "migMode": _mig_mode(mode, by_index.get(index)),
+        }
+        if mode.applied is not None:
+            entry["strategy"] = mode.applied
+        if mode.applied != mode.effective:
+            entry["pending"] = mode.pending or "not published yet"
+        entries.append(entry)
+    waiting = [e for e in entries if e.get("pending")]
+    applied = not waiting
+    resets = [e for e in entries if e["migMode"] == "ResetRequired"]
+    fallbacks = [
+        f"GPU {i}: {m.desired} runs as {m.effective} (a feature gate of the API server is off)"
+        for i, m in sorted(modes.items())
+        if m.effective != m.desired
+    ]
+    degraded = problems + [f"GPU {e['index']}: MIG mode change needs a GPU reset" for e in resets] + fallbacks
+    old = {c["type"]: c for c in (previous or {}).get("conditions") or []}
+
+    def condition(kind: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
+        status = "True" if ok else "False"
+        since = old[kind]["lastTransitionTime"] if old.get(kind, {}).get("status") == status else _now()
+        return {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": since,
+            "observedGeneration": generation,
+        }
+
+    return {
+        "observedGeneration": generation,
+        "gpus": entries,
+        "conditions": [
+            condition(
+                "Applied",
+                applied,
+                "AsDesired" if applied else "WaitingForGPUs",
+                "; ".join(f"GPU {e['index']}: {e['pending']}" for e in waiting),
+            ),
+            condition(
+                "Degraded",
+                bool(degraded),
+                "InvalidSpec"
+                if problems
+                else ("ResetRequired" if resets else ("FeatureGateOff" if fallbacks else "AsDesired")),
+                "; ".join(degraded),
+            ),
+        ],
+    }

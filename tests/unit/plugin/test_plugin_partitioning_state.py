@@ -1,0 +1,109 @@
+"""The plugin's pure NodePartitioning logic: desired strategies, the change record, the status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api.v1alpha1.partitioning import parse_node_partitioning
+from driver.devices.catalog import fake_node
+from driver.plugin.partitioning_state import (
+    APPLIED,
+    ChangeRecord,
+    desired_strategies,
+    read_record,
+    status_of,
+    write_record,
+)
+
+GPUS = fake_node("2xA100-80GB,1xT4", "n1")
+
+
+def _np(*gpus: dict, generation: int = 2):
+    return parse_node_partitioning(
+        {"metadata": {"name": "n1", "generation": generation}, "spec": {"gpus": list(gpus)}}
+    )
+
+
+@dataclass
+class Mode:
+    index: int
+    uuid: str
+    desired: str
+    effective: str
+    applied: str | None
+    mig_enabled: bool
+    pending: str = ""
+
+
+def test_entries_by_index_or_uuid_override_the_flag_and_others_keep_it() -> None:
+    got = desired_strategies(
+        _np({"index": 0, "strategy": "mig"}, {"uuid": GPUS[2].uuid, "strategy": "soft"}),
+        GPUS,
+        {0: "exclusive", 1: "exclusive", 2: "exclusive"},
+    )
+    assert got.strategies == {0: "mig", 1: "exclusive", 2: "soft"} and got.problems == []
+
+
+def test_entries_the_node_cannot_follow_are_problems_and_ignored() -> None:
+    got = desired_strategies(
+        _np(
+            {"index": 2, "strategy": "mig"},
+            {"index": 7, "strategy": "soft"},
+            {"index": 1, "strategy": "mig", "migLayout": [{"profile": "5g.60gb"}]},
+        ),
+        GPUS,
+        {0: "soft", 1: "soft", 2: "soft"},
+    )
+    assert got.strategies == {0: "soft", 1: "soft", 2: "soft"}
+    assert [p.split(":")[0] for p in got.problems] == [
+        "spec.gpus[0]",
+        "spec.gpus[1]",
+        "spec.gpus[2].migLayout",
+    ]
+    assert "Tesla T4" in got.problems[0] and "5g.60gb" in got.problems[2]
+
+
+def test_no_node_partitioning_means_the_flag() -> None:
+    assert desired_strategies(None, GPUS, {0: "mig"}).strategies == {0: "mig"}
+
+
+def test_the_change_record_survives_a_round_trip_and_a_broken_file_reads_as_none(tmp_path) -> None:
+    write_record(tmp_path, ChangeRecord(4, {0: "mig", 1: "soft"}, {0: "soft", 1: "soft"}, APPLIED))
+    assert read_record(tmp_path) == ChangeRecord(4, {0: "mig", 1: "soft"}, {0: "soft", 1: "soft"}, APPLIED)
+    assert (tmp_path / "partitioning.json").stat().st_mode & 0o777 == 0o600
+    (tmp_path / "partitioning.json").write_text("{not json")
+    assert read_record(tmp_path) is None
+
+
+def test_status_reports_waiting_gpus_resets_and_keeps_transition_times() -> None:
+    modes = {
+        0: Mode(0, "u0", "mig", "mig", None, False, "waiting for 1 prepared claim"),
+        1: Mode(1, "u1", "soft", "soft", "soft", False),
+        2: Mode(2, "u2", "exclusive", "exclusive", "exclusive", False),
+    }
+    first = status_of(modes, GPUS, 3, [])
+    assert first["observedGeneration"] == 3
+    assert first["gpus"][0] == {
+        "index": 0,
+        "uuid": "u0",
+        "migMode": "Disabled",
+        "pending": "waiting for 1 prepared claim",
+    }
+    assert first["gpus"][2]["migMode"] == "NotSupported" and first["gpus"][1]["strategy"] == "soft"
+    applied, degraded = first["conditions"]
+    assert (applied["status"], applied["reason"]) == ("False", "WaitingForGPUs")
+    assert "GPU 0: waiting for 1 prepared claim" in applied["message"]
+    assert degraded["status"] == "False"
+    modes[0] = Mode(0, "u0", "mig", "mig", None, False, "needs reset")
+    second = status_of(modes, GPUS, 3, [], previous=first)
+    assert second["gpus"][0]["migMode"] == "ResetRequired"
+    assert second["conditions"][1]["reason"] == "ResetRequired"
+    assert second["conditions"][0]["lastTransitionTime"] == applied["lastTransitionTime"]
+
+
+def test_status_is_applied_when_every_gpu_runs_what_it_can_and_degraded_on_fallback() -> None:
+    modes = {0: Mode(0, "u0", "mig", "exclusive", "exclusive", False)}
+    status = status_of(modes, GPUS, 1, [])
+    applied, degraded = status["conditions"]
+    assert applied["status"] == "True" and degraded["reason"] == "FeatureGateOff"
+    assert status_of(modes, GPUS, 1, ["spec.gpus[3]: no GPU"])["conditions"][1]["reason"] == "InvalidSpec"
