@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from driver.controller.planner import FITS, HELPED, UNFIT, YOUNG
+from driver.controller.planner import DEFERRED, FITS, HELPED, UNFIT, YOUNG
 
 PLAN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -24,7 +24,8 @@ class ControllerMetrics:
             "carve_controller_pending_claims",
             "Pending claims at the last plan, by reason: fits (the scheduler will place "
             "it), helped (a change was made for it), young (within the grace period), "
-            "unfit (no allowed change makes it fit).",
+            "unfit (no allowed change makes it fit), deferred (the plan made --max-changes "
+            "changes before it).",
             ["reason"],
             registry=r,
         )
@@ -46,5 +47,5 @@ class ControllerMetrics:
     def observe_plan(self, seconds: float, pending: dict[str, int]) -> None:
         self.plans.inc()
         self.plan_seconds.observe(seconds)
-        for reason in (FITS, HELPED, YOUNG, UNFIT):
+        for reason in (FITS, HELPED, YOUNG, UNFIT, DEFERRED):
             self.pending.labels(reason=reason).set(pending.get(reason, 0))

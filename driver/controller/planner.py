@@ -11,6 +11,7 @@ NodePartitionings, the policy, the change history, now), a `Plan` out. Rules:
   claims of hardware-isolated namespaces are only helped with `mig` or `exclusive` GPUs; a GPU keeps its
   strategy at least `minHold` after a change and changes at most `maxChangesPerHour` times an hour;
   `keepPercent` of each node's GPUs (the highest indices) are never changed.
+- Once a plan has made `max_changes` changes, the claims after are `deferred` to the next plan.
 - Deterministic: groups oldest first (ties by key), nodes by most busy GPUs then name, GPUs by index,
   strategies in the order the claim lists their device classes.
 Incremental: a `Planner` keeps, across plans, the number of GPUs each claim shape needs on an empty node
@@ -50,6 +51,7 @@ FITS = "fits"  # fits as the cluster is: the scheduler will place it
 HELPED = "helped"  # a change of this plan makes it fit
 YOUNG = "young"  # pending for less than the grace period: the scheduler may still place it
 UNFIT = "unfit"  # no allowed change of an idle GPU makes it fit
+DEFERRED = "deferred"  # not looked at: this plan made its --max-changes already; the next plan will
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,9 @@ class Planner:
             if inp.now - group.since < inp.grace_s:
                 out.reasons[group.key] = YOUNG
                 continue
+            if len(out.changes) >= inp.max_changes:
+                out.reasons[group.key] = DEFERRED
+                continue
             isolated = group.namespace in inp.isolated_namespaces
             shape = _shape(group, isolated)
             if shape in memo.unfit_shapes:
@@ -248,12 +253,11 @@ class Planner:
             if not inp.known_unfit and self._fits_somewhere(nodes, group, shape, types, inp.classes, memo):
                 out.reasons[group.key] = FITS
                 continue
-            if len(out.changes) < inp.max_changes:
-                made = self._change_for(nodes, group, shape, types, isolated, inp, memo)
-                if made:
-                    out.changes.extend(made)
-                    out.reasons[group.key] = HELPED
-                    continue
+            made = self._change_for(nodes, group, shape, types, isolated, inp, memo)
+            if made:
+                out.changes.extend(made)
+                out.reasons[group.key] = HELPED
+                continue
             out.reasons[group.key] = UNFIT
             memo.unfit_shapes.add(shape)
         return out
