@@ -1,6 +1,6 @@
 """Fault injection: `CARVE_FAULT=<point>` makes the plugin SIGKILL itself when it reaches that point.
 
-Points sit after each durable step of prepare and unprepare, so the crash-safety tests can stop the
+Points sit after each durable step of prepare, unprepare and of applying a NodePartitioning, so the crash-safety tests can stop the
 process at every one of them, restart it and check that nothing was leaked or lost.
 """
 
@@ -27,7 +27,12 @@ UNPREPARE_POINTS = (
     "unprepare-after-files",  # claim directory removed
     "unprepare-after-checkpoint",  # checkpoint entry removed, before the reply
 )
-POINTS = PREPARE_POINTS + UNPREPARE_POINTS
+PARTITIONING_POINTS = (
+    "partitioning-after-record",  # the change recorded as applying (partitioning.json), nothing switched yet
+    "partitioning-after-publish",  # MIG modes switched and slices republished, no status yet
+    "partitioning-after-status",  # status written, the change not yet recorded as applied
+)
+POINTS = PREPARE_POINTS + UNPREPARE_POINTS + PARTITIONING_POINTS
 
 log = logging.getLogger(__name__)
 
