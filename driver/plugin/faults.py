@@ -1,7 +1,8 @@
 """Fault injection: `CARVE_FAULT=<point>` makes the plugin SIGKILL itself when it reaches that point.
 
-Points sit after each durable step of prepare, unprepare and of applying a NodePartitioning, so the crash-safety tests can stop the
-process at every one of them, restart it and check that nothing was leaked or lost.
+Points sit after each durable step of prepare, unprepare and of applying a NodePartitioning, so the
+crash-safety tests can stop the process at every one of them, restart it and check that nothing was
+leaked or lost.
 """
 
 from __future__ import annotations

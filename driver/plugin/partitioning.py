@@ -202,9 +202,9 @@ class NodePartitioningApplier:
                 faults.reached("partitioning-after-publish")
             modes = self.modes()
             status = status_of(modes, self.gpus(), self.generation, self.problems, self._written)
-            if self.exists and _comparable(status) != _comparable(self._written):
-                if self._write_status(status) and changing:
-                    faults.reached("partitioning-after-status")
+            differs = self.exists and _comparable(status) != _comparable(self._written)
+            if differs and self._write_status(status) and changing:
+                faults.reached("partitioning-after-status")
             done = all(m.applied == m.effective for m in modes.values())
             if done and changing and record.desired == self.desired:
                 write_record(
