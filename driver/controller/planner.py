@@ -12,6 +12,8 @@ NodePartitionings, the policy, the change history, now), a `Plan` out. Rules:
   strategy at least `minHold` after a change and changes at most `maxChangesPerHour` times an hour;
   `keepPercent` of each node's GPUs (the highest indices) are never changed.
 - Once a plan has made `max_changes` changes, the claims after are `deferred` to the next plan.
+- Consolidation: once every waiting claim was looked at, idle GPUs return to their node's default
+  strategy (hysteresis permitting), so a GPU switched for one claim does not stay that way for good.
 - Deterministic: groups oldest first (ties by key), nodes by most busy GPUs then name, GPUs by index,
   strategies in the order the claim lists their device classes.
 Incremental: a `Planner` keeps, across plans, the number of GPUs each claim shape needs on an empty node
@@ -96,6 +98,7 @@ class PlanInput:
     grace_s: float = 0.0
     max_changes: int = 64  # per plan
     known_unfit: bool = False  # the pending groups were just tried on these nodes (the simulator knows)
+    consolidate: bool = True  # idle GPUs return to their node's default strategy (see _consolidate)
 
 
 def _shape(group: Pending, isolated: bool) -> str:
@@ -260,6 +263,48 @@ class Planner:
                 continue
             out.reasons[group.key] = UNFIT
             memo.unfit_shapes.add(shape)
+        if inp.consolidate and not any(r in (YOUNG, DEFERRED) for r in out.reasons.values()):
+            out.changes.extend(self._consolidate(nodes, inp, memo, len(out.changes)))
+        return out
+
+    def _consolidate(
+        self, nodes: Sequence[NodeState], inp: PlanInput, memo: _Memo, made: int
+    ) -> list[Change]:
+        """Idle GPUs back to their node's default strategy once nothing waits for what they run: a GPU left
+        `exclusive` (or `mig`) after the claim it changed for ended would otherwise hold a whole GPU per
+        small pod from then on. Only when every waiting claim was looked at (none young or deferred): the
+        ones that fit are booked on busy GPUs and the others fit nowhere either way, so no waiting claim
+        loses its place. Hysteresis applies as to any change."""
+        out: list[Change] = []
+        for node in nodes:
+            rule = inp.policy.rule_for(node.labels)
+            if node.paused or rule is None:
+                continue
+            default = rule.default_strategy
+            back = [
+                p
+                for p in self._changeable(node, inp, memo.changed)
+                if p.strategy != default and _can_run(p, default)
+            ]
+            back = back[: max(0, inp.max_changes - made - len(out))]
+            if not back:
+                continue
+            before = node.strategies
+            node.apply({p.gpu.index: default for p in back}, None)
+            for p in back:
+                memo.changed[p.gpu.uuid] += 1
+                out.append(
+                    Change(
+                        node.name,
+                        p.gpu.index,
+                        p.gpu.uuid,
+                        before[p.gpu.index],
+                        default,
+                        f"idle GPU back to node {node.name}'s default {default}: no waiting claim "
+                        f"needs {before[p.gpu.index]}",
+                        (),
+                    )
+                )
         return out
 
     def _fits_somewhere(

@@ -1,10 +1,10 @@
 """`--strategy auto` in the simulator: the controller's own planner (driver/controller/planner.py) deciding
 which idle GPUs change strategy, in simulated time, with the policy's hysteresis.
 
-The event loop calls `plan()` when a pod finds no node (over every node, for that pod) and after a
-departure leaves pods waiting (over that node only, for the waiting pods): the planner only ever looks at
-nodes whose state changed, so its cost follows the events, not the cluster size. A change is applied at
-once (the simulated plugin has nothing to wait for: the GPU is idle by construction).
+The event loop calls `plan()` when a pod finds no node (over every node, for the waiting pods) and after
+every departure (over that node only: the waiting pods, and the planner's consolidation of idle GPUs):
+the planner only ever looks at nodes whose state changed, so its cost follows the events, not the
+cluster size. A change is applied at once (the simulated plugin has nothing to wait for: the GPU is idle by construction).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class AutoPlanner:
     ) -> list[SimNode]:
         """Plan for the waiting pods over `nodes` and apply the changes; returns the nodes changed."""
         candidates = [n for n in nodes if not n.pinned]
-        if not candidates or not waiting:
+        if not candidates:
             return []
         states = {n.name: self._state(n) for n in candidates}
         inp = PlanInput(

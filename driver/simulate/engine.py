@@ -256,7 +256,7 @@ class Simulation:
                 else:
                     still.append(w)
             pending = still
-            if self.auto is not None and pending:
+            if self.auto is not None:
                 pending = self._replan(now, [run.node], pending, pending, start)
 
         lower = lower_bound_gpus(pods, self.cluster.max_gpu_memory)

@@ -195,3 +195,22 @@ def test_the_plan_is_the_same_for_the_same_input_in_any_order() -> None:
         again = plan(s, c)
         assert again.changes == first.changes and again.reasons == first.reasons
     assert first.changes  # the case is not trivial
+
+
+def test_an_idle_gpu_returns_to_the_default_once_nothing_waits() -> None:
+    slices = node_slices("n1", "2xA100-80GB", {0: "exclusive", 1: "soft"})
+    p = plan(slices, [])
+    assert _moves(p) == [("n1", 0, "exclusive", "soft")]
+    assert p.changes[0].claims == () and "default soft" in p.changes[0].reason
+
+
+def test_no_consolidation_while_a_claim_is_young_or_the_gpu_is_held_or_busy() -> None:
+    slices = node_slices("n1", "1xA100-80GB", "exclusive")
+    young = claim(whole(1), created="2026-01-01T00:59:55Z")
+    assert plan(slices, [young], grace_s=30).changes == []
+    busy = allocated(claim(whole(1)), slices, "n1")
+    assert plan(slices, [busy]).changes == []
+    _, np = _with_history([NOW - 60])  # a soft GPU changed a minute ago; make it exclusive now
+    exclusive = node_slices("n1", "1xA100-80GB", "exclusive")
+    np["n1"]["spec"]["gpus"][0]["strategy"] = "exclusive"
+    assert plan(exclusive, [], partitionings=np).changes == []

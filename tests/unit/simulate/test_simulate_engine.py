@@ -126,3 +126,12 @@ def test_reasons_are_worked_out_only_for_pods_that_fit_no_empty_node(run, monkey
     assert result.placements["c"].start == 110
     assert calls == ["simulate/big-0"]
     assert "needs 2 devices" in result.never_fit_reasons["big"]
+
+
+def test_auto_returns_an_idle_gpu_to_the_default_after_min_hold(run) -> None:
+    # The whole-GPU pod makes the planner switch the soft A100 to exclusive; when it leaves after the
+    # 10 minute hold, consolidation turns it back to soft for the soft pod that comes later.
+    trace = [pod("whole", 0, 700), pod("small", 800, 10, soft("4Gi", "20"))]
+    result = run([nodes("a", 1, "1xA100-80GB")], trace)
+    assert result.strategy_changes == 2 and result.gpus_by_strategy == {"soft": 1}
+    assert result.placements["small"].start == 800  # the GPU was soft again before it arrived
