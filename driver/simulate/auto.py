@@ -4,7 +4,8 @@ which idle GPUs change strategy, in simulated time, with the policy's hysteresis
 The event loop calls `plan()` when a pod finds no node (over every node, for the waiting pods) and after
 every departure (over that node only: the waiting pods, and the planner's consolidation of idle GPUs):
 the planner only ever looks at nodes whose state changed, so its cost follows the events, not the
-cluster size. A change is applied at once (the simulated plugin has nothing to wait for: the GPU is idle by construction).
+cluster size. A change is applied at once (the simulated plugin has nothing to wait for: the GPU is
+idle by construction).
 """
 
 from __future__ import annotations
