@@ -127,13 +127,12 @@ def run(args: argparse.Namespace) -> int:
 
     from driver.gpu import InventoryError, discover
     from driver.plugin.checkpoint import read_boot_id
-    from driver.plugin.mig import NvmlMig, ensure_mig_mode
+    from driver.plugin.mig import NvmlMig
     from driver.plugin.server import Plugin, PluginConfig
 
     try:
         gpus = discover(args.gpus, args.node_name)
         _check_flags(args, gpus)
-        gpus = ensure_mig_mode(gpus, args.strategy, args.gpus, args.node_name)
     except InventoryError as e:
         raise CliError(str(e)) from None
     config = PluginConfig(
@@ -153,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
         region_interval_s=args.region_interval,
         boot_id=read_boot_id(Path(args.boot_id_file)),
     )
-    plugin = Plugin(config, _cluster(args), gpus, NvmlMig())
+    mig = NvmlMig()
+    plugin = Plugin(config, _cluster(args), gpus, mig, mig)
     try:
         plugin.start()
     except Exception as e:

@@ -2,12 +2,17 @@
 
 prepare (per claim, under its claim lock and the node lock):
   1. record PrepareStarted in the checkpoint (with the MIG placements it is about to create)
-  2. create MIG instances at their allocated placements (reusing a matching one)
+  2. create MIG instances at their allocated placements, each recorded in the MIG journal before and after
+     (driver/plugin/migjournal.py); an instance already at the placement is an error unless the journal
+     names it as this claim's (a retry), never adopted otherwise
   3. write the claim directory: shared region and ld.so.preload (soft slices and slots)
   4. write the CDI spec
   5. record PrepareCompleted
 A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
-(driver/plugin/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims.
+(driver/plugin/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims;
+it destroys the instances the journal records for that claim, by their recorded ids, after checking that
+the live instance still has the recorded UUID. A PrepareCompleted claim whose CDI spec vanished is prepared
+again (its recorded instances kept), never answered from the checkpoint alone.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, PrepareErro
 from driver.plugin.edits import ClaimFiles, HostLayout, limiter_edits, region_container_path
 from driver.plugin.locks import ClaimLocks, NodeLock
 from driver.plugin.logfmt import event
+from driver.plugin.migjournal import CREATED, FILE_NAME, JournalEntry, MigJournal
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,7 +56,9 @@ class MigOps(Protocol):
 
     def create(self, gpu_uuid: str, profile: str, start: int) -> MigInstance: ...
 
-    def destroy(self, gpu_uuid: str, gpu_instance_id: int) -> None: ...
+    def destroy(
+        self, gpu_uuid: str, gpu_instance_id: int, compute_instance_id: int | None, uuid: str
+    ) -> None: ...
 
     def instances(self, gpu_uuid: str) -> list[MigInstance]: ...
 
@@ -95,6 +103,7 @@ class Preparer:
         self.claim_locks = ClaimLocks()
         self.node_lock = NodeLock(Path(settings.plugin_dir) / "plugin.lock")
         self.claims_dir = Path(settings.plugin_dir) / "claims"
+        self.journal = MigJournal(Path(settings.plugin_dir) / FILE_NAME)
         self.state: dict[str, ClaimRecord] = {}
 
     # --- the kubelet's two calls -----------------------------------------------------------------------
@@ -127,7 +136,7 @@ class Preparer:
     def _prepare_one(self, ref: ClaimRef) -> Prepared:
         with self.claim_locks.hold(ref.uid):
             done = self.state.get(ref.uid)
-            if done and done.state == STATE_COMPLETED:
+            if self._answerable(done):
                 event(
                     log,
                     logging.INFO,
@@ -145,11 +154,15 @@ class Preparer:
                 raise PrepareError(f"{ref}: reading the claim from the API server: {e}") from None
             plan = plan_claim(ref, claim, self.settings.node_name, self.catalog())
             with self.node_lock.hold():
-                self._sync()
+                self.sync()
                 leftover = self.state.get(ref.uid)
-                if leftover and leftover.state == STATE_COMPLETED:  # prepared by another plugin process
+                if self._answerable(leftover):  # prepared by another plugin process
                     return Prepared(devices=tuple(leftover.devices))
-                if leftover:  # a PrepareStarted left by a failed attempt: start clean
+                if leftover and leftover.state == STATE_COMPLETED:
+                    # Its CDI spec vanished: the container could never start. Prepare it again; the MIG
+                    # journal still names its instances, so they are kept, not recreated.
+                    event(log, logging.WARNING, "cdi.missing", uid=ref.uid, action="preparing it again")
+                elif leftover:  # a PrepareStarted left by a failed attempt: start clean
                     self._undo(leftover, inject=False)
                 record = self._record(plan)
                 try:
@@ -158,6 +171,10 @@ class Preparer:
                     # Roll back this claim only; the error goes to the kubelet, which retries later.
                     self._undo(record, inject=False)
                     raise
+
+    def _answerable(self, record: ClaimRecord | None) -> bool:
+        """Prepared, and its CDI spec is still there: the checkpoint's answer is the truth."""
+        return bool(record and record.state == STATE_COMPLETED and self.specs.path(record.uid).exists())
 
     def _record(self, plan: ClaimPlan) -> ClaimRecord:
         devices = []
@@ -197,6 +214,7 @@ class Preparer:
             if rec.mig:
                 instances[p.device.name] = inst = self._create_mig(ref, p)
                 rec.mig.gpu_instance_id, rec.mig.uuid = inst.gpu_instance_id, inst.uuid
+                rec.mig.compute_instance_id = inst.compute_instance_id
         faults.reached("prepare-after-mig")
 
         files = ClaimFiles(self.claims_dir / ref.uid)
@@ -233,13 +251,38 @@ class Preparer:
 
     def _create_mig(self, ref: ClaimRef, p: PlannedDevice) -> MigInstance:
         d = p.device
-        try:
-            inst = self.mig.create(d.gpu_uuid, str(d.profile), int(d.placement_start or 0))
-        except Exception as e:
+        profile, start = str(d.profile), int(d.placement_start or 0)
+        what = f"{ref}: device {d.name}: MIG instance {profile} at placement {start} on {d.gpu_uuid}"
+        live = [i for i in self._instances(what, d.gpu_uuid) if i.placement.start == start]
+        entry = self.journal.find(d.gpu_uuid, start)
+        if live:
+            inst = live[0]
+            if entry and entry.claim == ref.uid and entry.names(inst):
+                self.journal.created(ref.uid, d.gpu_uuid, inst)  # a retry of this claim: ours, kept
+                event(log, logging.INFO, "mig.adopted", uid=ref.uid, device=d.name, mig=inst.uuid,
+                      gi=inst.gpu_instance_id, reason="recorded for this claim")
+                return inst
+            if entry and entry.claim != ref.uid and entry.names(inst):
+                raise PrepareError(
+                    f"{what}: {inst.uuid} is held by claim {entry.claim}; it is retried once that claim is "
+                    "unprepared"
+                )
             raise PrepareError(
-                f"{ref}: device {d.name}: MIG instance {d.profile} at placement {d.placement_start} on "
-                f"{d.gpu_uuid}: {type(e).__name__}: {e}"
-            ) from None
+                f"{what}: {inst.profile_name} instance {inst.uuid or '(no MIG device)'} (GPU instance "
+                f"{inst.gpu_instance_id}) is already there and carve did not create it; carve never reuses "
+                "a MIG instance it did not record: destroy it (nvidia-smi mig -dci/-dgi) or free the device"
+            )
+        if entry:
+            # The instance it named is gone (destroyed by hand, or a GPU reset): a stale record.
+            event(log, logging.WARNING, "mig.record-stale", uid=entry.claim, gpu=d.gpu_uuid, start=start,
+                  mig=entry.uuid)
+        self.journal.intend(ref.uid, d.gpu_uuid, profile, start)
+        try:
+            inst = self.mig.create(d.gpu_uuid, profile, start)
+        except Exception as e:
+            # The `creating` entry stays: the rollback destroys whatever NVML may have left at the placement.
+            raise PrepareError(f"{what}: {type(e).__name__}: {e}") from None
+        self.journal.created(ref.uid, d.gpu_uuid, inst)
         event(
             log,
             logging.INFO,
@@ -251,6 +294,12 @@ class Preparer:
             ci=inst.compute_instance_id,
         )
         return inst
+
+    def _instances(self, what: str, gpu_uuid: str) -> list[MigInstance]:
+        try:
+            return self.mig.instances(gpu_uuid)
+        except Exception as e:
+            raise PrepareError(f"{what}: listing the GPU's MIG instances: {type(e).__name__}: {e}") from None
 
     def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> ContainerEdits:
         limiter = Path(self.settings.limiter_dir) / names.LIMITER_LIBRARY
@@ -275,7 +324,7 @@ class Preparer:
 
     def _unprepare_one(self, ref: ClaimRef) -> None:
         with self.claim_locks.hold(ref.uid), self.node_lock.hold():
-            self._sync()
+            self.sync()
             record = self.state.get(ref.uid)
             if record is None:
                 # Unknown claim: nothing to do, but never leave a stray spec behind for it.
@@ -300,9 +349,7 @@ class Preparer:
         point = faults.reached if inject else (lambda _p: None)
         self.specs.remove(record.uid)
         point("unprepare-after-cdi")
-        for d in record.devices:
-            if d.mig:
-                self._destroy_mig(record, d.mig)
+        self.destroy_recorded_migs(record)
         point("unprepare-after-mig")
         self.remove_claim_dir(record.uid)
         point("unprepare-after-files")
@@ -310,18 +357,37 @@ class Preparer:
             self._save()
         point("unprepare-after-checkpoint")
 
-    def _destroy_mig(self, record: ClaimRecord, mig: MigRecord) -> None:
-        for other in self.state.values():
-            if other.uid != record.uid and any(
-                d.mig and d.mig.gpu_uuid == mig.gpu_uuid and d.mig.start == mig.start for d in other.devices
-            ):
-                return  # still used by another prepared claim (should not happen; never pull it away)
-        for inst in self.mig.instances(mig.gpu_uuid):
-            if inst.placement.start == mig.start and inst.profile_name == mig.profile:
-                self.mig.destroy(mig.gpu_uuid, inst.gpu_instance_id)
-                event(
-                    log, logging.INFO, "mig.destroyed", uid=record.uid, mig=inst.uuid, gi=inst.gpu_instance_id
-                )
+    def destroy_recorded_migs(self, record: ClaimRecord) -> None:
+        """Destroy the MIG instances carve's records name for this claim, and no other.
+
+        The journal's entries of the claim first; then, for a claim prepared before the journal existed,
+        the instances its checkpoint record names by ids and UUID.
+        """
+        entries = self.journal.of_claim(record.uid)
+        journaled = {(e.gpu_uuid, e.start) for e in entries}
+        for d in record.devices:
+            m = d.mig
+            if m and (m.gpu_uuid, m.start) not in journaled and m.gpu_instance_id is not None and m.uuid:
+                entries.append(JournalEntry(record.uid, m.gpu_uuid, m.profile, m.start, CREATED,
+                                            m.gpu_instance_id, m.compute_instance_id, m.uuid))
+        for entry in entries:
+            self.destroy_entry(entry)
+
+    def destroy_entry(self, entry: JournalEntry) -> None:
+        """Destroy the live instance a record names (checked by UUID and ids), then forget the record."""
+        live = self.mig.instances(entry.gpu_uuid)
+        ours = [i for i in live if entry.names(i)]
+        if ours:
+            inst = ours[0]
+            self.mig.destroy(entry.gpu_uuid, inst.gpu_instance_id, inst.compute_instance_id, inst.uuid)
+            event(log, logging.INFO, "mig.destroyed", uid=entry.claim, mig=inst.uuid, gi=inst.gpu_instance_id,
+                  ci=inst.compute_instance_id)
+        else:
+            other = [i.uuid or f"gi{i.gpu_instance_id}" for i in live if i.placement.start == entry.start]
+            event(log, logging.WARNING, "mig.not-found", uid=entry.claim, gpu=entry.gpu_uuid,
+                  start=entry.start, recorded=entry.uuid, found=other or None,
+                  action="nothing destroyed" + ("; the instance there is not carve's" if other else ""))
+        self.journal.forget(entry.gpu_uuid, entry.start)
 
     def remove_claim_dir(self, uid: str) -> None:
         root = self.claims_dir / uid
@@ -329,7 +395,7 @@ class Preparer:
             shutil.rmtree(root)
             fsync_dir(self.claims_dir)
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         """Adopt the checkpoint another plugin process wrote (rolling update); call with the node lock held.
 
         Without this, our next save would drop the claims the other process prepared meanwhile.

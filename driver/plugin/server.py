@@ -1,7 +1,9 @@
 """The plugin process's lifecycle: state recovery, publishing, the gRPC servers, health; start and stop.
 
-Order at start matters: state is recovered and slices are published before the DRA socket serves, and the
-registration socket appears last, because the kubelet calls us as soon as it sees that socket.
+Order at start matters: feature gates are probed (the fallback decided) first, then state is recovered (so
+the node knows which GPUs hold prepared claims), then MIG modes are applied where a GPU is idle
+(driver/plugin/modes.py) and slices published, all before the DRA socket serves; the registration socket
+appears last, because the kubelet calls us as soon as it sees that socket.
 At stop the registration socket goes first, so the kubelet stops sending work before we close.
 """
 
@@ -28,6 +30,7 @@ from driver.plugin.checkpoint import Checkpoint, read_boot_id
 from driver.plugin.edits import HostLayout
 from driver.plugin.health import HealthServer, check_dra_socket
 from driver.plugin.logfmt import event
+from driver.plugin.modes import GpuMode, MigModeSwitch, applied_strategies, apply_modes, prepared_per_gpu
 from driver.plugin.preparer import MigOps, Preparer, PreparerSettings
 from driver.plugin.publisher import Publisher, PublishError
 from driver.plugin.recovery import recover
@@ -76,11 +79,13 @@ def _k8s_version(cluster, configured: str) -> str:
 
 
 class Plugin:
-    def __init__(self, config: PluginConfig, cluster, gpus: list[Gpu], mig: MigOps):
+    def __init__(self, config: PluginConfig, cluster, gpus: list[Gpu], mig: MigOps, switch: MigModeSwitch):
         self.config = config
         self.cluster = cluster
         self.gpus = gpus
         self.mig = mig
+        self.switch = switch
+        self.modes: dict[int, GpuMode] = {}
         self.registration = RegistrationState()
         self.publish_error = ""
         self._catalog: dict[str, NodeDevice] = {}
@@ -118,13 +123,17 @@ class Plugin:
         self.publisher = Publisher(
             self.cluster,
             c.node_name,
+            # Only the GPUs given a strategy are published (modes.py leaves out those not ready).
             lambda chosen, generation: build_slices(
-                c.node_name, self.gpus, chosen, settings, version, generation
+                c.node_name, [g for g in self.gpus if g.index in chosen], chosen, settings, version,
+                generation,
             ),
             strategies,
+            select=self._select_modes,
         )
-        self._catalog = catalog_from_slices(self.publisher.desired())
-        self._publish_once()
+        self.publisher.probe()
+        # Every GPU under its effective strategy: what recovery needs to read back prepared devices.
+        self._catalog = catalog_from_slices(self.publisher.build(self.publisher.effective, 1))
 
         boot_id = c.boot_id if c.boot_id is not None else read_boot_id()
         self.preparer = Preparer(
@@ -137,6 +146,7 @@ class Plugin:
         )
         self.preparer.specs.ensure()
         recover(self.preparer)
+        self._publish_once()
         self.region_watcher = RegionWatcher(
             lambda: self.preparer.state, self.preparer.claims_dir, c.region_interval_s, Path(c.proc_root)
         )
@@ -232,6 +242,21 @@ class Plugin:
         self._catalog = catalog_from_slices(stored)
         return True
 
+    def _select_modes(self, _effective: dict[int, str]) -> dict[int, str]:
+        """The publisher's `select`: switch MIG modes of idle GPUs, publish each GPU only as its mode fits.
+
+        Under the node lock, so no claim is prepared on a GPU while its mode changes.
+        """
+        with self.preparer.node_lock.hold():
+            self.preparer.sync()
+            prepared = prepared_per_gpu(self.preparer.state.values())
+            # requested + gates_off: modes.py applies the same fallback that gave `effective`.
+            self.gpus, self.modes = apply_modes(
+                self.gpus, self.publisher.requested, self.switch, self.publisher.gates_off, prepared
+            )
+        self.metrics.observe_modes(list(self.modes.values()))
+        return applied_strategies(self.modes)
+
     def _republish_loop(self) -> None:
         while not self._stop.wait(self.config.publish_interval_s if not self.publish_error else 5.0):
             self._publish_once()
@@ -250,8 +275,9 @@ class Plugin:
             "publishing": {
                 "error": self.publish_error,
                 "generation": self.publisher.generation,
-                "strategies": self.publisher.effective,
+                "strategies": self.publisher.applied,
                 "gatesOff": sorted(self.publisher.gates_off),
             },
+            "gpus": [m.status() for _, m in sorted(self.modes.items())],
             "claims": {uid: r.state for uid, r in self.preparer.state.items()},
         }
