@@ -218,6 +218,16 @@ def list_mig_instances(gpu_uuid: str) -> tuple[MigInstance, ...]:
         return read_instances(what, handle, read_profiles(what, handle))
 
 
+def get_mig_mode(gpu_uuid: str) -> tuple[bool, bool | None]:
+    """(current, pending or None when no change is pending); MigModeError for a GPU without MIG."""
+    with _lock:
+        what = f"GPU {gpu_uuid}"
+        capable, current, pending = mig_mode(what, handle_by_uuid(gpu_uuid))
+        if not capable:
+            raise MigModeError(f"{what}: has no MIG support")
+        return current, pending if pending != current else None
+
+
 def set_mig_mode(gpu_uuid: str, enabled: bool) -> tuple[bool, bool | None]:
     """Ask for MIG mode on or off (needs root on real hardware); returns (current, pending or None).
 

@@ -28,3 +28,8 @@ class NvmlMig:
         from driver.gpu.mig import set_mig_mode
 
         return set_mig_mode(gpu_uuid, enabled)
+
+    def mig_mode(self, gpu_uuid: str) -> tuple[bool, bool | None]:
+        from driver.gpu.mig import get_mig_mode
+
+        return get_mig_mode(gpu_uuid)

@@ -18,6 +18,7 @@ the API server has off, and how many prepared claims each GPU has. Rules:
 
 API (small on purpose; the strategy controller's plugin side calls the same two functions):
 
+    gpus = read_modes(gpus, reader)   # the records with the live MIG mode and instances (NVML)
     modes = plan_modes(gpus, desired, gates_off, prepared)            # pure: {index: GpuMode}
     gpus, modes = apply_modes(gpus, desired, switch, gates_off, prepared)  # switches, returns new records
     applied_strategies(modes)   # {index: strategy} of the GPUs to publish now
@@ -25,7 +26,10 @@ API (small on purpose; the strategy controller's plugin side calls the same two 
     mode.status()               # the per-GPU status dict (/status, NodePartitioning status)
 
 `switch` is anything with `set_mig_mode(gpu_uuid, enabled) -> (current, pending)` (driver/plugin/mig.py's
-NvmlMig on NVML; a dict in unit tests), `pending` being None when no change is pending.
+NvmlMig on NVML; a dict in unit tests), `pending` being None when no change is pending; `reader` anything
+with `mig_mode(gpu_uuid) -> (current, pending)` and `instances(gpu_uuid)` (NvmlMig too). Modes change behind
+the records' back (the preparer turns MIG off for a whole-GPU claim, an admin runs nvidia-smi), so call
+read_modes before each decision.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from driver import names
-from driver.gpu.model import Gpu
+from driver.gpu.model import Gpu, MigInstance
 from driver.plugin.checkpoint import ClaimRecord
 from driver.plugin.logfmt import event
 from driver.plugin.publisher import fallback
@@ -46,6 +50,12 @@ log = logging.getLogger(__name__)
 
 ENABLE, DISABLE = "enable-mig", "disable-mig"
 NEEDS_RESET = "needs reset"
+
+
+class MigModeReader(Protocol):
+    def mig_mode(self, gpu_uuid: str) -> tuple[bool, bool | None]: ...
+
+    def instances(self, gpu_uuid: str) -> list[MigInstance]: ...
 
 
 class MigModeSwitch(Protocol):
@@ -82,6 +92,27 @@ class GpuMode:
 def fits(gpu: Gpu, strategy: str) -> bool:
     """Whether the GPU's current MIG mode can serve `strategy`."""
     return gpu.mig_enabled == (strategy == names.STRATEGY_MIG)
+
+
+def read_modes(gpus: list[Gpu], reader: MigModeReader) -> list[Gpu]:
+    """The records with their live MIG mode and instances; a GPU NVML cannot answer for keeps its record."""
+    out = []
+    for gpu in gpus:
+        if gpu.mig_capable:
+            try:
+                current, pending = reader.mig_mode(gpu.uuid)
+                live = tuple(reader.instances(gpu.uuid)) if current else ()
+                gpu = dataclasses.replace(gpu, mig_enabled=current, mig_pending=pending, mig_instances=live)
+            except Exception as e:
+                event(
+                    log,
+                    logging.WARNING,
+                    "mig.mode-unreadable",
+                    gpu=gpu.name,
+                    error=f"{type(e).__name__}: {e}",
+                )
+        out.append(gpu)
+    return out
 
 
 def prepared_per_gpu(records: Iterable[ClaimRecord]) -> dict[str, int]:

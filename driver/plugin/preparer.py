@@ -45,22 +45,11 @@ from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, PrepareErro
 from driver.plugin.edits import ClaimFiles, HostLayout, limiter_edits, region_container_path
 from driver.plugin.locks import ClaimLocks, NodeLock
 from driver.plugin.logfmt import event
-from driver.plugin.migjournal import CREATED, FILE_NAME, JournalEntry, MigJournal
+from driver.plugin.miginstances import MigKeeper, MigOps, needs_mig_off
+from driver.plugin.migjournal import FILE_NAME, MigJournal
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class MigOps(Protocol):
-    """What prepare needs from MIG management (driver/gpu/mig.py on NVML; a dict in unit tests)."""
-
-    def create(self, gpu_uuid: str, profile: str, start: int) -> MigInstance: ...
-
-    def destroy(
-        self, gpu_uuid: str, gpu_instance_id: int, compute_instance_id: int | None, uuid: str
-    ) -> None: ...
-
-    def instances(self, gpu_uuid: str) -> list[MigInstance]: ...
 
 
 class ClaimSource(Protocol):
@@ -103,8 +92,9 @@ class Preparer:
         self.claim_locks = ClaimLocks()
         self.node_lock = NodeLock(Path(settings.plugin_dir) / "plugin.lock")
         self.claims_dir = Path(settings.plugin_dir) / "claims"
-        self.journal = MigJournal(Path(settings.plugin_dir) / FILE_NAME)
+        self.migs = MigKeeper(mig, MigJournal(Path(settings.plugin_dir) / FILE_NAME))
         self.state: dict[str, ClaimRecord] = {}
+        self.after_unprepare: Callable[[ClaimRecord], None] = lambda _record: None
 
     # --- the kubelet's two calls -----------------------------------------------------------------------
 
@@ -209,10 +199,12 @@ class Preparer:
         self._save()
         faults.reached("prepare-after-checkpoint-started")
 
+        for gpu_uuid in sorted({p.device.gpu_uuid for p in plan.devices if needs_mig_off(p.device)}):
+            self.migs.whole_gpu(ref, gpu_uuid)
         instances: dict[str, MigInstance] = {}
         for p, rec in zip(plan.devices, record.devices, strict=True):
             if rec.mig:
-                instances[p.device.name] = inst = self._create_mig(ref, p)
+                instances[p.device.name] = inst = self.migs.create(ref, p.device)
                 rec.mig.gpu_instance_id, rec.mig.uuid = inst.gpu_instance_id, inst.uuid
                 rec.mig.compute_instance_id = inst.compute_instance_id
         faults.reached("prepare-after-mig")
@@ -249,58 +241,6 @@ class Preparer:
         faults.reached("prepare-after-checkpoint-completed")
         return record.devices
 
-    def _create_mig(self, ref: ClaimRef, p: PlannedDevice) -> MigInstance:
-        d = p.device
-        profile, start = str(d.profile), int(d.placement_start or 0)
-        what = f"{ref}: device {d.name}: MIG instance {profile} at placement {start} on {d.gpu_uuid}"
-        live = [i for i in self._instances(what, d.gpu_uuid) if i.placement.start == start]
-        entry = self.journal.find(d.gpu_uuid, start)
-        if live:
-            inst = live[0]
-            if entry and entry.claim == ref.uid and entry.names(inst):
-                self.journal.created(ref.uid, d.gpu_uuid, inst)  # a retry of this claim: ours, kept
-                event(log, logging.INFO, "mig.adopted", uid=ref.uid, device=d.name, mig=inst.uuid,
-                      gi=inst.gpu_instance_id, reason="recorded for this claim")
-                return inst
-            if entry and entry.claim != ref.uid and entry.names(inst):
-                raise PrepareError(
-                    f"{what}: {inst.uuid} is held by claim {entry.claim}; it is retried once that claim is "
-                    "unprepared"
-                )
-            raise PrepareError(
-                f"{what}: {inst.profile_name} instance {inst.uuid or '(no MIG device)'} (GPU instance "
-                f"{inst.gpu_instance_id}) is already there and carve did not create it; carve never reuses "
-                "a MIG instance it did not record: destroy it (nvidia-smi mig -dci/-dgi) or free the device"
-            )
-        if entry:
-            # The instance it named is gone (destroyed by hand, or a GPU reset): a stale record.
-            event(log, logging.WARNING, "mig.record-stale", uid=entry.claim, gpu=d.gpu_uuid, start=start,
-                  mig=entry.uuid)
-        self.journal.intend(ref.uid, d.gpu_uuid, profile, start)
-        try:
-            inst = self.mig.create(d.gpu_uuid, profile, start)
-        except Exception as e:
-            # The `creating` entry stays: the rollback destroys whatever NVML may have left at the placement.
-            raise PrepareError(f"{what}: {type(e).__name__}: {e}") from None
-        self.journal.created(ref.uid, d.gpu_uuid, inst)
-        event(
-            log,
-            logging.INFO,
-            "mig.ready",
-            uid=ref.uid,
-            device=d.name,
-            mig=inst.uuid,
-            gi=inst.gpu_instance_id,
-            ci=inst.compute_instance_id,
-        )
-        return inst
-
-    def _instances(self, what: str, gpu_uuid: str) -> list[MigInstance]:
-        try:
-            return self.mig.instances(gpu_uuid)
-        except Exception as e:
-            raise PrepareError(f"{what}: listing the GPU's MIG instances: {type(e).__name__}: {e}") from None
-
     def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> ContainerEdits:
         limiter = Path(self.settings.limiter_dir) / names.LIMITER_LIBRARY
         if not limiter.is_file():
@@ -335,6 +275,7 @@ class Preparer:
                 )
                 return
             self._undo(record, inject=True)
+            self.after_unprepare(record)
             event(
                 log,
                 logging.INFO,
@@ -349,45 +290,13 @@ class Preparer:
         point = faults.reached if inject else (lambda _p: None)
         self.specs.remove(record.uid)
         point("unprepare-after-cdi")
-        self.destroy_recorded_migs(record)
+        self.migs.destroy_claims(record)
         point("unprepare-after-mig")
         self.remove_claim_dir(record.uid)
         point("unprepare-after-files")
         if self.state.pop(record.uid, None) is not None:
             self._save()
         point("unprepare-after-checkpoint")
-
-    def destroy_recorded_migs(self, record: ClaimRecord) -> None:
-        """Destroy the MIG instances carve's records name for this claim, and no other.
-
-        The journal's entries of the claim first; then, for a claim prepared before the journal existed,
-        the instances its checkpoint record names by ids and UUID.
-        """
-        entries = self.journal.of_claim(record.uid)
-        journaled = {(e.gpu_uuid, e.start) for e in entries}
-        for d in record.devices:
-            m = d.mig
-            if m and (m.gpu_uuid, m.start) not in journaled and m.gpu_instance_id is not None and m.uuid:
-                entries.append(JournalEntry(record.uid, m.gpu_uuid, m.profile, m.start, CREATED,
-                                            m.gpu_instance_id, m.compute_instance_id, m.uuid))
-        for entry in entries:
-            self.destroy_entry(entry)
-
-    def destroy_entry(self, entry: JournalEntry) -> None:
-        """Destroy the live instance a record names (checked by UUID and ids), then forget the record."""
-        live = self.mig.instances(entry.gpu_uuid)
-        ours = [i for i in live if entry.names(i)]
-        if ours:
-            inst = ours[0]
-            self.mig.destroy(entry.gpu_uuid, inst.gpu_instance_id, inst.compute_instance_id, inst.uuid)
-            event(log, logging.INFO, "mig.destroyed", uid=entry.claim, mig=inst.uuid, gi=inst.gpu_instance_id,
-                  ci=inst.compute_instance_id)
-        else:
-            other = [i.uuid or f"gi{i.gpu_instance_id}" for i in live if i.placement.start == entry.start]
-            event(log, logging.WARNING, "mig.not-found", uid=entry.claim, gpu=entry.gpu_uuid,
-                  start=entry.start, recorded=entry.uuid, found=other or None,
-                  action="nothing destroyed" + ("; the instance there is not carve's" if other else ""))
-        self.journal.forget(entry.gpu_uuid, entry.start)
 
     def remove_claim_dir(self, uid: str) -> None:
         root = self.claims_dir / uid

@@ -142,7 +142,7 @@ def _rebuild(preparer: Preparer) -> None:
 
 def _reconcile_journal(preparer: Preparer) -> None:
     """Destroy the instances recorded for claims that are not prepared; fill in ids of prepared ones."""
-    for entry in preparer.journal.entries():
+    for entry in preparer.migs.journal.entries():
         owner = preparer.state.get(entry.claim)
         mig = next(
             (
@@ -171,7 +171,7 @@ def _reconcile_journal(preparer: Preparer) -> None:
             action="destroying: created by carve for a claim that is not prepared",
         )
         try:
-            preparer.destroy_entry(entry)
+            preparer.migs.destroy(entry)
         except Exception as e:  # NVML trouble must not crash-loop the plugin; the entry stays for next time
             event(log, logging.ERROR, "mig.orphan-destroy-failed", uid=entry.claim, mig=entry.uuid,
                   error=f"{type(e).__name__}: {e}")

@@ -30,8 +30,16 @@ from driver.plugin.checkpoint import Checkpoint, read_boot_id
 from driver.plugin.edits import HostLayout
 from driver.plugin.health import HealthServer, check_dra_socket
 from driver.plugin.logfmt import event
-from driver.plugin.modes import GpuMode, MigModeSwitch, applied_strategies, apply_modes, prepared_per_gpu
-from driver.plugin.preparer import MigOps, Preparer, PreparerSettings
+from driver.plugin.miginstances import MigOps
+from driver.plugin.modes import (
+    GpuMode,
+    MigModeSwitch,
+    applied_strategies,
+    apply_modes,
+    prepared_per_gpu,
+    read_modes,
+)
+from driver.plugin.preparer import Preparer, PreparerSettings
 from driver.plugin.publisher import Publisher, PublishError
 from driver.plugin.recovery import recover
 from driver.plugin.regions import DEFAULT_INTERVAL_S, RegionWatcher
@@ -90,6 +98,7 @@ class Plugin:
         self.publish_error = ""
         self._catalog: dict[str, NodeDevice] = {}
         self._stop = threading.Event()
+        self._wake = threading.Event()  # publish now: a GPU waiting for a mode change became idle
         self._servers: list[grpc.Server] = []
         self.health: HealthServer | None = None
         self.metrics = PluginMetrics(lambda: plugin_state(self))
@@ -144,6 +153,7 @@ class Plugin:
             lambda: self._catalog,
             Checkpoint(Path(c.plugin_dir) / names.CHECKPOINT_FILE, boot_id),
         )
+        self.preparer.after_unprepare = self._after_unprepare
         self.preparer.specs.ensure()
         recover(self.preparer)
         self._publish_once()
@@ -204,6 +214,7 @@ class Plugin:
 
     def stop(self, grace_s: float = 2.0) -> None:
         self._stop.set()
+        self._wake.set()
         for socket in (self.reg_socket,):
             if socket.exists():
                 socket.unlink()
@@ -224,6 +235,7 @@ class Plugin:
 
     def request_stop(self) -> None:
         self._stop.set()
+        self._wake.set()
 
     # --- publishing ------------------------------------------------------------------------------------
 
@@ -250,15 +262,28 @@ class Plugin:
         with self.preparer.node_lock.hold():
             self.preparer.sync()
             prepared = prepared_per_gpu(self.preparer.state.values())
+            gpus = read_modes(self.gpus, self.switch)
             # requested + gates_off: modes.py applies the same fallback that gave `effective`.
             self.gpus, self.modes = apply_modes(
-                self.gpus, self.publisher.requested, self.switch, self.publisher.gates_off, prepared
+                gpus, self.publisher.requested, self.switch, self.publisher.gates_off, prepared
             )
         self.metrics.observe_modes(list(self.modes.values()))
         return applied_strategies(self.modes)
 
+    def _after_unprepare(self, record) -> None:
+        """Publish at once when the claim held up a mode change (or had a MIG GPU whole, MIG mode off)."""
+        waiting = {m.uuid for m in self.modes.values() if m.pending}
+        mig = {m.uuid for m in self.modes.values() if m.effective == names.STRATEGY_MIG}
+        whole = {d.gpu_uuid for d in record.devices if d.type == names.TYPE_GPU}
+        if waiting & {d.gpu_uuid for d in record.devices} or whole & mig:
+            self._wake.set()
+
     def _republish_loop(self) -> None:
-        while not self._stop.wait(self.config.publish_interval_s if not self.publish_error else 5.0):
+        while not self._stop.is_set():
+            self._wake.wait(self.config.publish_interval_s if not self.publish_error else 5.0)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             self._publish_once()
 
     # --- health ----------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ CATALOG = {
         profile="1g.10gb",
         placement_start=5,
     ),
+    "gpu-0": NodeDevice("gpu-0", names.TYPE_GPU, "GPU-0", 0, {"memory": 80 * GI}, mig_capable=True),
     "gpu-1": NodeDevice("gpu-1", names.TYPE_VGPU, "GPU-1", 1, {"memory": 80 * GI, "cores": 100}),
 }
 
@@ -51,6 +52,8 @@ class DictMig:
         self.fail = fail
         self.next_gi = 1
         self.created = 0
+        self.mig_mode = {"GPU-0": True}
+        self.mode_calls: list[tuple[str, bool]] = []
 
     def create(self, gpu_uuid, profile, start):
         # As NvmlMig.create (reuse=False): an instance already at the placement is an error.
@@ -76,6 +79,14 @@ class DictMig:
 
     def instances(self, gpu_uuid):
         return [v for k, v in self.live.items() if k[0] == gpu_uuid]
+
+    def set_mig_mode(self, gpu_uuid, enabled):
+        # As NVML: MIG cannot go off over live GPU instances; the change then stays pending.
+        self.mode_calls.append((gpu_uuid, enabled))
+        if not enabled and self.instances(gpu_uuid):
+            return True, False
+        self.mig_mode[gpu_uuid] = enabled
+        return enabled, None
 
 
 @pytest.fixture
@@ -150,7 +161,7 @@ def test_two_mig_claims_on_one_gpu_are_unprepared_separately(world):
     assert p.unprepare([first]) == {first.uid: ""}
     assert mig.live == {("GPU-0", 5): kept}  # the first claim's instance is gone, the second's untouched
     assert p.unprepare([second]) == {second.uid: ""}
-    assert mig.live == {} and p.journal.entries() == []
+    assert mig.live == {} and p.migs.journal.entries() == []
 
 
 def test_a_prepared_claim_whose_spec_vanished_is_prepared_again_with_its_instance(world):
@@ -175,12 +186,12 @@ def test_an_instance_from_a_prepare_that_crashed_is_destroyed_despite_a_corrupt_
     p = make()
     recover(p)
     ref = put(cluster, "a", MIXED[:1])
-    p.journal.intend(ref.uid, "GPU-0", "1g.10gb", 6)
-    p.journal.created(ref.uid, "GPU-0", mig.create("GPU-0", "1g.10gb", 6))
+    p.migs.journal.intend(ref.uid, "GPU-0", "1g.10gb", 6)
+    p.migs.journal.created(ref.uid, "GPU-0", mig.create("GPU-0", "1g.10gb", 6))
     (tmp_path / "checkpoint.json").write_text("{garbage")
     q = make()
     assert recover(q) == "corrupt"
-    assert mig.live == {} and q.journal.entries() == [] and q.state == {}
+    assert mig.live == {} and q.migs.journal.entries() == [] and q.state == {}
     assert q.prepare([ref])[ref.uid].error == "" and len(mig.live) == 1
 
 
@@ -189,7 +200,7 @@ def test_a_creating_record_names_the_instance_at_its_placement(world):
     _, mig, make = world
     p = make()
     recover(p)
-    p.journal.intend("gone-claim", "GPU-0", "1g.10gb", 6)
+    p.migs.journal.intend("gone-claim", "GPU-0", "1g.10gb", 6)
     mig.create("GPU-0", "1g.10gb", 6)
     foreign = mig.create("GPU-0", "1g.10gb", 5)  # no record: not carve's
     recover(make())
@@ -352,3 +363,24 @@ def test_an_unreadable_cdi_spec_is_removed_when_rebuilding_the_checkpoint(world,
     assert recover(q) == "missing"
     assert set(q.state) == {good.uid}
     assert q.specs.claim_uids() == {good.uid}
+
+
+def test_the_whole_gpu_of_a_mig_gpu_is_prepared_with_mig_mode_off(world):
+    # CUDA cannot use a whole GPU in MIG mode: /dev/nvidia0 alone would give the container nothing usable.
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "whole", [{"request": "g", "device": "gpu-0"}])
+    assert p.prepare([ref])[ref.uid].error == ""
+    assert mig.mig_mode["GPU-0"] is False and mig.mode_calls == [("GPU-0", False)]
+
+
+def test_the_whole_gpu_is_refused_while_mig_instances_are_on_it(world):
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    foreign = mig.create("GPU-0", "1g.10gb", 6)
+    ref = put(cluster, "whole", [{"request": "g", "device": "gpu-0"}])
+    error = p.prepare([ref])[ref.uid].error
+    assert "needs the whole GPU" in error and foreign.uuid in error
+    assert mig.mig_mode["GPU-0"] is True and mig.mode_calls == [] and p.state == {}
