@@ -16,6 +16,7 @@ from driver.cli import CliError
 from driver.plugin.logfmt import event, setup
 
 log = logging.getLogger(__name__)
+_DEFAULT_RESERVE = "512Mi"  # driver.devices.base.DEFAULT_CONTEXT_RESERVE (a test keeps them equal)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,6 +61,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--k8s-version", default="", help="Kubernetes minor version for API limits (default: ask)")
     p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots")
+    p.add_argument(
+        "--soft-context-reserve",
+        default=_DEFAULT_RESERVE,
+        help="GPU memory kept back per share (soft, slots) for the CUDA context the limiter does not count, "
+        f"a quantity (default {_DEFAULT_RESERVE})",
+    )
     p.add_argument("--publish-interval", type=float, default=60.0, help="seconds between slice reconciles")
     p.add_argument(
         "--region-interval", type=float, default=2.0, help="seconds between passes over the claims' regions"
@@ -88,6 +95,21 @@ def _cluster(args: argparse.Namespace):
         raise CliError(f"--kubeconfig: {e}") from None
 
 
+def context_reserve(args: argparse.Namespace) -> int:
+    """--soft-context-reserve in bytes; CliError for something that is not a whole number of bytes."""
+    from driver.devices.attributes import parse_quantity
+
+    try:
+        value = parse_quantity(args.soft_context_reserve)
+    except ValueError as e:
+        raise CliError(f"--soft-context-reserve: {e}, e.g. '512Mi'") from None
+    if value < 0 or value.denominator != 1:
+        raise CliError(
+            f"--soft-context-reserve {args.soft_context_reserve!r}: must be a whole number of bytes >= 0"
+        )
+    return int(value)
+
+
 def _check_flags(args: argparse.Namespace, gpus) -> None:
     """Usage errors are one line and exit 2, before anything is started or changed on the node."""
     from driver.devices import Settings, limits_for, parse_strategy_spec, strategy
@@ -97,7 +119,7 @@ def _check_flags(args: argparse.Namespace, gpus) -> None:
         chosen = parse_strategy_spec(args.strategy, gpus)
         for gpu in gpus:
             strategy(chosen[gpu.index]).check(gpu)  # e.g. mig on a GPU without MIG
-        Settings(split_count=args.split_count)
+        Settings(split_count=args.split_count, soft_context_reserve=context_reserve(args))
         if args.k8s_version:
             limits_for(args.k8s_version)
     except ModelError as e:
@@ -148,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         k8s_version=args.k8s_version,
         split_count=args.split_count,
+        soft_context_reserve=context_reserve(args),
         publish_interval_s=args.publish_interval,
         region_interval_s=args.region_interval,
         boot_id=read_boot_id(Path(args.boot_id_file)),

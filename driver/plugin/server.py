@@ -21,6 +21,7 @@ import grpc
 from api.grpc import dra_v1_pb2_grpc, dra_v1beta1_pb2_grpc, pluginregistration_pb2_grpc
 from driver import names
 from driver.devices import Settings, build_slices, limits_for, parse_strategy_spec
+from driver.devices.base import DEFAULT_CONTEXT_RESERVE
 from driver.devices.limits import LIMITS
 from driver.fsutil import ensure_private_dir
 from driver.gpu.model import Gpu
@@ -62,6 +63,7 @@ class PluginConfig:
     strategy: str = names.STRATEGY_EXCLUSIVE
     k8s_version: str = ""  # "" = ask the API server
     split_count: int = 10
+    soft_context_reserve: int = DEFAULT_CONTEXT_RESERVE  # bytes per share, see driver/devices/base.py
     proc_root: Path = Path("/proc")
     publish_interval_s: float = 60.0
     region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: host pids, high-priority marks
@@ -127,7 +129,7 @@ class Plugin:
         )
 
         version = _k8s_version(self.cluster, c.k8s_version)
-        settings = Settings(split_count=c.split_count)
+        settings = Settings(split_count=c.split_count, soft_context_reserve=c.soft_context_reserve)
         strategies = parse_strategy_spec(c.strategy, self.gpus)
         self.publisher = Publisher(
             self.cluster,
