@@ -384,3 +384,27 @@ def test_the_whole_gpu_is_refused_while_mig_instances_are_on_it(world):
     error = p.prepare([ref])[ref.uid].error
     assert "needs the whole GPU" in error and foreign.uuid in error
     assert mig.mig_mode["GPU-0"] is True and mig.mode_calls == [] and p.state == {}
+
+
+def test_unprepare_leaves_an_instance_that_replaced_the_claims_own(world):
+    # The claim's instance was destroyed by hand and someone made a new one, same profile and placement:
+    # its UUID is not the recorded one, so it is not carve's to destroy.
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "a", MIXED[:1])
+    assert p.prepare([ref])[ref.uid].error == ""
+    mig.live.clear()
+    replacement = mig.create("GPU-0", "1g.10gb", 6)
+    assert p.unprepare([ref]) == {ref.uid: ""}
+    assert mig.live == {("GPU-0", 6): replacement} and p.migs.journal.entries() == []
+
+
+def test_a_corrupt_mig_journal_is_moved_aside_not_fatal(world, tmp_path):
+    _, _, make = world
+    p = make()
+    journal = tmp_path / "plugin" / "mig-journal.json"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_text("{not json")
+    assert recover(p) == "missing" and p.migs.journal.entries() == []
+    assert list(journal.parent.glob("mig-journal.json.corrupt-*"))
