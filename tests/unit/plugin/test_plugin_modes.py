@@ -18,6 +18,7 @@ from driver.plugin.modes import (
     fits,
     plan_modes,
     prepared_per_gpu,
+    read_modes,
 )
 from driver.plugin.publisher import GATE_CONSUMABLE, GATE_PARTITIONABLE
 
@@ -163,3 +164,30 @@ def test_published_gpus_always_match_their_real_mode(rows, gates):
             assert m.pending
     switched = {uuid for uuid, _ in switch.calls}
     assert all(prepared[u] == 0 for u in switched)  # never a switch under a prepared claim
+
+
+class Reader:
+    def __init__(self, modes, instances=None, broken=()):
+        self.modes, self.live, self.broken = modes, instances or {}, set(broken)
+
+    def mig_mode(self, uuid):
+        if uuid in self.broken:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        return self.modes[uuid]
+
+    def instances(self, uuid):
+        return self.live.get(uuid, [])
+
+
+def test_decisions_use_the_live_mode_not_the_inventory_taken_at_start():
+    # The preparer turned MIG off for a whole-GPU claim: the record from start still says MIG on.
+    g, t4 = gpu(0, mig=True), gpu(1, model="T4")
+    fresh = read_modes([g, t4], Reader({g.uuid: (False, None)}))
+    assert fresh[0].mig_enabled is False and fresh[1] == t4  # a GPU without MIG is not asked
+    _, modes = apply_modes(fresh, {0: MIG}, Switch(fresh), prepared={g.uuid: 1})
+    assert modes[0].applied is None and modes[0].pending == "waiting for 1 prepared claim"
+
+
+def test_a_gpu_nvml_cannot_read_keeps_its_record():
+    g = gpu(0, mig=True)
+    assert read_modes([g], Reader({}, broken={g.uuid})) == [g]
