@@ -10,6 +10,8 @@ import sys
 import time
 import urllib.request
 
+import grpc
+import pytest
 from support.plugin_harness import FAKE_GPUS, NODE, REPO, result
 
 from driver import names
@@ -174,3 +176,17 @@ def test_the_whole_gpu_of_a_mig_gpu_runs_with_mig_mode_off(node, kubelet, plugin
     assert kubelet.unprepare([whole]) == {whole[2]: ""}
     wait_for(lambda: "gpu-0-mig-1g10gb-6" in published(node))
     assert gpu_state(node)[0]["mig"] is True
+
+
+def test_a_crash_after_mig_mode_went_off_for_a_whole_gpu_claim_is_rolled_back(node, kubelet, plugin_factory):
+    crashing = plugin_factory("0=mig,exclusive", env={"CARVE_FAULT": "prepare-after-mig"})
+    whole = node.put_claim("whole", [result("g", "gpu-0")])
+    with pytest.raises(grpc.RpcError):
+        kubelet.prepare([whole])
+    assert crashing.wait_exit() == -9
+    assert gpu_state(node)[0]["mig"] is False  # switched off for the claim, then the crash
+    plugin_factory("0=mig,exclusive")
+    assert gpu_state(node)[0]["mig"] is True  # the claim was rolled back: the idle GPU is MIG again
+    assert "gpu-0-mig-1g10gb-6" in published(node) and node.checkpoint_claims() == {}
+    assert kubelet.prepare([whole])[whole[2]]["error"] == ""  # the kubelet's retry
+    assert kubelet.unprepare([whole]) == {whole[2]: ""}
