@@ -18,6 +18,7 @@ GI = 1024**3
 # (pytorch#20532, #28113), more with cuBLAS/cuDNN handles. 512 MiB per share covers the common case;
 # --soft-context-reserve changes it. See docs/devices.md, "Memory a CUDA context takes".
 DEFAULT_CONTEXT_RESERVE = 512 * MI
+DEFAULT_CONTEXT_RESERVE_QUANTITY = "512Mi"  # the same, as the flags write it (a test keeps them equal)
 
 Device = dict[str, Any]
 CounterSet = dict[str, Any]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from driver import names
 from driver.cli import CliError
+from driver.devices.base import DEFAULT_CONTEXT_RESERVE_QUANTITY
 from driver.plugin.logfmt import event, setup
 
 log = logging.getLogger(__name__)
-_DEFAULT_RESERVE = "512Mi"  # driver.devices.base.DEFAULT_CONTEXT_RESERVE (a test keeps them equal)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,9 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots")
     p.add_argument(
         "--soft-context-reserve",
-        default=_DEFAULT_RESERVE,
+        default=DEFAULT_CONTEXT_RESERVE_QUANTITY,
         help="GPU memory kept back per share (soft, slots) for the CUDA context the limiter does not count, "
-        f"a quantity (default {_DEFAULT_RESERVE})",
+        f"a quantity (default {DEFAULT_CONTEXT_RESERVE_QUANTITY})",
     )
     p.add_argument("--publish-interval", type=float, default=60.0, help="seconds between slice reconciles")
     p.add_argument(
@@ -97,17 +97,13 @@ def _cluster(args: argparse.Namespace):
 
 def context_reserve(args: argparse.Namespace) -> int:
     """--soft-context-reserve in bytes; CliError for something that is not a whole number of bytes."""
-    from driver.devices.attributes import parse_quantity
+    from driver.devices.attributes import quantity_bytes
+    from driver.devices.base import ModelError
 
     try:
-        value = parse_quantity(args.soft_context_reserve)
-    except ValueError as e:
-        raise CliError(f"--soft-context-reserve: {e}, e.g. '512Mi'") from None
-    if value < 0 or value.denominator != 1:
-        raise CliError(
-            f"--soft-context-reserve {args.soft_context_reserve!r}: must be a whole number of bytes >= 0"
-        )
-    return int(value)
+        return quantity_bytes(args.soft_context_reserve, "--soft-context-reserve")
+    except ModelError as e:
+        raise CliError(str(e)) from None
 
 
 def _check_flags(args: argparse.Namespace, gpus) -> None:

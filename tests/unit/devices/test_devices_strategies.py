@@ -178,10 +178,9 @@ def test_malformed_strategy_specs_name_the_bad_token(spec, message):
         parse_strategy_spec(spec, fake_node("2xA100-80GB,1xT4"))
 
 
-def test_the_plugin_flag_default_is_the_model_default():
+def test_the_flags_default_is_the_model_default():
     from driver.devices.attributes import parse_quantity
-    from driver.devices.base import DEFAULT_CONTEXT_RESERVE
-    from driver.plugin import command
+    from driver.devices.base import DEFAULT_CONTEXT_RESERVE, DEFAULT_CONTEXT_RESERVE_QUANTITY
 
     reserve = Settings().soft_context_reserve
-    assert parse_quantity(command._DEFAULT_RESERVE) == DEFAULT_CONTEXT_RESERVE == reserve
+    assert parse_quantity(DEFAULT_CONTEXT_RESERVE_QUANTITY) == DEFAULT_CONTEXT_RESERVE == reserve
