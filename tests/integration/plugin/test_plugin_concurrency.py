@@ -65,7 +65,9 @@ strategies = {0: "mig", 1: "soft", 2: "exclusive"}
 catalog = catalog_from_slices(build_slices("node-a", gpus, strategies, None, "1.36"))
 preparer = Preparer(
     PreparerSettings("node-a", root / "plugin", root / "cdi", root / "limiter"),
-    FileCluster(root / "cluster"), HostLayout.scan(root / "driver"), NvmlMig(), lambda: catalog,
+    FileCluster(root / "cluster"),
+    HostLayout.scan(root / "driver", root / "fake-proc", hook_dir=root / "limiter", driver_required=False),
+    NvmlMig(), lambda: catalog,
     Checkpoint(root / "plugin" / "checkpoint.json", "boot-1"),
 )
 recover(preparer)
@@ -87,7 +89,11 @@ def test_two_processes_preparing_the_same_claim_at_once_prepare_it_once(node, tm
         ],
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARVE_FAKE_")}
-    env.update(CARVE_FAKE_SEED="node-a", CARVE_FAKE_STATE=str(node.plugin_dir / "fake-gpus.state"))
+    env.update(
+        CARVE_FAKE_SEED="node-a",
+        CARVE_FAKE_STATE=str(node.plugin_dir / "fake-gpus.state"),
+        CARVE_FAKE_PROC_ROOT=str(node.root / "fake-proc"),  # the MIG capability files the specs name
+    )
     at = time.time() + 4.0
     procs = [
         subprocess.Popen(
