@@ -82,6 +82,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="/proc/sys/kernel/random/boot_id",
         help="file holding the node's boot id (prepared state is void after a reboot)",
     )
+    p.add_argument(
+        "--node-partitioning",
+        default="true",
+        choices=("true", "false"),
+        help="follow this node's NodePartitioning (the strategy controller's choice per GPU) over --strategy",
+    )
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")
 
 
@@ -183,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         publish_interval_s=args.publish_interval,
         region_interval_s=args.region_interval,
         boot_id=read_boot_id(Path(args.boot_id_file)),
+        partitioning=args.node_partitioning == "true",
     )
     mig = NvmlMig()
     plugin = Plugin(config, _cluster(args), gpus, mig, mig)

@@ -181,6 +181,14 @@ class Publisher:
         if gates:
             self._fall_back(gates, "dry-run create")
 
+    def request(self, strategies: dict[int, str]) -> dict[int, str]:
+        """Ask for other strategies (the node's NodePartitioning changed); the next publish applies them.
+        Returns what was asked for before."""
+        before = self.requested
+        self.requested = dict(strategies)
+        self.effective = fallback(self.requested, self.gates_off)
+        return before
+
     def _fall_back(self, gates: set[str], found_by: str) -> None:
         before = self.effective
         self.gates_off |= gates

@@ -20,6 +20,7 @@ import grpc
 
 from api.grpc import dra_v1_pb2_grpc, dra_v1beta1_pb2_grpc, pluginregistration_pb2_grpc
 from driver import names
+from driver.cluster.base import ObjectApi
 from driver.devices import Settings, build_slices, limits_for, parse_strategy_spec
 from driver.devices.base import DEFAULT_CONTEXT_RESERVE
 from driver.devices.limits import LIMITS
@@ -40,6 +41,7 @@ from driver.plugin.modes import (
     prepared_per_gpu,
     read_modes,
 )
+from driver.plugin.partitioning import NodePartitioningApplier
 from driver.plugin.preparer import Preparer, PreparerSettings
 from driver.plugin.publisher import Publisher, PublishError
 from driver.plugin.recovery import recover
@@ -71,6 +73,7 @@ class PluginConfig:
     region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: host pids, high-priority marks
     workers: int = 16
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
+    partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/partitioning.py)
 
 
 def _k8s_version(cluster, configured: str) -> str:
@@ -98,6 +101,7 @@ class Plugin:
         self.mig = mig
         self.switch = switch
         self.modes: dict[int, GpuMode] = {}
+        self.partitioning: NodePartitioningApplier | None = None
         self.registration = RegistrationState()
         self.publish_error = ""
         self._catalog: dict[str, NodeDevice] = {}
@@ -145,6 +149,18 @@ class Plugin:
         version = _k8s_version(self.cluster, c.k8s_version)
         settings = Settings(split_count=c.split_count, soft_context_reserve=c.soft_context_reserve)
         strategies = parse_strategy_spec(c.strategy, self.gpus)
+        if c.partitioning and isinstance(self.cluster, ObjectApi):
+            # The NodePartitioning (or a change recorded in progress) overrides the flag, GPU by GPU.
+            self.partitioning = NodePartitioningApplier(
+                self.cluster,
+                c.node_name,
+                Path(c.plugin_dir),
+                lambda: self.gpus,
+                lambda wanted: self.publisher.request(wanted),
+                self._wake.set,
+                lambda: self.modes,
+            )
+            strategies = self.partitioning.start_strategies(strategies)
         self.publisher = Publisher(
             self.cluster,
             c.node_name,
@@ -201,6 +217,8 @@ class Plugin:
             self.metrics_server = MetricsServer(c.metrics_addr, self.metrics.registry)
             self.metrics_server.start()
         threading.Thread(target=self._republish_loop, name="publisher", daemon=True).start()
+        if self.partitioning is not None:
+            self.partitioning.watch(self._stop)
         event(
             log,
             logging.INFO,
@@ -268,6 +286,17 @@ class Plugin:
         self.metrics.observe_publish(self.config.node_name, stored)
         # What the server kept is what the scheduler allocates from.
         self._catalog = catalog_from_slices(stored)
+        if self.partitioning is not None:
+            try:
+                self.partitioning.published()
+            except Exception as e:  # the status is a report: never let it stop publishing
+                event(
+                    log,
+                    logging.ERROR,
+                    "partitioning.status-error",
+                    exc_info=True,
+                    error=f"{type(e).__name__}: {e}",
+                )
         return True
 
     def _select_modes(self, _effective: dict[int, str]) -> dict[int, str]:
