@@ -5,6 +5,8 @@
 - `start_strategies(flag)` at start, before anything is published: reads the change in progress
   (partitioning_state.py) and the NodePartitioning; resumes the recorded change while the object still asks
   for it, rolls back to the strategies before it when the object is gone; returns what to request.
+  Without a NodePartitioning the GPUs keep what was last applied (a node that never had one: --strategy);
+  GPUs a NodePartitioning does not name run --strategy.
 - An informer on the node's own NodePartitioning (field selector metadata.name=<node>) calls `changed()`:
   new desired strategies are recorded (state `applying`) before the publisher is asked for them, and the
   publisher thread is woken.
@@ -128,6 +130,10 @@ class NodePartitioningApplier:
                 )
                 self.desired = dict(record.previous)
                 return dict(self.desired)
+            if record is not None and np is None:
+                # No NodePartitioning (deleted, or the API unreadable): keep what was last applied.
+                self.desired = dict(record.desired)
+                return dict(self.desired)
             if record is not None and record.state == APPLYING:
                 event(
                     log,
@@ -143,8 +149,12 @@ class NodePartitioningApplier:
             self.desired = wanted.strategies
             if record is None or record.desired != self.desired:
                 before = record.desired if record else dict(flag)
-                write_record(self.plugin_dir, ChangeRecord(self.generation, self.desired, before, APPLYING))
-                faults.reached("partitioning-after-record")
+                # Only a change the NodePartitioning asks for is resumed or rolled back; the flag is simply
+                # what runs without one.
+                state = APPLYING if np is not None else APPLIED
+                write_record(self.plugin_dir, ChangeRecord(self.generation, self.desired, before, state))
+                if np is not None:
+                    faults.reached("partitioning-after-record")
             return dict(self.desired)
 
     def watch(self, stop: threading.Event, resync_s: float = 600.0) -> None:
@@ -170,6 +180,8 @@ class NodePartitioningApplier:
                 self.wake()  # invalid: the status says so at the next publish
                 return
             self.exists = np is not None
+            if np is None:
+                return  # deleted: the GPUs keep what they run (no status to write either)
             wanted = desired_strategies(np, self.gpus(), self.default)
             self.problems = wanted.problems
             generation = np.generation if np else 0

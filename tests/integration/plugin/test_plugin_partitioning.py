@@ -1,0 +1,118 @@
+"""The plugin process applies its node's NodePartitioning (fake NVML, FileCluster): MIG mode switched on an
+idle GPU, the pool republished, status written; a GPU with a prepared claim waits; a crash at each step
+resumes the change on restart, or rolls it back when the NodePartitioning is gone."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from support.plugin_harness import NODE, result
+from test_plugin_mig import gpu_state, published, wait_for
+
+from driver import names
+from driver.plugin.faults import PARTITIONING_POINTS
+
+PLURAL = "nodepartitionings"
+FAST = ("--publish-interval", "0.5")
+
+
+def put_partitioning(node, *gpus: dict) -> dict:
+    obj = {
+        "apiVersion": "carve.dev/v1alpha1",
+        "kind": "NodePartitioning",
+        "metadata": {"name": NODE},
+        "spec": {"gpus": list(gpus)},
+    }
+    try:
+        current = node.cluster.get_object(PLURAL, NODE)
+    except Exception:
+        return node.cluster.create_object(PLURAL, obj)
+    return node.cluster.update_object(PLURAL, {**current, "spec": obj["spec"]})
+
+
+def status(node) -> dict:
+    return node.cluster.get_object(PLURAL, NODE).get("status") or {}
+
+
+def condition(node, kind: str) -> dict:
+    return next((c for c in status(node).get("conditions") or [] if c["type"] == kind), {})
+
+
+def record(node) -> dict:
+    return json.loads((node.plugin_dir / "partitioning.json").read_text())
+
+
+def test_a_soft_gpu_becomes_mig_and_the_status_says_so(node, plugin_factory):
+    plugin_factory("soft", extra=FAST)
+    assert published(node)["gpu-0"] == names.TYPE_VGPU
+    put_partitioning(node, {"index": 0, "strategy": "mig"})
+    wait_for(lambda: "gpu-0-mig-3g40gb-0" in published(node))
+    assert gpu_state(node)[0]["mig"] is True
+    assert published(node)["gpu-1"] == names.TYPE_VGPU  # not named: keeps --strategy
+    wait_for(lambda: condition(node, "Applied").get("status") == "True")
+    gpus = {g["index"]: g for g in status(node)["gpus"]}
+    assert (gpus[0]["strategy"], gpus[0]["migMode"]) == ("mig", "Enabled")
+    assert gpus[2]["migMode"] == "NotSupported" and "pending" not in gpus[0]
+    assert (
+        status(node)["observedGeneration"] == node.cluster.get_object(PLURAL, NODE)["metadata"]["generation"]
+    )
+    assert record(node)["state"] == "applied" and record(node)["desired"]["0"] == "mig"
+
+
+def test_a_gpu_with_a_prepared_claim_waits_then_switches(node, kubelet, plugin_factory):
+    plugin_factory("soft", extra=FAST)
+    share = "0b0e0a0d-1111-4222-8333-444455556666"
+    claim = node.put_claim("s", [result("s", "gpu-0", share_id=share, consumed={"memory": "1Gi"})])
+    assert kubelet.prepare([claim])[claim[2]]["error"] == ""
+    put_partitioning(node, {"index": 0, "strategy": "mig"})
+    wait_for(lambda: condition(node, "Applied").get("status") == "False")
+    gpu0 = next(g for g in status(node)["gpus"] if g["index"] == 0)
+    assert gpu0["pending"] == "waiting for 1 prepared claim" and gpu0["migMode"] == "Disabled"
+    assert "GPU 0: waiting for 1 prepared claim" in condition(node, "Applied")["message"]
+    assert gpu_state(node)[0]["mig"] is False and record(node)["state"] == "applying"
+    assert kubelet.unprepare([claim]) == {claim[2]: ""}
+    wait_for(lambda: condition(node, "Applied").get("status") == "True")
+    assert gpu_state(node)[0]["mig"] is True and "gpu-0-mig-1g10gb-6" in published(node)
+
+
+def test_an_entry_the_node_cannot_follow_is_reported_degraded(node, plugin_factory):
+    plugin_factory("soft", extra=FAST)
+    put_partitioning(node, {"index": 2, "strategy": "mig"}, {"index": 1, "strategy": "exclusive"})
+    wait_for(lambda: published(node).get("gpu-1") == names.TYPE_GPU)
+    wait_for(lambda: condition(node, "Degraded").get("status") == "True")
+    degraded = condition(node, "Degraded")
+    assert degraded["reason"] == "InvalidSpec" and "Tesla T4" in degraded["message"]
+    assert published(node)["gpu-2"] == names.TYPE_VGPU  # the T4 keeps --strategy
+
+
+@pytest.mark.parametrize("point", PARTITIONING_POINTS)
+def test_a_crash_while_applying_resumes_on_restart(node, plugin_factory, point):
+    crashing = plugin_factory("soft", env={"CARVE_FAULT": point}, extra=FAST)
+    put_partitioning(node, {"index": 0, "strategy": "mig"})
+    assert crashing.wait_exit(timeout_s=30) == -9
+    assert record(node)["state"] == "applying" and record(node)["desired"]["0"] == "mig"
+    plugin_factory("soft", extra=FAST)
+    assert "gpu-0-mig-3g40gb-0" in published(node)  # applied before the first publish of the restart
+    assert gpu_state(node)[0]["mig"] is True
+    wait_for(lambda: condition(node, "Applied").get("status") == "True")
+    wait_for(lambda: record(node)["state"] == "applied")
+
+
+def test_a_crash_mid_change_rolls_back_when_the_node_partitioning_is_gone(node, plugin_factory):
+    first = plugin_factory("soft", extra=FAST)
+    put_partitioning(node, {"index": 0, "strategy": "exclusive"})
+    wait_for(lambda: record(node)["state"] == "applied" and record(node)["desired"]["0"] == "exclusive")
+    first.stop()
+    crashing = plugin_factory("soft", env={"CARVE_FAULT": "partitioning-after-record"}, extra=FAST)
+    put_partitioning(node, {"index": 0, "strategy": "mig"})
+    assert crashing.wait_exit(timeout_s=30) == -9
+    node.cluster.delete_object(PLURAL, NODE)
+    restarted = plugin_factory("soft", extra=FAST)
+    # Back to what ran before the change (exclusive), not to --strategy (soft).
+    assert published(node)["gpu-0"] == names.TYPE_GPU and gpu_state(node)[0]["mig"] is False
+    restarted.wait_for_log(r"event=partitioning.rollback")
+    wait_for(lambda: record(node)["state"] == "applied")
+    time.sleep(1.5)  # the informer has listed by now: without a NodePartitioning nothing changes
+    assert record(node)["desired"]["0"] == "exclusive" and published(node)["gpu-0"] == names.TYPE_GPU
