@@ -18,6 +18,34 @@ from driver.controller.reconcile import WATCHED
 
 CONTROLLER_CODE = REPO / "driver" / "controller"
 VERB = {"get_object": "get", "create_object": "create", "update_object": "update"}
+PLURALS = {"PLURAL": "nodepartitionings"}  # module constants naming a plural
+
+
+def object_calls(path: Path) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) of each literal `<x>.api.get_object/create_object/update_object("<plural>",
+    ...)` in a module (status=True: the status subresource)."""
+    calls = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in VERB
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "api"
+        ):
+            plural = (
+                node.args[0].value if isinstance(node.args[0], ast.Constant) else PLURALS[node.args[0].id]
+            )
+            status = any(k.arg == "status" for k in node.keywords)
+            group = OBJECT_KINDS[plural][0].rpartition("/")[0]
+            calls.add((group, plural + ("/status" if status else ""), VERB[node.func.attr]))
+    return calls
+
+
+def plugin_partitioning_calls() -> set[tuple[str, str, str]]:
+    """What driver/plugin/partitioning.py calls: its object's get and status update, list + watch of it."""
+    calls = object_calls(REPO / "driver" / "plugin" / "partitioning.py")
+    return calls | {("carve.dev", "nodepartitionings", v) for v in ("list", "watch")}
 
 
 def controller_calls() -> set[tuple[str, str, str]]:
@@ -25,18 +53,7 @@ def controller_calls() -> set[tuple[str, str, str]]:
     `<x>.api.get_object/create_object/update_object("<plural>", ...)` in driver/controller/."""
     calls = {(OBJECT_KINDS[p][0].rpartition("/")[0], p, v) for p in WATCHED for v in ("list", "watch")}
     for path in sorted(Path(CONTROLLER_CODE).glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in VERB
-                and isinstance(node.func.value, ast.Attribute)
-                and node.func.value.attr == "api"
-            ):
-                plural = node.args[0].value
-                status = any(k.arg == "status" for k in node.keywords)
-                group = OBJECT_KINDS[plural][0].rpartition("/")[0]
-                calls.add((group, plural + ("/status" if status else ""), VERB[node.func.attr]))
+        calls |= object_calls(path)
     return calls
 
 

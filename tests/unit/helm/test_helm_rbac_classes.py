@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helm_render import FAKE_VALUES, NAMESPACE, REPO, SCENARIOS, component, one, render
+from test_helm_controller import plugin_partitioning_calls
 
 from driver import names
 
@@ -79,6 +80,7 @@ def test_cluster_role_grants_exactly_the_calls_kube_py_makes():
     # Sanity: the scan sees the calls the plugin is known to make (dry-run creates are creates).
     assert ("resource.k8s.io", "resourceclaims", "get") in used
     assert ("resource.k8s.io", "resourceslices", "create") in used
+    used |= plugin_partitioning_calls()  # driver/plugin/partitioning.py: its own NodePartitioning
     for scenario in SCENARIOS.values():
         assert rules_of(render(*scenario)) == used
 
