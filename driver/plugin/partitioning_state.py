@@ -4,7 +4,9 @@ applies it is partitioning.py.
 
 - Desired strategies: the spec's entries, by index or UUID; a GPU the spec does not name keeps the
   plugin's --strategy. An entry that names no GPU of this node, or asks for MIG on a GPU without it, or a
-  MIG profile the GPU's model does not have, is a problem reported in the status (Degraded) and ignored.
+  MIG profile (or placement) the GPU's model does not have, is a problem reported in the status (Degraded)
+  and ignored. A valid migLayout is checked only: the MIG devices published are every placement, and
+  instances are still created at prepare.
 - The change in progress (`<plugin-dir>/partitioning.json`, written atomically, 0600): the generation
   being applied, the strategies asked for and those the GPUs ran before. A plugin that crashes mid-change
   finds it at start: it resumes the change (the spec still asks for it) or rolls back to the previous
@@ -116,6 +118,22 @@ def desired_strategies(np: NodePartitioning | None, gpus: Iterable[Gpu], default
             out.problems.append(
                 f"{where}.migLayout: {gpu.name} ({gpu.product}) has no MIG profile "
                 f"{', '.join(unknown)} (it has {have})"
+            )
+            continue
+        misplaced = [
+            f"{s.profile}@{s.placement}"
+            for s in entry.mig_layout or []
+            if s.placement is not None
+            and not any(
+                pl.start == s.placement
+                for p in gpu.mig_profiles
+                if p.name == s.profile
+                for pl in p.placements
+            )
+        ]
+        if misplaced:
+            out.problems.append(
+                f"{where}.migLayout: {gpu.name} ({gpu.product}) has no placement {', '.join(misplaced)}"
             )
             continue
         out.strategies[gpu.index] = entry.strategy

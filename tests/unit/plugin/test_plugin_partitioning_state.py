@@ -63,6 +63,17 @@ def test_entries_the_node_cannot_follow_are_problems_and_ignored() -> None:
     assert "Tesla T4" in got.problems[0] and "5g.60gb" in got.problems[2]
 
 
+def test_a_mig_layout_placement_must_exist_for_its_profile() -> None:
+    ok = desired_strategies(
+        _np({"index": 0, "strategy": "mig", "migLayout": [{"profile": "3g.40gb", "placement": 4}]}), GPUS, {}
+    )
+    bad = desired_strategies(
+        _np({"index": 0, "strategy": "mig", "migLayout": [{"profile": "3g.40gb", "placement": 2}]}), GPUS, {}
+    )
+    assert ok.strategies == {0: "mig"} and ok.problems == []
+    assert bad.strategies == {} and "no placement 3g.40gb@2" in bad.problems[0]
+
+
 def test_no_node_partitioning_means_the_flag() -> None:
     assert desired_strategies(None, GPUS, {0: "mig"}).strategies == {0: "mig"}
 
