@@ -1,6 +1,8 @@
 """How carve talks to the API server: the `Cluster` interface, its errors, and two implementations.
 
-`KubeCluster` (kube.py) uses the `kubernetes` client; `LocalCluster` (local.py) keeps objects in memory.
+`KubeCluster` (kube.py, kube_objects.py) uses the `kubernetes` client; `LocalCluster` (local.py) keeps
+objects in memory (objects.py's ObjectStore for the kinds beyond claims and slices). informer.py keeps a
+local copy of one kind by list + watch.
 kube.py is imported lazily (`from driver.cluster.kube import KubeCluster`) so that pure code and tests
 using LocalCluster do not pay for the kubernetes client import.
 """

@@ -1,5 +1,5 @@
 """The strategy controller: the planner (pure; planner.py, nodes.py, inputs.py) that picks each idle
 GPU's strategy from what pending claims ask for, and `carve controller` (command.py, reconcile.py,
-informer.py, leader.py) that watches the cluster, runs the planner and writes NodePartitioning specs.
-See docs/controller.md.
+leader.py, metrics.py; its informers are driver/cluster/informer.py) that watches the cluster, runs the
+planner and writes NodePartitioning specs. See docs/controller.md.
 """

@@ -22,7 +22,7 @@ from api.v1alpha1.partitioning import (
     parse_policy,
 )
 from driver.cluster.base import ClusterError, NotFound, ObjectApi
-from driver.controller.informer import Informer
+from driver.cluster.informer import Informer
 from driver.controller.inputs import build_input, updated_partitioning
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.planner import Change, Plan, Planner

@@ -26,7 +26,7 @@ from typing import Any
 
 from api.v1alpha1.partitioning import NodePartitioning, PartitioningError, parse_node_partitioning
 from driver.cluster.base import ClusterError, Conflict, NotFound
-from driver.controller.informer import Informer
+from driver.cluster.informer import Informer
 from driver.gpu.model import Gpu
 from driver.plugin import faults
 from driver.plugin.logfmt import event
