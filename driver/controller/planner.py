@@ -64,6 +64,7 @@ class Pending:
     namespace: str
     claims: tuple[dict[str, Any], ...]
     since: float
+    shape: str = ""  # what makes two groups alike; empty: the claims' specs (the simulator passes its own)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,8 @@ class PlanInput:
 
 
 def _shape(group: Pending, isolated: bool) -> str:
-    return json.dumps([c.get("spec") for c in group.claims], sort_keys=True) + ("|iso" if isolated else "")
+    base = group.shape or json.dumps([c.get("spec") for c in group.claims], sort_keys=True)
+    return base + ("|iso" if isolated else "")
 
 
 def claim_types(claims: Iterable[dict[str, Any]]) -> list[str] | None:
@@ -155,6 +157,7 @@ class _Memo:
     hopeless: set[tuple[str, str, str]] = field(default_factory=set)  # (signature, shape, strategy)
     helped: dict[tuple[str, str, str], tuple[set[int], list[dict[str, Any]]]] = field(default_factory=dict)
     changed: Counter[str] = field(default_factory=Counter)  # GPU uuid -> changes in this plan
+    touched: set[str] = field(default_factory=set)  # nodes this plan changed
 
 
 def _rebased(allocation: dict[str, Any], node: str) -> dict[str, Any]:
@@ -253,7 +256,9 @@ class Planner:
                 out.reasons[group.key] = UNFIT
                 continue
             types = claim_types(group.claims)
-            if not inp.known_unfit and self._fits_somewhere(nodes, group, shape, types, inp.classes, memo):
+            # known_unfit: the groups did not fit the cluster as it was; a node this plan changed may.
+            where = [n for n in nodes if n.name in memo.touched] if inp.known_unfit else nodes
+            if where and self._fits_somewhere(where, group, shape, types, inp.classes, memo):
                 out.reasons[group.key] = FITS
                 continue
             made = self._change_for(nodes, group, shape, types, isolated, inp, memo)
@@ -380,6 +385,7 @@ class Planner:
                 if comparable:
                     memo.helped[key] = ({p.gpu.index for p in changed}, allocations)
                 before = node.strategies
+                memo.touched.add(node.name)
                 node.apply({p.gpu.index: strategy for p in changed}, allocator)
                 node.record(list(group.claims), allocations)
                 reason = (

@@ -71,7 +71,10 @@ class AutoPlanner:
         return self._could[shape]
 
     def plan(
-        self, now: float, nodes: Sequence[SimNode], waiting: list[tuple[int, list[dict[str, Any]], float]]
+        self,
+        now: float,
+        nodes: Sequence[SimNode],
+        waiting: list[tuple[int, list[dict[str, Any]], float, str]],
     ) -> list[SimNode]:
         """Plan for the waiting pods over `nodes` and apply the changes; returns the nodes changed."""
         candidates = [n for n in nodes if not n.pinned]
@@ -81,7 +84,9 @@ class AutoPlanner:
         inp = PlanInput(
             nodes=list(states.values()),
             classes=self.classes,
-            pending=[Pending(f"pod{i}", "", tuple(claims), since) for i, claims, since in waiting],
+            pending=[
+                Pending(f"pod{i}", "", tuple(claims), since, shape) for i, claims, since, shape in waiting
+            ],
             policy=self.policy,
             now=now,
             history=self.history,

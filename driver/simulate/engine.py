@@ -156,7 +156,8 @@ class Simulation:
         """Run the planner for the `asking` waiting pods over `nodes`; on each node it changed, the
         waiting pods retry, oldest first. Returns the pods still waiting."""
         assert self.auto is not None
-        changed = self.auto.plan(now, nodes, [(w, self._claim_sets[w], self._arrivals[w]) for w in asking])
+        waiting = [(w, self._claim_sets[w], self._arrivals[w], str(self._pod_shapes[w])) for w in asking]
+        changed = self.auto.plan(now, nodes, waiting)
         if not changed:
             return pending
         still: list[int] = []
