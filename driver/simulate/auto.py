@@ -1,8 +1,8 @@
 """`--strategy auto` in the simulator: the controller's own planner (driver/controller/planner.py) deciding
 which idle GPUs change strategy, in simulated time, with the policy's hysteresis.
 
-The event loop calls `plan()` when a pod finds no node (over every node, for the waiting pods) and after
-every departure (over that node only: the waiting pods, and the planner's consolidation of idle GPUs):
+The event loop calls `plan()` when a pod finds no node (over every node with an idle GPU, for that pod)
+and after every departure (over that node only: the waiting pods, and the consolidation of idle GPUs):
 the planner only ever looks at nodes whose state changed, so its cost follows the events, not the
 cluster size. A change is applied at once (the simulated plugin has nothing to wait for: the GPU is
 idle by construction).
@@ -77,7 +77,8 @@ class AutoPlanner:
         waiting: list[tuple[int, list[dict[str, Any]], float, str]],
     ) -> list[SimNode]:
         """Plan for the waiting pods over `nodes` and apply the changes; returns the nodes changed."""
-        candidates = [n for n in nodes if not n.pinned]
+        # Only a node with an idle GPU can change; the waiting pods were just tried on the others as they are.
+        candidates = [n for n in nodes if not n.pinned and any(not g.holders for g in n.gpus.values())]
         if not candidates:
             return []
         states = {n.name: self._state(n) for n in candidates}

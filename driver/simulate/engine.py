@@ -242,7 +242,7 @@ class Simulation:
                 else:
                     pending.append(i)
                     if self.auto is not None:
-                        pending = self._replan(now, self.cluster.nodes, pending, pending, start)
+                        pending = self._replan(now, self.cluster.nodes, pending, [i], start)
                 continue
             # departure
             run = running.pop(i)
