@@ -15,6 +15,8 @@ the API server has off, and how many prepared claims each GPU has. Rules:
    instances on an idle GPU are instances carve does not own, and the reason says so.
 4. A switch NVML leaves pending (the GPU is in use or needs a reset) is reported for that GPU only
    ("needs reset"); the other GPUs keep serving, and the next call tries again.
+Stateless: every decision starts from the mode NVML reports (read_modes), so a crash in the middle of a
+change needs no record; the next call decides again.
 
 API (small on purpose; the strategy controller's plugin side calls the same two functions):
 

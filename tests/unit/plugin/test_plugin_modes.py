@@ -191,3 +191,35 @@ def test_decisions_use_the_live_mode_not_the_inventory_taken_at_start():
 def test_a_gpu_nvml_cannot_read_keeps_its_record():
     g = gpu(0, mig=True)
     assert read_modes([g], Reader({}, broken={g.uuid})) == [g]
+
+
+def test_with_default_gates_off_mig_mode_is_never_turned_on_before_the_fallback():
+    # A 1.34/1.35 API server with default gates: the dry-run probe finds DRAPartitionableDevices off, and the
+    # GPU asked for as `mig` is published as a plain GPU whose mode was never touched.
+    from driver.cluster import LocalCluster, fields_of_disabled_gates
+    from driver.devices import Settings, build_slices
+    from driver.plugin.publisher import Publisher
+
+    gpus = [gpu(0, mig=False), gpu(1, model="T4")]
+    switch = Switch(gpus)
+    state = {"gpus": gpus}
+
+    def select(_effective):
+        state["gpus"], modes = apply_modes(state["gpus"], {0: MIG, 1: EXCL}, switch, publisher.gates_off)
+        return applied_strategies(modes)
+
+    cluster = LocalCluster(drop_fields=fields_of_disabled_gates([GATE_PARTITIONABLE]))
+    publisher = Publisher(
+        cluster,
+        "n1",
+        lambda chosen, gen: build_slices(
+            "n1", [g for g in state["gpus"] if g.index in chosen], chosen, Settings(), "1.34", gen
+        ),
+        {0: MIG, 1: EXCL},
+        sleep=lambda _s: None,
+        select=select,
+    )
+    stored = publisher.publish()
+    assert switch.calls == []  # the fallback was decided first: MIG mode never went on
+    types = {d["name"]: d["attributes"]["type"]["string"] for s in stored for d in s["spec"]["devices"]}
+    assert types == {"gpu-0": "gpu", "gpu-1": "gpu"}
