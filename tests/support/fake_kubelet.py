@@ -90,13 +90,18 @@ class _PodResources(prgrpc.PodResourcesListerServicer):
                 pod = out.pod_resources.add(name=name, namespace=ns)
                 for c in containers:
                     pod.containers.add(
-                        name=c.name, devices=[prpb.ContainerDevices(resource_name=self.kubelet.resource, device_ids=c.ids)]
+                        name=c.name,
+                        devices=[
+                            prpb.ContainerDevices(resource_name=self.kubelet.resource, device_ids=c.ids)
+                        ],
                     )
         return out
 
 
 class FakeKubelet:
-    def __init__(self, device_plugin_dir: Path, pod_resources_socket: Path, cdi_dir: Path, seed: int = 0) -> None:
+    def __init__(
+        self, device_plugin_dir: Path, pod_resources_socket: Path, cdi_dir: Path, seed: int = 0
+    ) -> None:
         self.dir = Path(device_plugin_dir)
         self.pod_resources_socket = Path(pod_resources_socket)
         self.cdi_dir = Path(cdi_dir)
@@ -184,7 +189,9 @@ class FakeKubelet:
 
     def healthy_ids(self) -> list[str]:
         with self.lock:
-            return sorted(i for i, h in (self.plugin.devices if self.plugin else {}).items() if h == "Healthy")
+            return sorted(
+                i for i, h in (self.plugin.devices if self.plugin else {}).items() if h == "Healthy"
+            )
 
     def _stub(self):
         with self.lock:
@@ -207,10 +214,13 @@ class FakeKubelet:
                 ids = self.rng.sample(free, count)
                 try:
                     resp = stub.Allocate(
-                        pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)]), timeout=10
+                        pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)]),
+                        timeout=10,
                     )
                 except grpc.RpcError as e:
-                    raise AdmissionError(f"Allocate failed due to {e.details()}, which is unexpected") from None
+                    raise AdmissionError(
+                        f"Allocate failed due to {e.details()}, which is unexpected"
+                    ) from None
                 self.calls.append(f"Allocate {namespace}/{name}/{cname}")
                 held |= set(ids)
                 done.append(Container(cname, ids, resp.container_responses[0], init))
@@ -265,5 +275,7 @@ class FakeKubelet:
                     if d["name"] == name:
                         common = spec.get("containerEdits") or {}
                         own = d.get("containerEdits") or {}
-                        return {k: common.get(k, []) + own.get(k, []) for k in ("env", "mounts", "deviceNodes")}
+                        return {
+                            k: common.get(k, []) + own.get(k, []) for k in ("env", "mounts", "deviceNodes")
+                        }
         raise StartError(f"CDI device {qualified}: unresolvable, no spec in {self.cdi_dir} names it")

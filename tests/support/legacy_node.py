@@ -36,7 +36,9 @@ def make_gpu(i: int, memory_gib: int = 80, product: str = "NVIDIA A100-SXM4-80GB
     )
 
 
-def inventory_node(name: str, gpus: int, memory_mib: int = 81920, split: int = 10, product: str = "NVIDIA A100") -> dict:
+def inventory_node(
+    name: str, gpus: int, memory_mib: int = 81920, split: int = 10, product: str = "NVIDIA A100"
+) -> dict:
     """A Node object carrying the inventory annotation, as `carve device-plugin` would publish it."""
     inv = NodeGpus(
         gpus=tuple(
@@ -55,7 +57,9 @@ def inventory_node(name: str, gpus: int, memory_mib: int = 81920, split: int = 1
     return {"metadata": {"name": name, "annotations": node_gpus_annotation(inv)}}
 
 
-def gpu_pod(name: str, containers: list[tuple[str, dict]], annotations: dict | None = None, ns: str = "team") -> dict:
+def gpu_pod(
+    name: str, containers: list[tuple[str, dict]], annotations: dict | None = None, ns: str = "team"
+) -> dict:
     """A pod; each container is (name, resources limits) and a name starting with 'init-' is an init container."""
     spec: dict = {"containers": [], "initContainers": [], "schedulerName": names.LEGACY_SCHEDULER_NAME}
     for cname, limits in containers:
@@ -69,7 +73,9 @@ def gpu_pod(name: str, containers: list[tuple[str, dict]], annotations: dict | N
 
 
 class LegacyNode:
-    def __init__(self, node: str = "node-a", gpus: int = 2, split: int = 4, delivery: str = "cdi-field") -> None:
+    def __init__(
+        self, node: str = "node-a", gpus: int = 2, split: int = 4, delivery: str = "cdi-field"
+    ) -> None:
         # Unix socket paths must stay under 108 bytes: a short temporary root, not pytest's long tmp_path.
         self.root = Path(tempfile.mkdtemp(prefix="cvl"))
         self.node = node
@@ -113,7 +119,9 @@ class LegacyNode:
     def start_plugin(self) -> LegacyDevicePlugin:
         self.plugin = LegacyDevicePlugin(self.config, self.api, self.gpus)
         self.plugin.start()
-        assert self.kubelet.wait_for(lambda k: len(k.healthy_ids()) == len(self.gpus) * self.config.split_count)
+        assert self.kubelet.wait_for(
+            lambda k: len(k.healthy_ids()) == len(self.gpus) * self.config.split_count
+        )
         self.extender.state.resync()
         return self.plugin
 
@@ -131,7 +139,12 @@ class LegacyNode:
         if got["NodeNames"] != [self.node]:
             return {"Error": f"filter: {got['FailedNodes']}"}
         return self.extender.bind(
-            {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": self.node}
+            {
+                "PodName": meta["name"],
+                "PodNamespace": meta["namespace"],
+                "PodUID": meta["uid"],
+                "Node": self.node,
+            }
         )
 
     def admit(self, pod: dict) -> None:
