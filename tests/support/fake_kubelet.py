@@ -143,7 +143,7 @@ class FakeKubelet:
             p.unlink(missing_ok=True)
 
     def restart(self) -> None:
-        """Kubelet restart: forget the plugin, delete the sockets in the directory, serve a new kubelet.sock."""
+        """Kubelet restart: forget the plugin, delete the directory's sockets, serve a new kubelet.sock."""
         self.stop()
         for p in self.dir.iterdir():
             if p.name != "kubelet_internal_checkpoint":
@@ -202,7 +202,7 @@ class FakeKubelet:
     # --- pods ---
 
     def admit(self, namespace: str, name: str, containers: list[tuple[str, int, bool]]) -> None:
-        """Allocate for each (container, count, init) in order; raises AdmissionError like a failed admission."""
+        """Allocate for each (container, count, init) in order; AdmissionError like a failed admission."""
         stub, _options = self._stub()
         done: list[Container] = []
         with self.lock:  # the kubelet admits one pod at a time

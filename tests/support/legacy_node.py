@@ -7,6 +7,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from support.fake_kubelet import FakeKubelet
+
 from driver import names
 from driver.gpu.model import Gpu
 from driver.legacy.deviceplugin import DevicePluginConfig, LegacyDevicePlugin
@@ -14,7 +16,6 @@ from driver.legacy.extender.state import ExtenderState
 from driver.legacy.extender.verbs import Extender
 from driver.legacy.kubeapi import MemoryLegacyApi
 from driver.legacy.records import GpuInfo, NodeGpus, node_gpus_annotation
-from support.fake_kubelet import FakeKubelet
 
 NAMESPACE = "carve-system"
 GIB = 1024**3
@@ -60,7 +61,7 @@ def inventory_node(
 def gpu_pod(
     name: str, containers: list[tuple[str, dict]], annotations: dict | None = None, ns: str = "team"
 ) -> dict:
-    """A pod; each container is (name, resources limits) and a name starting with 'init-' is an init container."""
+    """A pod; each container is (name, limits); a name starting with 'init-' makes an init container."""
     spec: dict = {"containers": [], "initContainers": [], "schedulerName": names.LEGACY_SCHEDULER_NAME}
     for cname, limits in containers:
         key = "initContainers" if cname.startswith("init-") else "containers"

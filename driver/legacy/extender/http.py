@@ -35,7 +35,9 @@ class ExtenderServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), name="extender-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, args=(0.05,), name="extender-http", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

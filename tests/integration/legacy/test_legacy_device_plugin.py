@@ -1,5 +1,6 @@
-"""The legacy device plugin against the fake kubelet: registration, ListAndWatch, Allocate + PreStartContainer,
-and restarts of either side. The plugin runs on real unix sockets; the kubelet's calls come in its order."""
+"""The legacy device plugin against the fake kubelet: registration, ListAndWatch, Allocate and
+PreStartContainer, and restarts of either side. The plugin runs on real unix sockets; the kubelet's calls
+come in its order."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def test_allocate_n_gpus_gets_each_gpus_limits_nodes_and_limiter(legacy, count):
     by_target = {m["containerPath"]: m["hostPath"] for m in started.mounts}
     assert by_target["/usr/local/carve/lib/libcarve-limiter.so"].endswith(names.LIMITER_LIBRARY)
     preload = by_target["/etc/ld.so.preload"]
-    assert open(preload).read().strip() == names.LIMITER_CONTAINER_PATH
+    assert Path(preload).read_text().strip() == names.LIMITER_CONTAINER_PATH
     region_dir = by_target[env["CARVE_REGION"].rsplit("/", 1)[0]]
     with Region.open(Path(region_dir) / "region") as region:
         assert [region.memory_limit(i) for i in range(count)] == [10000 * MIB] * count

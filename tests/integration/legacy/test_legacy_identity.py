@@ -34,6 +34,20 @@ def _parallel(*fns):
         raise errors[0]
 
 
+def _run_round(node: LegacyNode, pods: dict, r: int, rng: random.Random) -> dict:
+    """Bind both pods at once, admit both at once, start both containers at once in a random order."""
+    out: dict = {"started": {}}
+    _parallel(*(lambda n=n: out.__setitem__(n, node.schedule(pods[n])) for n in pods))
+    if any(out[n]["Error"] for n in pods):
+        return out
+    _parallel(*(lambda n=n: node.admit(pods[n]) for n in pods))
+    order = list(pods)
+    rng.shuffle(order)
+    start = node.kubelet.start_container
+    _parallel(*(lambda n=n: out["started"].__setitem__(n, start("team", f"{n}-{r}", "main")) for n in order))
+    return out
+
+
 def test_two_pods_bound_together_never_swap_limits_or_gpus():
     node = LegacyNode(gpus=2, split=4)
     rng = random.Random(7)
@@ -45,21 +59,9 @@ def test_two_pods_bound_together_never_swap_limits_or_gpus():
                 name: gpu_pod(f"{name}-{r}", [("main", {names.LEGACY_GPU: 1, names.LEGACY_GPUMEM: mem})])
                 for name, mem in sizes.items()
             }
-            binds: dict[str, dict] = {}
-            _parallel(*(lambda n=n: binds.__setitem__(n, node.schedule(pods[n])) for n in pods))
+            binds = _run_round(node, pods, r, rng)
+            started = binds.pop("started")
             assert binds == {"small": {"Error": ""}, "big": {"Error": ""}}, binds
-            _parallel(*(lambda n=n: node.admit(pods[n]) for n in pods))
-            started: dict[str, object] = {}
-            order = list(pods)
-            rng.shuffle(order)  # containers start in any order, concurrently
-            _parallel(
-                *(
-                    lambda n=n: started.__setitem__(
-                        n, node.kubelet.start_container("team", f"{n}-{r}", "main")
-                    )
-                    for n in order
-                )
-            )
             for name, mem in sizes.items():
                 env = started[name].env
                 assert env["CARVE_MEMORY_LIMIT_0"] == str(mem * MIB), (r, name, env)

@@ -37,7 +37,10 @@ def node(*mem_mib: int, split: int = 10, product: str = "NVIDIA A100", healthy=N
     )
 
 
-def request(limits: dict, annotations: dict | None = None, defaults: Defaults = Defaults()):
+DEFAULTS = Defaults()
+
+
+def request(limits: dict, annotations: dict | None = None, defaults: Defaults = DEFAULTS):
     return pod_request(gpu_pod("p", [("main", limits)], annotations), defaults)
 
 
@@ -84,7 +87,7 @@ def test_bad_requests_name_the_container_and_resource(limits, message):
 
 
 def test_bad_policy_annotation_is_an_error():
-    with pytest.raises(RequestError, match="hami.io/gpu-scheduler-policy"):
+    with pytest.raises(RequestError, match=r"hami\.io/gpu-scheduler-policy"):
         request({GPU: 1}, {names.HAMI_GPU_POLICY: "fastest"})
 
 
@@ -166,5 +169,5 @@ def test_node_score_binpack_and_spread(policy, fuller_wins):
     full_usage = {"GPU-0": Usage(1, 8000, 0)}
     full = node_score(req, n, full_usage, fit_pod(req, n, full_usage))
     empty = node_score(req, n, {}, fit_pod(req, n, {}))
-    assert 0 <= min(full, empty) and max(full, empty) <= 10
+    assert min(full, empty) >= 0 and max(full, empty) <= 10
     assert (full > empty) is fuller_wins
