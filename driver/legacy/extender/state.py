@@ -48,14 +48,22 @@ class ExtenderState:
         self.nodes: dict[str, NodeGpus | None] = {}
         self.node_errors: dict[str, str] = {}
         self.assignments: dict[str, Assignment] = {}  # pod uid -> assignment
+        self._by_node: dict[str, dict[str, Assignment]] = {}  # node -> uid -> assignment (the same values)
+        self._usage: dict[str, dict[str, Usage]] = {}  # node -> its usage, until an assignment there changes
         self.synced = False
 
     # --- reads -----------------------------------------------------------------------------------------
 
     def view(self, node: str, exclude_uid: str = "") -> NodeView:
         with self._lock:
-            live = [a for a in self.assignments.values() if a.node == node and a.uid != exclude_uid]
-            return NodeView(self.nodes.get(node), usage_of(live), self.node_errors.get(node, ""))
+            on_node = self._by_node.get(node, {})
+            if exclude_uid in on_node:
+                usage = usage_of(a for a in on_node.values() if a.uid != exclude_uid)
+            else:
+                usage = self._usage.get(node)
+                if usage is None:
+                    usage = self._usage[node] = usage_of(on_node.values())
+            return NodeView(self.nodes.get(node), usage, self.node_errors.get(node, ""))
 
     def assignment(self, uid: str) -> Assignment | None:
         with self._lock:
@@ -72,20 +80,33 @@ class ExtenderState:
 
     def add(self, a: Assignment) -> None:
         with self._lock:
+            self._drop(a.uid)
             self.assignments[a.uid] = a
+            self._by_node.setdefault(a.node, {})[a.uid] = a
+            self._usage.pop(a.node, None)
 
     def drop(self, uid: str) -> None:
         with self._lock:
-            self.assignments.pop(uid, None)
+            self._drop(uid)
+
+    def _drop(self, uid: str) -> None:
+        old = self.assignments.pop(uid, None)
+        if old is not None:
+            self._by_node.get(old.node, {}).pop(uid, None)
+            self._usage.pop(old.node, None)
 
     def refresh_node(self, node: str) -> None:
         """Re-read one node's inventory and records (call under node_lock, before reserving on it)."""
         self._set_node(node, self._read_node(node))
         records = self._records(f"{names.LEGACY_RECORD_NODE_LABEL}={node}")
         with self._lock:
-            for uid in [u for u, a in self.assignments.items() if a.node == node and u not in records]:
-                del self.assignments[uid]
-            self.assignments.update(records)
+            for uid in [u for u in self._by_node.get(node, {}) if u not in records]:
+                self._drop(uid)
+            for a in records.values():
+                self._drop(a.uid)
+                self.assignments[a.uid] = a
+                self._by_node.setdefault(a.node, {})[a.uid] = a
+            self._usage.pop(node, None)
 
     def resync(self, collect: bool = False) -> None:
         """Rebuild everything from the API. `collect`: also delete records of pods that are gone or done
@@ -112,6 +133,10 @@ class ExtenderState:
             self.nodes = {k: v for k, (v, _e) in nodes.items()}
             self.node_errors = {k: e for k, (_v, e) in nodes.items() if e}
             self.assignments = records
+            self._by_node = {}
+            self._usage = {}
+            for a in records.values():
+                self._by_node.setdefault(a.node, {})[a.uid] = a
             self.synced = True
 
     def forget(self, a: Assignment) -> None:
