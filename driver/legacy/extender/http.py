@@ -17,6 +17,7 @@ from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1 << 20  # 1 MiB, as HAMi's routes cap it
+DRAIN_LIMIT = 8 << 20  # bodies up to this size are read and dropped before the 413; larger ones are not
 
 
 class ExtenderServer:
@@ -80,7 +81,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self._reply(400, {"Error": "Content-Length: not a number"})
         if length > MAX_BODY or length < 0:
-            self.close_connection = True  # the unread body must not be parsed as the next request
+            self.close_connection = True  # any unread body must not be parsed as the next request
+            left = length if length <= DRAIN_LIMIT else 0
+            while left > 0:  # read and drop a moderate body, so the client sees our answer, not a reset
+                chunk = self.rfile.read(min(1 << 16, left))
+                if not chunk:
+                    break
+                left -= len(chunk)
             return self._reply(
                 413, {"Error": f"request body of {length} bytes is over the {MAX_BODY}-byte limit"}
             )

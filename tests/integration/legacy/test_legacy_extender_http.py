@@ -178,6 +178,18 @@ def test_oversized_body_is_413(cluster):
     assert get(server, "/healthz") == (200, "ok")
 
 
+def test_huge_content_length_is_refused_without_reading(cluster):
+    _api, server = cluster
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.putrequest("POST", "/bind")
+    conn.putheader("Content-Length", str(1 << 40))
+    conn.endheaders()
+    resp = conn.getresponse()
+    assert resp.status == 413
+    conn.close()
+    assert get(server, "/healthz") == (200, "ok")
+
+
 def test_unknown_route_is_404(cluster):
     _api, server = cluster
     assert post(server, "/preempt", {})[0] == 404
