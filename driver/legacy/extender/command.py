@@ -12,6 +12,7 @@ import signal
 import socket
 import threading
 
+from driver import names
 from driver.cli import CliError
 from driver.plugin.logfmt import event, setup
 
@@ -47,6 +48,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--identity", default=os.environ.get("POD_NAME", socket.gethostname()), help="this replica's name"
     )
+    p.add_argument(
+        "--webhook-addr",
+        default="",
+        help="HTTPS address of the mutating webhook, e.g. ':8443' (default: off)",
+    )
+    p.add_argument("--webhook-cert-file", default="", help="TLS certificate of the webhook (PEM)")
+    p.add_argument("--webhook-key-file", default="", help="TLS key of the webhook (PEM)")
+    p.add_argument(
+        "--scheduler-name", default=names.LEGACY_SCHEDULER_NAME, help="schedulerName the webhook sets"
+    )
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")
 
 
@@ -64,6 +75,10 @@ def _check(args: argparse.Namespace):
             raise CliError(f"{flag} {value!r}: expected one of {', '.join(POLICIES)}")
     if args.default_memory < 0 or not 0 <= args.default_cores <= 100 or args.default_gpu_num < 0:
         raise CliError("--default-memory >= 0, --default-cores 0..100, --default-gpu-num >= 0")
+    if args.webhook_addr and not (args.webhook_cert_file and args.webhook_key_file):
+        raise CliError(
+            "--webhook-addr needs --webhook-cert-file and --webhook-key-file (the API server calls HTTPS)"
+        )
     if not args.resync_interval > 0:
         raise CliError(f"--resync-interval {args.resync_interval}: must be more than 0 seconds")
     return Defaults(
@@ -110,9 +125,23 @@ def run(args: argparse.Namespace) -> int:
 
     threading.Thread(target=loop, name="resync", daemon=True).start()
     server.start()
+    webhook = None
+    if args.webhook_addr:
+        from driver.legacy.webhook import WebhookServer
+
+        webhook = WebhookServer(
+            args.webhook_addr,
+            args.scheduler_name,
+            args.default_gpu_num,
+            args.webhook_cert_file,
+            args.webhook_key_file,
+        )
+        webhook.start()
     event(log, logging.INFO, "extender.started", addr=args.addr, port=server.port, namespace=args.namespace)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     server.stop()
+    if webhook:
+        webhook.stop()
     return 0

@@ -9,7 +9,7 @@ import re
 
 import pytest
 import yaml
-from helm_render import NAMESPACE, REPO, RenderError, env_of, render
+from helm_render import CHART, NAMESPACE, REPO, RenderError, env_of, render, run_helm
 
 from driver import names
 from driver.cli import env_twin
@@ -17,6 +17,7 @@ from driver.legacy import command as plugin_command
 from driver.legacy.extender import command as extender_command
 
 ON = ("--set", "legacy.enabled=true")
+WEBHOOK = ("--set", "legacy.enabled=true,legacy.webhook.enabled=true")
 LEGACY_ONLY = (
     "--set",
     "legacy.enabled=true,plugin.enabled=false,deviceClasses.enabled=false,validatingAdmissionPolicy.enabled=false",
@@ -105,7 +106,7 @@ def test_every_carve_variable_is_the_twin_of_a_real_flag(module, kind, suffix, c
     parser = argparse.ArgumentParser()
     module.add_arguments(parser)
     twins = {env_twin(o) for a in parser._actions for o in a.option_strings if o.startswith("--")}
-    pod = by_name(render(*ON), kind, suffix)["spec"]["template"]["spec"]
+    pod = by_name(render(*WEBHOOK), kind, suffix)["spec"]["template"]["spec"]
     env = env_of(next(c for c in pod["containers"] if c["name"] == container))
     carve_vars = {k for k in env if k.startswith("CARVE_")}
     assert carve_vars and carve_vars <= twins, carve_vars - twins
@@ -181,3 +182,41 @@ def test_legacy_only_renders_on_a_cluster_without_dra():
 def test_dra_parts_below_1_34_are_refused_with_the_way_out():
     with pytest.raises(RenderError, match=re.escape("legacy.enabled=true,plugin.enabled=false")):
         render(*ON, kube_version="1.30.0")
+
+
+def test_webhook_off_by_default_and_served_by_the_extender_when_on():
+    assert not [o for o in render(*ON) if o["kind"] == "MutatingWebhookConfiguration"]
+    objects = render(*WEBHOOK)
+    mwc = by_name(objects, "MutatingWebhookConfiguration", "-legacy-webhook")
+    (hook,) = mwc["webhooks"]
+    assert hook["rules"][0]["operations"] == ["CREATE"] and hook["rules"][0]["resources"] == ["pods"]
+    assert hook["failurePolicy"] == "Ignore" and hook["clientConfig"]["caBundle"]
+    svc = by_name(objects, "Service", "-legacy-webhook")
+    assert hook["clientConfig"]["service"] == {
+        "name": svc["metadata"]["name"],
+        "namespace": NAMESPACE,
+        "path": "/mutate",
+    }
+    pod = by_name(objects, "Deployment", "-legacy-scheduler")["spec"]["template"]["spec"]
+    extender = next(c for c in pod["containers"] if c["name"] == "extender")
+    assert env_of(extender)["CARVE_WEBHOOK_ADDR"] == f":{svc['spec']['ports'][0]['targetPort']}"
+    secret = by_name(objects, "Secret", "-legacy-webhook")
+    assert secret["data"]["ca.crt"] == hook["clientConfig"]["caBundle"]
+
+
+@pytest.mark.parametrize(("args", "kube_version"), [(WEBHOOK, "1.34.0"), (LEGACY_ONLY, "1.30.0")])
+def test_legacy_objects_are_valid_kubernetes_objects(args, kube_version):
+    import kubernetes_validate
+
+    objects = render(
+        *args, "--set", "legacy.devicePlugin.nodeConfig.gpu-3.splitCount=4", kube_version=kube_version
+    )
+    legacy = [o for o in objects if "legacy" in o["metadata"]["name"]]
+    assert {o["kind"] for o in legacy} >= {"DaemonSet", "Deployment", "ConfigMap", "ClusterRole", "Role"}
+    for obj in legacy:
+        try:
+            kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        except kubernetes_validate.ValidationError as e:
+            pytest.fail(f"{obj['kind']} {obj['metadata']['name']}: {e.message}")
+    done = run_helm("lint", "--strict", str(CHART), *args)
+    assert done.returncode == 0, done.stdout + done.stderr
