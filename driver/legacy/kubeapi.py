@@ -16,6 +16,9 @@ from typing import Any, Protocol
 
 from driver.cluster.base import AlreadyExists, ClusterError, Conflict, NotFound
 
+# The client's default patch type is JSON Patch (a list of operations); our bodies are merge patches.
+MERGE_PATCH = "application/merge-patch+json"
+
 
 class LegacyApi(Protocol):
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
@@ -229,7 +232,9 @@ class KubeLegacyApi:
             "Pod",
             name,
             namespace,
-            lambda: self.core.patch_namespaced_pod(name, namespace, body, _request_timeout=self.timeout),
+            lambda: self.core.patch_namespaced_pod(
+                name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=self.timeout
+            ),
         )
 
     def create_binding(self, namespace: str, name: str, uid: str, node: str) -> None:
@@ -243,8 +248,8 @@ class KubeLegacyApi:
             "Binding",
             name,
             namespace,
-            lambda: self.core.create_namespaced_binding(
-                namespace, body, _preload_content=False, _request_timeout=self.timeout
+            lambda: self.core.create_namespaced_pod_binding(
+                name, namespace, body, _preload_content=False, _request_timeout=self.timeout
             ),
         )
 
@@ -259,7 +264,14 @@ class KubeLegacyApi:
 
     def patch_node_annotations(self, name: str, annotations: dict[str, str]) -> None:
         body = {"metadata": {"annotations": annotations}}
-        self._call("Node", name, "", lambda: self.core.patch_node(name, body, _request_timeout=self.timeout))
+        self._call(
+            "Node",
+            name,
+            "",
+            lambda: self.core.patch_node(
+                name, body, _content_type=MERGE_PATCH, _request_timeout=self.timeout
+            ),
+        )
 
     def create_configmap(self, obj: dict) -> dict:
         meta = obj["metadata"]

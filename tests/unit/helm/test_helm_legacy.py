@@ -117,7 +117,7 @@ _CLIENT = {
     "read_namespaced_pod": ("pods", "get"),
     "list_pod_for_all_namespaces": ("pods", "list"),
     "patch_namespaced_pod": ("pods", "patch"),
-    "create_namespaced_binding": ("pods/binding", "create"),
+    "create_namespaced_pod_binding": ("pods/binding", "create"),
     "read_node": ("nodes", "get"),
     "list_node": ("nodes", "list"),
     "patch_node": ("nodes", "patch"),
