@@ -246,3 +246,17 @@ def test_unknown_device_ids_are_refused(legacy):
         )
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "GPU-x-0" in e.value.details()
+
+
+def test_files_of_finished_allocations_are_collected(legacy):
+    legacy.start_plugin()
+    run(legacy, "done", {GPU: 1, MEM: 1000})
+    run(legacy, "live", {GPU: 1, MEM: 1000})
+    allocations = legacy.plugin.allocations
+    assert len(list(legacy.cdi_dir.glob("*.json"))) == 2
+    assert allocations.collect() == 0  # too young to be collected
+    legacy.kubelet.remove("team", "done")
+    assert allocations.collect(min_age_s=0) == 1
+    assert len(list(legacy.cdi_dir.glob("*.json"))) == 1
+    assert len(list(allocations.root.iterdir())) == 1
+    assert legacy.kubelet.start_container("team", "live", "main").env["CARVE_MEMORY_LIMIT_0"] == str(1000 * MIB)
