@@ -1,0 +1,1 @@
+"""The scheduler extender: filter, prioritize and bind over HTTP, state rebuilt from the API, leader election."""
