@@ -1,1 +1,1 @@
-"""The scheduler extender: filter, prioritize and bind over HTTP, state rebuilt from the API, leader election."""
+"""The scheduler extender: filter, prioritize, bind over HTTP; state from the API; leader election."""

@@ -98,6 +98,12 @@ class Extender:
             return {"Error": f"bind pod {ns}/{name}: {e}"}
         if (pod.get("metadata") or {}).get("uid") != uid:
             return {"Error": f"bind pod {ns}/{name}: uid {uid} is gone (the pod was deleted and recreated)"}
+        bound = (pod.get("spec") or {}).get("nodeName")
+        if bound:
+            # A repeated bind (its first answer was lost): never touch the record of a bound pod.
+            if bound == node:
+                return {"Error": ""}
+            return {"Error": f"bind pod {ns}/{name} to {node}: already bound to {bound}"}
         try:
             request = pod_request(pod, self.defaults)
         except RequestError as e:
@@ -135,6 +141,8 @@ class Extender:
             api.patch_pod_annotations(a.namespace, a.name, pod_annotation(a))
             api.create_binding(a.namespace, a.name, a.uid, a.node)
         except ClusterError as e:
+            if self._bound_anyway(a):
+                return {"Error": ""}
             try:
                 api.delete_configmap(self.state.namespace, a.record_name)
             except NotFound:
@@ -163,6 +171,17 @@ class Extender:
             gpus=[[d.uuid for d in c.devices] for c in a.containers],
         )
         return {"Error": ""}
+
+    def _bound_anyway(self, a: Assignment) -> bool:
+        """Did the Binding land although its answer was an error (a timeout after the server applied it)?"""
+        try:
+            pod = self.state.api.get_pod(a.namespace, a.name)
+        except ClusterError:
+            return (
+                False  # unknown: undo; a bound pod without a record fails to start, it never runs unlimited
+            )
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        return meta.get("uid") == a.uid and spec.get("nodeName") == a.node
 
     def _bind_only(self, ns: str, name: str, uid: str, node: str) -> dict:
         try:

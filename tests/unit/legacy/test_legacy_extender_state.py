@@ -9,6 +9,7 @@ import datetime
 from support.legacy_node import NAMESPACE, gpu_pod, inventory_node
 
 from driver import names
+from driver.cluster.base import ClusterError
 from driver.legacy.extender.leader import LeaderElector
 from driver.legacy.extender.state import ExtenderState
 from driver.legacy.extender.verbs import Extender
@@ -113,3 +114,28 @@ def test_leader_election_one_leader_and_takeover_after_expiry():
     assert api.leases[(NAMESPACE, "lease")]["spec"]["holderIdentity"] == "b"
     assert api.leases[(NAMESPACE, "lease")]["spec"]["leaseTransitions"] == 1
     assert a.try_acquire() is False and not a.leading.is_set()
+
+
+def test_a_binding_that_landed_despite_an_error_keeps_its_record():
+    api, ext = cluster()
+    api.add_pod(gpu_pod("a", [("main", {GPU: 1, MEM: 1000})]))
+    real = api.create_binding
+
+    def lost_answer(*args):
+        real(*args)
+        raise ClusterError("Binding team/a: API server unreachable: read timed out", "Binding", "a", "team")
+
+    api.create_binding = lost_answer
+    assert ext.bind({"PodName": "a", "PodNamespace": "team", "PodUID": "uid-a", "Node": "n0"}) == {
+        "Error": ""
+    }
+    assert len(api.configmaps) == 1 and "uid-a" in ext.state.assignments
+
+
+def test_repeated_bind_of_a_bound_pod_is_a_no_op():
+    api, ext = cluster()
+    bind(api, ext, "a", 1000)
+    again = {"PodName": "a", "PodNamespace": "team", "PodUID": "uid-a"}
+    assert ext.bind({**again, "Node": "n0"}) == {"Error": ""}
+    assert "already bound to n0" in ext.bind({**again, "Node": "n1"})["Error"]
+    assert len(api.configmaps) == 1 and len(api.bindings) == 1
