@@ -1,10 +1,10 @@
 """The device plugin's answers, pure: advertised device IDs, Allocate responses, and a container's limits.
 
 Allocate knows no pod (the kubelet's request carries only device IDs), so its answer depends on the device
-IDs alone: it names one CDI device, `k8s.gpu.carve.dev/claim=legacy-<key>-gpus`, where the key is a
-hash of the IDs. What that CDI device contains (limits, GPUs, limiter mounts) is written at
-PreStartContainer, once the kubelet's PodResources API says which pod holds those IDs
-(docs/legacy.md, "Pod identity").
+IDs alone: it names one CDI device per ID, `k8s.gpu.carve.dev/claim=legacy-<key>-<i>`, where the key
+is a hash of the IDs (one ID per GPU the container asked for). What those CDI devices contain (limits,
+GPUs, limiter mounts) is written at PreStartContainer, once the kubelet's PodResources API says which pod
+holds those IDs (docs/legacy.md, "Pod identity").
 
 A container's limits are computed by the DRA path's own `claim_limits`, from a plan equal to a soft claim of
 the same size: one soft-slice share per assigned GPU, consuming the assigned memory and cores.
@@ -26,7 +26,6 @@ from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, claim_limit
 from driver.plugin.edits import region_container_path
 
 MIB = 1024**2
-CDI_DEVICE = "gpus"  # the one CDI device of an allocation
 DELIVERIES = ("cdi-field", "cdi-annotation")
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
 
@@ -50,21 +49,29 @@ def allocation_uid(ids: Sequence[str]) -> str:
     return f"{names.LEGACY_CDI_PREFIX}{allocation_key(ids)}"
 
 
-def cdi_id(ids: Sequence[str]) -> str:
-    return names.cdi_device_id(allocation_uid(ids), CDI_DEVICE)
+def cdi_names(ids: Sequence[str]) -> list[str]:
+    """CDI device names of an allocation: one per device ID, i.e. one per GPU of the container."""
+    uid = allocation_uid(ids)
+    return [names.cdi_device_name(uid, str(i)) for i in range(len(ids))]
+
+
+def cdi_ids(ids: Sequence[str]) -> list[str]:
+    return [f"{names.CDI_KIND}={n}" for n in cdi_names(ids)]
 
 
 def container_response(ids: Sequence[str], delivery: str) -> pb.ContainerAllocateResponse:
     if not ids:
         raise AllocateError("Allocate: a container request without device IDs")
-    device = cdi_id(ids)
+    devices = cdi_ids(ids)
     if delivery == "cdi-field":
-        return pb.ContainerAllocateResponse(cdi_devices=[pb.CDIDevice(name=device)])
+        return pb.ContainerAllocateResponse(cdi_devices=[pb.CDIDevice(name=d) for d in devices])
     if delivery == "cdi-annotation":
         # Kubelets before 1.28 drop cdi_devices; container runtimes with CDI on (containerd >= 1.7,
         # CRI-O) resolve the devices named in cdi.k8s.io/* annotations instead.
         return pb.ContainerAllocateResponse(
-            annotations={f"{CDI_ANNOTATION_PREFIX}{names.CDI_VENDOR}_{allocation_key(ids)}": device}
+            annotations={
+                f"{CDI_ANNOTATION_PREFIX}{names.CDI_VENDOR}_{allocation_key(ids)}": ",".join(devices)
+            }
         )
     raise AllocateError(f"delivery {delivery!r}: expected one of {', '.join(DELIVERIES)}")
 

@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         resource=args.resource_name,
         delivery=args.cdi_delivery,
         health_interval_s=args.health_interval,
+        driver_required=not args.gpus.startswith("fake:"),
     )
     plugin = LegacyDevicePlugin(config, api, gpus)
     try:

@@ -32,7 +32,7 @@ from driver.legacy.records import GpuInfo, NodeGpus, node_gpus_annotation
 from driver.legacy.registration import KubeletWatch, RegistrationError, register
 from driver.limits import LimitsError
 from driver.plugin.claims import PrepareError
-from driver.plugin.edits import HostLayout
+from driver.plugin.edits import DriverFilesError, HostLayout
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ class DevicePluginConfig:
     health_interval_s: float = 5.0
     watch_interval_s: float = 1.0
     collect_interval_s: float = 60.0
+    driver_required: bool = True  # real GPUs: a missing driver node or library fails the container's start
     probe: Callable[[str], bool] = field(default=nvml_probe)
 
 
@@ -117,7 +118,14 @@ class DevicePluginService(pbgrpc.DevicePluginServicer):
         ids = list(request.devices_ids)
         try:
             self.plugin.allocations.prepare(ids)
-        except (IdentityError, AllocateError, PrepareError, LimitsError, FileNotFoundError) as e:
+        except (
+            IdentityError,
+            AllocateError,
+            PrepareError,
+            LimitsError,
+            DriverFilesError,
+            FileNotFoundError,
+        ) as e:
             event(log, logging.WARNING, "prestart.failed", devices=ids, error=str(e))
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"carve: {e}")
         except Exception as e:
@@ -144,8 +152,14 @@ class LegacyDevicePlugin:
         self._server: grpc.Server | None = None
         self._thread: threading.Thread | None = None
         c = config
-        layout = HostLayout.scan(Path(c.driver_root), Path(c.proc_root), c.host_driver_root)
         limiter_dir = Path(c.limiter_dir) if c.limiter_dir else Path(c.state_dir) / "lib"
+        layout = HostLayout.scan(
+            Path(c.driver_root),
+            Path(c.proc_root),
+            c.host_driver_root,
+            hook_dir=limiter_dir,
+            driver_required=c.driver_required,
+        )
         self.allocations = Allocations(
             AllocationSettings(
                 c.node_name, Path(c.state_dir), Path(c.cdi_dir), limiter_dir, c.record_namespace, c.resource

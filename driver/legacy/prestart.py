@@ -19,7 +19,7 @@ from driver import names
 from driver.cdi.store import SpecStore
 from driver.fsutil import fsync_dir
 from driver.gpu.model import Gpu
-from driver.legacy.allocate import CDI_DEVICE, allocation_uid, container_limits
+from driver.legacy.allocate import allocation_uid, cdi_names, container_limits
 from driver.legacy.edits_adapter import allocation_spec, write_allocation_files
 from driver.legacy.identity import IdentityError, PodResourcesClient, resolve
 from driver.legacy.kubeapi import LegacyApi
@@ -75,12 +75,12 @@ class Allocations:
             resolved.namespace, resolved.pod, ids, resolved.container, self.gpus, s.node_name
         )
         files = self.files(uid)
-        minors = sorted(self.gpus[d.uuid].minor for d in resolved.container.devices)
+        minors = [self.gpus[d.uuid].minor for d in resolved.container.devices]  # PCI order, as the limits
         with self._lock:
             self.specs.ensure()
             write_allocation_files(files, s.limiter_dir, limits)
             self.specs.write(
-                uid, allocation_spec(uid, CDI_DEVICE, self.layout, files, s.limiter_dir, limits, minors)
+                uid, allocation_spec(uid, cdi_names(ids), self.layout, files, s.limiter_dir, limits, minors)
             )
         event(
             log,

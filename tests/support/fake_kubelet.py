@@ -51,6 +51,7 @@ class Started:
     env: dict[str, str]
     mounts: list[dict]
     device_nodes: list[dict]
+    hooks: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -249,22 +250,35 @@ class FakeKubelet:
         env = dict(resp.envs)
         mounts = [{"hostPath": m.host_path, "containerPath": m.container_path} for m in resp.mounts]
         nodes = [{"path": d.container_path, "hostPath": d.host_path} for d in resp.devices]
+        hooks: list[dict] = []
         wanted = [d.name for d in resp.cdi_devices]
-        wanted += [v for k, v in resp.annotations.items() if k.startswith("cdi.k8s.io/")]
+        for key, value in resp.annotations.items():
+            if key.startswith("cdi.k8s.io/"):
+                wanted += value.split(",")
+        seen_specs: set[str] = set()
         for device in wanted:
-            edits = self._cdi_edits(device)
-            env.update(e.split("=", 1) for e in edits.get("env", []))
-            mounts += edits.get("mounts", [])
-            nodes += edits.get("deviceNodes", [])
+            spec_file, edits = self._cdi_edits(device)
+            own = edits["own"]
+            # A spec's common edits apply once however many of its devices the container gets.
+            common = edits["common"] if spec_file not in seen_specs else {}
+            seen_specs.add(spec_file)
+            for part in (common, own):
+                env.update(e.split("=", 1) for e in part.get("env", []))
+                mounts += part.get("mounts", [])
+                nodes += part.get("deviceNodes", [])
+                hooks += part.get("hooks", [])
         for m in mounts:
             if not Path(m["hostPath"]).exists():
                 raise StartError(f"mount source {m['hostPath']} does not exist")
         for n in nodes:
             if not Path(n.get("hostPath") or n["path"]).exists():
                 raise StartError(f"device node {n.get('hostPath') or n['path']} does not exist")
-        return Started(env, mounts, nodes)
+        for h in hooks:
+            if not Path(h["path"]).exists():
+                raise StartError(f"hook {h['path']} does not exist")
+        return Started(env, mounts, nodes, hooks)
 
-    def _cdi_edits(self, qualified: str) -> dict:
+    def _cdi_edits(self, qualified: str) -> tuple[str, dict]:
         kind, _, name = qualified.partition("=")
         if self.cdi_dir.is_dir():
             for spec_file in sorted(self.cdi_dir.glob("*.json")):
@@ -273,9 +287,8 @@ class FakeKubelet:
                     continue
                 for d in spec.get("devices", []):
                     if d["name"] == name:
-                        common = spec.get("containerEdits") or {}
-                        own = d.get("containerEdits") or {}
-                        return {
-                            k: common.get(k, []) + own.get(k, []) for k in ("env", "mounts", "deviceNodes")
+                        return str(spec_file), {
+                            "common": spec.get("containerEdits") or {},
+                            "own": d.get("containerEdits") or {},
                         }
         raise StartError(f"CDI device {qualified}: unresolvable, no spec in {self.cdi_dir} names it")

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from support.driverroot import LAYOUTS, build_driver_root, hook_dir
 from support.fake_kubelet import FakeKubelet
 
 from driver import names
@@ -84,16 +85,12 @@ class LegacyNode:
         self.api.add_node({"metadata": {"name": node}})
         self.gpus = [make_gpu(i) for i in range(gpus)]
         self.health = {g.uuid: True for g in self.gpus}
+        # A driver root as the DRA plugin's tests use (tests/support/driverroot.py), the same hooks.
         driver = self.root / "driver"
-        (driver / "dev").mkdir(parents=True)
+        build_driver_root(driver, LAYOUTS["rhel"], self.root / ".stubs")
         for i in range(gpus):
             (driver / "dev" / f"nvidia{i}").touch()
-        for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
-            (driver / "dev" / n).touch()
-        (driver / "usr/lib64").mkdir(parents=True)
-        (driver / "usr/lib64/libcuda.so.1").write_bytes(b"\0")
-        self.limiter_dir = self.root / "limiter"
-        self.limiter_dir.mkdir()
+        self.limiter_dir = hook_dir(self.root / "limiter")
         (self.limiter_dir / names.LIMITER_LIBRARY).write_bytes(b"\0")
         self.cdi_dir = self.root / "cdi"
         self.dp_dir = self.root / "dp"

@@ -35,7 +35,7 @@ def dra_edits(node: LegacyNode, memory_mib: int, cores: int) -> tuple[str, dict]
     preparer = Preparer(
         PreparerSettings(node.node, node.root / "dra", node.root / "dra-cdi", node.limiter_dir),
         cluster,
-        HostLayout.scan(node.config.driver_root),
+        HostLayout.scan(node.config.driver_root, hook_dir=node.limiter_dir),
         None,
         lambda: catalog,
         Checkpoint(node.root / "dra-checkpoint.json", "boot"),
@@ -65,7 +65,7 @@ def dra_edits(node: LegacyNode, memory_mib: int, cores: int) -> tuple[str, dict]
     preparer.specs.ensure()
     assert preparer.prepare([ref])[ref.uid].error == ""
     spec = preparer.specs.read(ref.uid)
-    merged = {k: list(spec["containerEdits"].get(k, [])) for k in ("env", "mounts", "deviceNodes")}
+    merged = {k: list(spec["containerEdits"].get(k, [])) for k in ("env", "mounts", "deviceNodes", "hooks")}
     for d in spec["devices"]:
         for k in merged:
             merged[k] += d["containerEdits"].get(k, [])
@@ -82,6 +82,7 @@ def normalised(edits: dict, uid: str, claim_dir: str) -> dict:
             (fix(m["hostPath"]), m["containerPath"].replace(uid, "<uid>")) for m in edits["mounts"]
         ),
         "deviceNodes": sorted((n["path"], n.get("hostPath", n["path"])) for n in edits["deviceNodes"]),
+        "hooks": sorted((h["path"], fix(" ".join(h["args"]))) for h in edits["hooks"]),
     }
 
 
@@ -99,15 +100,17 @@ def test_legacy_container_edits_equal_the_dra_soft_claims():
         node.admit(pod)
         started = node.kubelet.start_container("team", "p", "main")
         (cdi,) = node.kubelet.container("team", "p", "main").response.cdi_devices
-        legacy_uid = cdi.name.split("=", 1)[1].removesuffix("-gpus")
+        legacy_uid = cdi.name.split("=", 1)[1].removesuffix("-0")
         legacy = {
             "env": [f"{k}={v}" for k, v in started.env.items()],
             "mounts": started.mounts,
             "deviceNodes": started.device_nodes,
+            "hooks": started.hooks,
         }
         want = normalised(dra, dra_uid, str(node.root / "dra" / "claims" / dra_uid))
         got = normalised(legacy, legacy_uid, str(node.config.state_dir / "allocations" / legacy_uid))
         assert got == want
         assert f"CARVE_MEMORY_LIMIT_0={10000 * MIB}" in got["env"]
+        assert any("preload" in args for _path, args in got["hooks"])
     finally:
         node.close()
