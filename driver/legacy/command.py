@@ -39,7 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--pod-resources-socket", default=names.POD_RESOURCES_SOCKET, help="the kubelet's PodResources socket"
     )
     p.add_argument(
-        "--state-dir", default="/var/lib/carve/legacy", help="allocations' regions and ld.so.preload"
+        "--state-dir",
+        default="/var/lib/carve/legacy",
+        help="allocations' regions; the limiter and hooks in <state-dir>/lib by default",
     )
     p.add_argument("--cdi-dir", default=names.DEFAULT_CDI_DIR, help="where CDI specs are written")
     p.add_argument("--driver-root", default="/", help="root of the NVIDIA driver files and device nodes")

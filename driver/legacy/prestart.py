@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class AllocationSettings:
     node_name: str
-    state_dir: Path  # allocations/<uid>/ (region, ld.so.preload)
+    state_dir: Path  # allocations/<uid>/region
     cdi_dir: Path
     limiter_dir: Path
     record_namespace: str
