@@ -261,3 +261,15 @@ def test_files_of_finished_allocations_are_collected(legacy):
     assert len(list(allocations.root.iterdir())) == 1
     live = legacy.kubelet.start_container("team", "live", "main")
     assert live.env["CARVE_MEMORY_LIMIT_0"] == str(1000 * MIB)
+
+
+def test_each_container_of_a_pod_gets_its_own_size(legacy):
+    legacy.start_plugin()
+    pod = gpu_pod("multi", [("a", {GPU: 1, MEM: 1000}), ("b", {GPU: 1, MEM: 5000, CORES: 40})])
+    assert legacy.schedule(pod) == {"Error": ""}
+    legacy.admit(pod)
+    a = legacy.kubelet.start_container("team", "multi", "a").env
+    b = legacy.kubelet.start_container("team", "multi", "b").env
+    assert (a["CARVE_MEMORY_LIMIT_0"], a.get("CARVE_CORES_LIMIT_0")) == (str(1000 * MIB), None)
+    assert (b["CARVE_MEMORY_LIMIT_0"], b["CARVE_CORES_LIMIT_0"]) == (str(5000 * MIB), "40")
+    assert a["CARVE_REGION"] != b["CARVE_REGION"]
