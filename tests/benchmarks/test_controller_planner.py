@@ -8,8 +8,10 @@
    an eighth of the pods on a fifth of the nodes (250 pods on 2 nodes, the same arrival rate per node)
    for seeds 1..2; CARVE_BENCH_FULL=1
    runs the full size. docs/controller.md records the full figures.
-2. Planner time for 100 nodes x 8 A100-80GB (a third exclusive, a third soft, a third mig; half of each
-   node's GPUs busy) and 1,000 pending claims (MIG profiles, whole GPUs, soft slices): printed (target < 1 s).
+2. Planner time for 100 nodes x 8 A100-80GB (a third each exclusive, soft and mig; soft and mig nodes
+   full, two idle GPUs on each exclusive node) and 1,000 pending claims that do not fit as is (MIG profiles,
+   4 whole GPUs, 60 GiB soft slices): printed, wall and CPU time (target < 1 s). CARVE_BENCH_FULL=1 adds a
+   mixed cluster (half of each node busy, a third of the claims fit as is).
 3. Zero changes on a GPU with an allocated claim, counted over that plan (the hypothesis property of
    tests/unit/controller/test_planner_properties.py checks it over random clusters).
 """
