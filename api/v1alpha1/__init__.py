@@ -1,5 +1,6 @@
 """carve's API types, version v1alpha1: opaque claim configs (config.py, resolve.py; schema.py exports
-the JSON Schemas)."""
+the JSON Schemas) and the strategy controller's NodePartitioning and PartitioningPolicy (partitioning.py,
+imported from there: `from api.v1alpha1.partitioning import parse_node_partitioning`)."""
 
 from api.v1alpha1.config import (
     KIND_GPU_CONFIG,
