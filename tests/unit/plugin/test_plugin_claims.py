@@ -10,6 +10,8 @@ from driver.plugin.claims import ClaimRef, PrepareError, claim_limits, plan_clai
 
 GI = 1024**3
 REF = ClaimRef("ml", "train", "uid-1")
+SHARE_1 = "0b0e0a0d-1111-4222-8333-444455556666"
+SHARE_2 = "0b0e0a0d-1111-4222-8333-777788889999"
 CATALOG = {
     "gpu-0": NodeDevice("gpu-0", names.TYPE_VGPU, "GPU-0", 0, {"memory": 80 * GI, "cores": 100, "slots": 10}),
     "gpu-1-slot-0": NodeDevice("gpu-1-slot-0", names.TYPE_SLOT, "GPU-1", 1, {"memory": 8 * GI, "cores": 10}),
@@ -43,7 +45,7 @@ def test_soft_slice_limits_come_from_consumed_capacity():
     plan = plan_claim(
         REF,
         claim(
-            [res("gpu-0", shareID="s1", consumedCapacity={"memory": "4Gi", "cores": "30"})],
+            [res("gpu-0", shareID=SHARE_1, consumedCapacity={"memory": "4Gi", "cores": "30"})],
             [opaque("SliceConfig", oomPolicy="kill")],
         ),
         "node-a",
@@ -52,7 +54,7 @@ def test_soft_slice_limits_come_from_consumed_capacity():
     limits = claim_limits(plan, "/var/run/carve/region")
     assert [(d.memory_bytes, d.cores_percent, d.uuid) for d in limits.devices] == [(4 * GI, 30, "GPU-0")]
     assert limits.oom_policy == "kill"
-    assert plan.devices[0].share_id == "s1"
+    assert plan.devices[0].share_id == SHARE_1
 
 
 def test_slots_on_one_gpu_are_summed():
@@ -123,8 +125,8 @@ def test_limits_follow_pci_order_not_minor_order():
         ),
     }
     results = [
-        res("gpu-0", shareID="a", consumedCapacity={"memory": "1Gi"}),
-        res("gpu-1", shareID="b", consumedCapacity={"memory": "2Gi"}),
+        res("gpu-0", shareID=SHARE_1, consumedCapacity={"memory": "1Gi"}),
+        res("gpu-1", shareID=SHARE_2, consumedCapacity={"memory": "2Gi"}),
     ]
     limits = claim_limits(plan_claim(REF, claim(results), "node-a", catalog), "/r")
     assert [(d.uuid, d.memory_bytes) for d in limits.devices] == [("GPU-1", 2 * GI), ("GPU-0", 1 * GI)]
