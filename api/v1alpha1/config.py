@@ -156,7 +156,9 @@ class SliceClaimPolicy(_Strict):
     priority: list[Priority] | None = Field(
         None, description="Priorities a claim may choose. Default rule: the class's or lower (low < high)."
     )
-    oomPolicy: list[OomPolicy] | None = Field(None, description="OOM policies a claim may choose. Default rule: any.")
+    oomPolicy: list[OomPolicy] | None = Field(
+        None, description="OOM policies a claim may choose. Default rule: any."
+    )
 
 
 # Defaults make `GpuConfig()` handy in code, but a user's object must say what it is: parse_config

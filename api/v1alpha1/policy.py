@@ -68,7 +68,9 @@ def bound(claim: Config | None, base: Config, class_name: str = "", where: str =
     if claim is None:
         return effective
     if type(claim) is not type(base):
-        raise ConfigError(f"{claim.kind} cannot change a {base.kind}", field="opaque.parameters.kind", where=where)
+        raise ConfigError(
+            f"{claim.kind} cannot change a {base.kind}", field="opaque.parameters.kind", where=where
+        )
     changes = {name: getattr(claim, name) for name in claim.model_fields_set - _TYPE_FIELDS}
     for name, value in changes.items():
         field, wanted, class_value, listed = _guarded(name, value, base)

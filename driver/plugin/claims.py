@@ -8,9 +8,8 @@ message names the claim (ns/name/uid), the device and the field, because it is s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import re
+from dataclasses import dataclass, field
 
 from api.v1alpha1 import (
     Config,
@@ -24,7 +23,6 @@ from driver import names
 from driver.limits import ClaimLimits, DeviceLimit, LimitsError
 from driver.limits.env import validate
 from driver.plugin.catalog import NodeDevice, quantity_int
-
 
 # Kubernetes' own format for shareID (a lowercase UUID, 8-4-4-4-12). It becomes part of CDI device names
 # and file names, so anything else is refused before a file is written.

@@ -46,7 +46,10 @@ def test_claim_config_overrides_class_config() -> None:
 
 def test_claim_config_keeps_the_class_fields_it_does_not_set() -> None:
     got = resolve_configs(
-        [entry(slice_cfg(corePolicy="force", priority="low"))], [entry(slice_cfg(oomPolicy="kill"))], "r", TYPE_VGPU
+        [entry(slice_cfg(corePolicy="force", priority="low"))],
+        [entry(slice_cfg(oomPolicy="kill"))],
+        "r",
+        TYPE_VGPU,
     )
     assert (got.corePolicy, got.priority, got.oomPolicy) == ("force", "low", "kill")
 
