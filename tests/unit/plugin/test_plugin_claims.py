@@ -146,3 +146,50 @@ def test_catalog_reads_the_pci_bus_id_attribute():
         }
     )
     assert (dev.minor, dev.pci_bus_id) == (3, "0000:3b:00.0")
+
+
+@pytest.mark.parametrize("share_id", ["s1", "../../etc", "0B0E0A0D-1111-4222-8333-444455556666", "", 7])
+def test_bad_share_id_is_refused_in_planning_naming_the_result(share_id):
+    obj = claim([res("gpu-0", shareID=share_id, consumedCapacity={"memory": "1Gi"})])
+    with pytest.raises(PrepareError) as e:
+        plan_claim(REF, obj, "node-a", CATALOG)
+    assert str(e.value).startswith("claim ml/train (uid-1): status.allocation.devices.results[0]: shareID: ")
+    assert "lowercase UUID" in str(e.value)
+
+
+def test_claim_config_error_names_the_index_in_the_claims_spec_and_the_class():
+    # Kubernetes copies only the entries for allocated requests into the allocation: the user's index is 1.
+    cfg = {"apiVersion": names.CONFIG_API_VERSION, "kind": "SliceConfig", "corePolicy": "disable"}
+    spec_config = [
+        {"requests": ["other"], "opaque": {"driver": names.DRIVER_NAME, "parameters": {"kind": "x"}}},
+        {"requests": ["r"], "opaque": {"driver": names.DRIVER_NAME, "parameters": cfg}},
+    ]
+    obj = claim(
+        [res("gpu-0", consumedCapacity={"memory": "1Gi"})],
+        [{"source": "FromClaim", **spec_config[1]}],
+    )
+    obj["spec"] = {
+        "devices": {
+            "requests": [{"name": "r", "exactly": {"deviceClassName": "vgpu.carve.dev"}}],
+            "config": spec_config,
+        }
+    }
+    with pytest.raises(PrepareError) as e:
+        plan_claim(REF, obj, "node-a", CATALOG)
+    assert str(e.value).startswith(
+        "claim ml/train (uid-1): device gpu-0: claim config[1]: opaque.parameters.corePolicy: 'disable' "
+        "is not allowed by DeviceClass vgpu.carve.dev"
+    )
+
+
+def test_class_that_allows_disable_lets_the_claim_run_unthrottled():
+    allow = opaque("SliceConfig", source="FromClass", claimPolicy={"corePolicy": ["disable"]})
+    obj = claim(
+        [res("gpu-0", consumedCapacity={"memory": "1Gi", "cores": "20"})],
+        [allow, opaque("SliceConfig", corePolicy="disable")],
+    )
+    limits = claim_limits(plan_claim(REF, obj, "node-a", CATALOG), "/r")
+    assert limits.core_policy == "disable"
+    obj["status"]["allocation"]["devices"]["config"] = [opaque("SliceConfig", corePolicy="disable")]
+    with pytest.raises(PrepareError, match="corePolicy: 'disable' is not allowed by the claim's DeviceClass"):
+        plan_claim(REF, obj, "node-a", CATALOG)
