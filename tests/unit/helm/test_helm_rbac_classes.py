@@ -1,86 +1,18 @@
-"""The chart's RBAC is exactly what the plugin's API calls need, its DeviceClasses are those of
+"""The chart's RBAC is bound to the plugin (that it grants exactly the calls the plugin makes is checked by
+tests/integration/plugin/test_plugin_rbac.py, which records them), its DeviceClasses are those of
 deviceclasses/, and its admission policy confines the plugin's service account to its own node's slices."""
 
 from __future__ import annotations
 
-import ast
-import re
 from pathlib import Path
 
 import pytest
 import yaml
-from helm_render import FAKE_VALUES, NAMESPACE, REPO, SCENARIOS, one, render
+from helm_render import FAKE_VALUES, NAMESPACE, REPO, SCENARIOS, one, render, rules_of
 
 from driver import names
 
-KUBE_PY = REPO / "driver" / "cluster" / "kube.py"
 CLASS_DIR = REPO / "deviceclasses"
-# kubernetes client method prefix -> RBAC verb.
-VERBS = {
-    "read": "get",
-    "list": "list",
-    "create": "create",
-    "replace": "update",
-    "patch": "patch",
-    "delete_collection": "deletecollection",
-    "delete": "delete",
-}
-# Resource API classes the plugin may use; a new one (e.g. CoreV1Api for nodes) must be looked at here.
-KNOWN_APIS = {"ResourceV1Api": "resource.k8s.io", "VersionApi": None}
-
-
-def calls_of_kube_py() -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) for every `self.resource.<method>(...)` call in driver/cluster/kube.py."""
-    tree = ast.parse(KUBE_PY.read_text())
-    apis = {
-        node.func.attr
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "client"
-        and node.func.attr.endswith("Api")
-        and node.func.attr != "ApiClient"
-    }
-    assert apis <= set(KNOWN_APIS), f"kube.py uses API classes the chart's RBAC does not cover: {apis}"
-    found = set()
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        target = node.func.value
-        if not (isinstance(target, ast.Attribute) and target.attr == "resource"):
-            continue
-        method = node.func.attr
-        m = re.fullmatch(
-            r"(read|list|create|replace|patch|delete_collection|delete)_(namespaced_)?(\w+?)", method
-        )
-        assert m, f"kube.py calls self.resource.{method}: unknown to this test"
-        verb, kind = VERBS[m.group(1)], m.group(3)
-        watch = any(k.arg == "watch" for k in node.keywords)
-        # resource_slice -> resourceslices; resource_claim_status -> resourceclaims/status
-        base, status = (kind.removesuffix("_status"), "/status") if kind.endswith("_status") else (kind, "")
-        found.add(("resource.k8s.io", base.replace("_", "") + "s" + status, "watch" if watch else verb))
-    return found
-
-
-def rules_of(objects) -> set[tuple[str, str, str]]:
-    role = one(objects, "ClusterRole")
-    return {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
-def test_cluster_role_grants_exactly_the_calls_kube_py_makes():
-    used = calls_of_kube_py()
-    # Sanity: the scan sees the calls the plugin is known to make (dry-run creates are creates).
-    assert ("resource.k8s.io", "resourceclaims", "get") in used
-    assert ("resource.k8s.io", "resourceslices", "create") in used
-    for scenario in SCENARIOS.values():
-        assert rules_of(render(*scenario)) == used
 
 
 def test_cluster_role_is_bound_to_the_plugin_service_account():
