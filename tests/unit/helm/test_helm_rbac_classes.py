@@ -31,7 +31,7 @@ def test_existing_service_account_can_be_used_instead():
     objects = render("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=gpu-plugin")
     assert not [o for o in objects if o["kind"] == "ServiceAccount"]
     assert one(objects, "ClusterRoleBinding")["subjects"][0]["name"] == "gpu-plugin"
-    vap = one(objects, "ValidatingAdmissionPolicy")
+    vap = named(objects, "ValidatingAdmissionPolicy", "carve-resourceslices")
     assert f"system:serviceaccount:{NAMESPACE}:gpu-plugin" in vap["spec"]["matchConditions"][0]["expression"]
 
 
@@ -90,11 +90,17 @@ def test_device_classes_can_be_turned_off_one_by_one_or_all():
     assert not [o for o in render("--set", "deviceClasses.enabled=false") if o["kind"] == "DeviceClass"]
 
 
-def test_admission_policy_confines_the_plugin_service_account_to_its_node():
+def named(objects, kind: str, name: str) -> dict:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def test_admission_policy_covers_every_write_the_plugin_may_make():
+    # What the policy's CEL allows and refuses: tests/unit/helm/test_helm_admission.py evaluates it.
     objects = render("-f", str(FAKE_VALUES))
     sa = one(objects, "ServiceAccount")["metadata"]["name"]
-    vap = one(objects, "ValidatingAdmissionPolicy")
-    binding = one(objects, "ValidatingAdmissionPolicyBinding")
+    vap = named(objects, "ValidatingAdmissionPolicy", "carve-resourceslices")
+    binding = named(objects, "ValidatingAdmissionPolicyBinding", "carve-resourceslices")
     spec = vap["spec"]
     assert spec["failurePolicy"] == "Fail"
     (rule,) = spec["matchConstraints"]["resourceRules"]
@@ -107,12 +113,21 @@ def test_admission_policy_confines_the_plugin_service_account_to_its_node():
     assert {op.lower() for op in rule["operations"]} == writes
     (cond,) = spec["matchConditions"]
     assert cond["expression"] == f'request.userInfo.username == "system:serviceaccount:{NAMESPACE}:{sa}"'
-    variables = {v["name"]: v["expression"] for v in spec["variables"]}
-    assert "authentication.kubernetes.io/node-name" in variables["userNodeName"]
-    checks = " ".join(v["expression"] for v in spec["validations"])
-    for name in ("userNodeName", "newNodeName", "oldNodeName"):
-        assert f"variables.{name}" in checks
     assert binding["spec"] == {"policyName": vap["metadata"]["name"], "validationActions": ["Deny"]}
+
+
+def test_claim_policies_take_every_device_class_as_parameter():
+    objects = render()
+    bounds = named(objects, "ValidatingAdmissionPolicy", "carve-claim-policy")
+    assert bounds["spec"]["paramKind"] == {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass"}
+    binding = named(objects, "ValidatingAdmissionPolicyBinding", "carve-claim-policy")
+    assert binding["spec"]["paramRef"] == {"selector": {}, "parameterNotFoundAction": "Allow"}
+    for name in ("carve-claim-configs", "carve-claim-policy"):
+        (rule,) = named(objects, "ValidatingAdmissionPolicy", name)["spec"]["matchConstraints"][
+            "resourceRules"
+        ]
+        assert set(rule["resources"]) == {"resourceclaims", "resourceclaimtemplates"}
+        assert set(rule["apiVersions"]) == {"v1", "v1beta1", "v1beta2"}
 
 
 def test_admission_policy_can_be_turned_off():
