@@ -133,3 +133,21 @@ def test_safe_rule_never_lets_a_claim_move_towards_weaker_isolation(field: str) 
         else:
             with pytest.raises(ConfigError):
                 bound(claim, base, CLASS)
+
+
+def test_the_burst_class_of_the_deviceclasses_page_lets_claims_disable_throttling() -> None:
+    import re
+    from pathlib import Path
+
+    import kubernetes_validate
+    import yaml
+
+    doc = Path(__file__).resolve().parents[3] / "docs" / "deviceclasses.md"
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S)]
+    (cls,) = [b for b in blocks if isinstance(b, dict) and b.get("kind") == "DeviceClass"]
+    kubernetes_validate.validate(cls, "1.34.0", strict=True)
+    class_configs = cls["spec"]["config"]
+    got = resolve_configs(
+        class_configs, [entry(slice_cfg(corePolicy="disable"))], "r", TYPE_VGPU, cls["metadata"]["name"]
+    )
+    assert got.corePolicy == "disable"
