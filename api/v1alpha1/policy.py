@@ -71,6 +71,7 @@ def bound(claim: Config | None, base: Config, class_name: str = "", where: str =
         raise ConfigError(
             f"{claim.kind} cannot change a {base.kind}", field="opaque.parameters.kind", where=where
         )
+    check_claim_entry(claim, where)
     changes = {name: getattr(claim, name) for name in claim.model_fields_set - _TYPE_FIELDS}
     for name, value in changes.items():
         field, wanted, class_value, listed = _guarded(name, value, base)
@@ -86,6 +87,17 @@ def bound(claim: Config | None, base: Config, class_name: str = "", where: str =
                 where=where,
             )
     return effective.model_copy(update=changes)
+
+
+def check_claim_entry(claim: Config, where: str = "") -> None:
+    """A claim's own entry (every one, also those a later entry overrides) must not carry a claimPolicy."""
+    if claim.claimPolicy is not None:
+        raise ConfigError(
+            "only a DeviceClass's config may set it (it bounds what claims may change)",
+            field="opaque.parameters.claimPolicy",
+            value=claim.claimPolicy.model_dump(exclude_none=True),
+            where=where,
+        )
 
 
 def _guarded(name: str, value: Any, base: Config) -> tuple[str | None, str, str, list[str] | None]:

@@ -23,7 +23,7 @@ from api.v1alpha1.config import (
     SliceConfig,
     parse_config,
 )
-from api.v1alpha1.policy import bound
+from api.v1alpha1.policy import bound, check_claim_entry
 from driver.names import DRIVER_NAME, TYPE_GPU, TYPE_MIG, TYPE_SLOT, TYPE_TIMESLICE, TYPE_VGPU
 
 # Device type -> the one config kind that fits it.
@@ -90,16 +90,9 @@ def resolve_configs(
     for index, entry in enumerate(claim_configs or ()):
         where = f"claim config[{claim_indices[index] if claim_indices else index}]"
         parsed = _applying(where, entry, request_name, device_type, want)
-        if parsed is None:
-            continue
-        if parsed.claimPolicy is not None:
-            raise ConfigError(
-                "only a DeviceClass's config may set it (it bounds what claims may change)",
-                field="opaque.parameters.claimPolicy",
-                value=parsed.claimPolicy.model_dump(exclude_none=True),
-                where=where,
-            )
-        claim, claim_where = parsed, where
+        if parsed is not None:
+            check_claim_entry(parsed, where)
+            claim, claim_where = parsed, where
     return bound(claim, base if base is not None else default_config(device_type), class_name, claim_where)
 
 

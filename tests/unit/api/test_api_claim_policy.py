@@ -99,6 +99,11 @@ def test_only_a_class_may_carry_a_claim_policy() -> None:
     assert str(caught.value).startswith("claim config[0]:")
 
 
+def test_a_claim_policy_in_an_overridden_claim_entry_is_refused_too() -> None:
+    with pytest.raises(ConfigError, match=r"^claim config\[0\]: opaque.parameters.claimPolicy"):
+        resolve([], [slice_cfg(claimPolicy={"priority": ["high"]}), slice_cfg()])
+
+
 def test_error_names_the_claims_own_config_index() -> None:
     with pytest.raises(ConfigError, match=r"^claim config\[3\]: opaque.parameters.corePolicy"):
         resolve_configs(
