@@ -1,14 +1,16 @@
 """The chart's ClusterRole grants exactly the API calls the plugin makes: the plugin process runs its
 publish and prepare paths against the HTTP stand-in of the API server, every request it sends is turned
-into the (apiGroup, resource, verb) RBAC would check, and that set must equal the ClusterRole's rules."""
+into the (apiGroup, resource, verb) RBAC would check, and that set must equal the ClusterRole's rules.
+The slice writes it sent must also pass the chart's admission policy for its own node."""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import unquote
 
+from support.admission import AdmissionRequest, evaluators
 from support.apiserver_standin import ApiServerStandIn, Recorded
-from support.helm_render import SCENARIOS, render, rules_of
+from support.helm_render import NAMESPACE, RELEASE, SCENARIOS, render, rules_of
 from support.plugin_harness import NODE, PluginProcess, result
 
 from driver import names
@@ -82,8 +84,9 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
     with ApiServerStandIn() as server:
         kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
         seed = KubeCluster(load_api_client(kubeconfig))
-        for k in (0, 99):
-            seed.create_resource_slice(_old_slice(k))
+        seeded = {slice_name(NODE, k): _old_slice(k) for k in (0, 99)}
+        for obj in seeded.values():
+            seed.create_resource_slice(obj)
         server.requests.clear()
         extra = ("--cluster", "kube", "--kubeconfig", str(kubeconfig), "--k8s-version", "1.34")
         plugin = PluginProcess(node, "1=soft,exclusive", extra=extra).start()
@@ -102,6 +105,7 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
         finally:
             plugin.stop()
         recorded = [rbac_of(r) for r in server.requests]
+        slice_writes = [r for r in server.requests if "/resourceslices" in r.path and r.method != "GET"]
 
     used = {r for r in recorded if isinstance(r, tuple)}
     assert {r for r in recorded if isinstance(r, str)} <= PUBLIC_PATHS
@@ -112,3 +116,23 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
         granted = rules_of(render(*scenario))
         assert granted - used == set(), "the ClusterRole grants calls the plugin never makes"
         assert used - granted == set(), "the plugin makes calls the ClusterRole does not grant"
+
+    # The same writes, as this node's plugin sends them, pass the chart's admission policy for slices.
+    policy = evaluators(render())[f"{RELEASE}-resourceslices"]
+    user = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-kubelet-plugin"
+    operations = {"POST": "CREATE", "PUT": "UPDATE", "DELETE": "DELETE"}
+    for r in slice_writes:
+        name = r.path.rsplit("/", 1)[-1]
+        request = AdmissionRequest(
+            operations[r.method],
+            "resource.k8s.io",
+            "v1",
+            "resourceslices",
+            user,
+            {"authentication.kubernetes.io/node-name": [NODE]},
+            object=r.body if r.method != "DELETE" else None,
+            old_object=seeded.get(name) if r.method != "POST" else None,
+        )
+        decision = policy.admit(request)
+        assert decision.matched and decision.allowed and not decision.errors, (r.method, r.path, decision)
+    assert {r.method for r in slice_writes} == {"POST", "PUT", "DELETE"}
