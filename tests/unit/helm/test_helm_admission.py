@@ -279,28 +279,38 @@ FIELDS = {
     "corePolicy": ("disable", "default", "force"),
     "priority": ("high", "low"),
     "oomPolicy": ("error", "kill"),
+    "sharing.strategy": ("Exclusive", "TimeSlicing"),
 }
-LISTINGS = (None, [], ["disable", "low", "kill"], ["force", "high", "error"])
+LISTINGS = (None, [], ["disable", "low", "kill", "TimeSlicing"], ["force", "high", "error", "Exclusive"])
+
+
+def _config_with(field: str, value: str, listing: list[str] | None = None) -> tuple[dict, str]:
+    """(parameters, device type) setting `field` (and a claimPolicy listing for it)."""
+    if field == "sharing.strategy":
+        params = gpu_cfg(sharing={"strategy": value})
+        if listing is not None:
+            params["claimPolicy"] = {"sharing": {"strategy": listing}}
+        return params, names.TYPE_GPU
+    params = slice_cfg(**{field: value})
+    if listing is not None:
+        params["claimPolicy"] = {field: listing}
+    return params, names.TYPE_VGPU
 
 
 @pytest.mark.parametrize("field", sorted(FIELDS))
 def test_admission_and_prepare_agree_on_every_combination(policies, field):
     values = FIELDS[field]
     for class_value, listing, claim_value in itertools.product(values, LISTINGS, values):
-        class_params = slice_cfg(**{field: class_value})
-        if listing is not None:
-            class_params["claimPolicy"] = {field: [v for v in listing if v in values]}
+        listed = None if listing is None else [v for v in listing if v in values]
+        class_params, device_type = _config_with(field, class_value, listed)
+        claim_params, _ = _config_with(field, claim_value)
         cls = device_class("x.carve.dev", class_params)
-        denials = claim_denials(
-            policies, claim([(slice_cfg(**{field: claim_value}), None)], class_name="x.carve.dev"), [cls]
-        )
+        denials = claim_denials(policies, claim([(claim_params, None)], class_name="x.carve.dev"), [cls])
         class_entry = {"opaque": {"driver": names.DRIVER_NAME, "parameters": class_params}}
-        claim_entry = {
-            "opaque": {"driver": names.DRIVER_NAME, "parameters": slice_cfg(**{field: claim_value})}
-        }
+        claim_entry = {"opaque": {"driver": names.DRIVER_NAME, "parameters": claim_params}}
         try:
-            resolve_configs([class_entry], [claim_entry], "gpu", names.TYPE_VGPU, class_name="x.carve.dev")
+            resolve_configs([class_entry], [claim_entry], "gpu", device_type, class_name="x.carve.dev")
             prepare_allows = True
         except ConfigError:
             prepare_allows = False
-        assert (denials == []) is prepare_allows, (class_value, listing, claim_value, denials)
+        assert (denials == []) is prepare_allows, (class_value, listed, claim_value, denials)
