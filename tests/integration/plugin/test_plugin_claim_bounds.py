@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from support.driverroot import LAYOUTS, build_driver_root, hook_dir, write_proc_root
 
 from driver import names
 from driver.cluster import LocalCluster
@@ -33,15 +34,15 @@ class NoMig:
 
 
 @pytest.fixture
-def world(tmp_path):
+def world(tmp_path, stub_cache):
     cluster = LocalCluster()
-    limiter = tmp_path / "lib"
-    limiter.mkdir()
+    limiter = hook_dir(tmp_path / "lib")  # with carve-cdi-hook and carve-ldconfig, as on a node
     (limiter / names.LIMITER_LIBRARY).touch()
+    driver = build_driver_root(tmp_path / "root", LAYOUTS["rhel"], stub_cache)
     preparer = Preparer(
         PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter),
         cluster,
-        HostLayout.scan(tmp_path / "root"),
+        HostLayout.scan(driver, write_proc_root(tmp_path / "proc", {}), hook_dir=limiter),
         NoMig(),
         lambda: CATALOG,
         Checkpoint(tmp_path / "checkpoint.json", "b1"),
