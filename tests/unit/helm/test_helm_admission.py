@@ -314,3 +314,18 @@ def test_admission_and_prepare_agree_on_every_combination(policies, field):
         except ConfigError:
             prepare_allows = False
         assert (denials == []) is prepare_allows, (class_value, listed, claim_value, denials)
+
+
+def test_claims_without_carve_config_pass_untouched(policies):
+    bare = claim([])
+    del bare.object["spec"]["devices"]["config"]
+    assert claim_denials(policies, bare) == []
+    empty = AdmissionRequest(
+        "CREATE", "resource.k8s.io", "v1", "resourceclaims", "alice", object={"spec": {}}
+    )
+    assert claim_denials(policies, empty) == []
+    # The scheduler's status writes go to the status subresource, which the policies do not match.
+    status = AdmissionRequest(
+        "UPDATE", "resource.k8s.io", "v1", "resourceclaims/status", "scheduler", object={}
+    )
+    assert not policies["carve-claim-policy"].matches_rules(status)
