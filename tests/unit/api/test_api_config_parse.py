@@ -143,3 +143,18 @@ def test_models_are_immutable() -> None:
     config = parse_config(sliced())
     with pytest.raises(ValueError):
         config.priority = "low"
+
+
+def test_the_reason_holds_nvml_has_no_time_slice_setter_for_bare_metal_gpus() -> None:
+    # The refusal above says NVML cannot set a bare-metal GPU's time slice; the NVML header the native
+    # build uses must agree (only vGPU scheduler setters). A new setter would make this fail: apply it then.
+    import re
+    from pathlib import Path
+
+    import nvidia
+
+    headers = sorted(h for p in nvidia.__path__ for h in Path(p).rglob("nvml.h"))
+    assert headers, "nvml.h not found (nvidia-nvml-dev is a dev dependency)"
+    declared = set(re.findall(r"DECLDIR (nvml\w+)\(", headers[-1].read_text()))
+    setters = {f for f in declared if "Set" in f and re.search(r"Sched|Slice", f)}
+    assert setters and all("Vgpu" in f for f in setters), setters
