@@ -26,7 +26,7 @@ from driver.plugin.catalog import NodeDevice, quantity_int
 
 # Kubernetes' own format for shareID (a lowercase UUID, 8-4-4-4-12). It becomes part of CDI device names
 # and file names, so anything else is refused before a file is written.
-_SHARE_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_SHARE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 class PrepareError(Exception):
@@ -96,7 +96,7 @@ def plan_claim(ref: ClaimRef, claim: dict, pool: str, catalog: dict[str, NodeDev
         if device is None:
             raise PrepareError(f"{where}: device: {device_name!r} is not a device this node publishes")
         share_id = result.get("shareID")
-        if share_id is not None and not (isinstance(share_id, str) and _SHARE_ID.match(share_id)):
+        if share_id is not None and not (isinstance(share_id, str) and _SHARE_ID.fullmatch(share_id)):
             raise PrepareError(f"{where}: shareID: {share_id!r} is not a lowercase UUID (8-4-4-4-12)")
         request = result.get("request", "")
         try:

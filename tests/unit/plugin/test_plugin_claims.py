@@ -148,7 +148,17 @@ def test_catalog_reads_the_pci_bus_id_attribute():
     assert (dev.minor, dev.pci_bus_id) == (3, "0000:3b:00.0")
 
 
-@pytest.mark.parametrize("share_id", ["s1", "../../etc", "0B0E0A0D-1111-4222-8333-444455556666", "", 7])
+@pytest.mark.parametrize(
+    "share_id",
+    [
+        "s1",
+        "../../etc",
+        "0b0e0a0d-1111-4222-8333-444455556666\n",
+        "0B0E0A0D-1111-4222-8333-444455556666",
+        "",
+        7,
+    ],
+)
 def test_bad_share_id_is_refused_in_planning_naming_the_result(share_id):
     obj = claim([res("gpu-0", shareID=share_id, consumedCapacity={"memory": "1Gi"})])
     with pytest.raises(PrepareError) as e:
