@@ -4,6 +4,8 @@ Users put these objects in `spec.devices.config[].opaque.parameters` of a Resour
 DeviceClass) with `driver: gpu.carve.dev`. Two kinds exist, one per family of devices:
 - `GpuConfig` for devices that are a whole GPU or a hardware partition (types gpu, mig, timeslice);
 - `SliceConfig` for soft slices of a GPU enforced by the limiter (types vgpu, slot).
+Each may carry a `claimPolicy` (`GpuClaimPolicy`, `SliceClaimPolicy`), valid only in a DeviceClass's config:
+what the claims of that class may change (policy.py applies it).
 Parsing is strict: unknown fields, wrong types and values outside the enums are errors whose message
 names the field path and the rejected value, because it ends up verbatim in the pod's events.
 """
