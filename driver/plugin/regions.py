@@ -32,11 +32,15 @@ LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT)
 
 @dataclass(frozen=True)
 class ClaimRegion:
-    """What the marking rule needs of one claim's region."""
+    """What the sharing rules need of one claim, from the plugin's own records (never the writable region)."""
 
     uid: str
     priority: str  # high | low
-    gpus: tuple[str, ...]  # the GPU UUID of each region device, "" when the region does not say
+    gpus: tuple[str, ...]  # the GPU UUID of each device, "" when unknown
+    cores: tuple[int, ...] = ()  # the cores percent each device reserved; 0 = best effort
+
+
+MIN_BEST_EFFORT_SHARE = 1  # what a best-effort claim keeps when reservations take the whole GPU (0 = no limit)
 
 
 Marks = dict[tuple[str, int], int]  # (claim uid, region device index) -> high-priority neighbours
@@ -61,6 +65,31 @@ def high_neighbour_marks(claims: Iterable[ClaimRegion]) -> Marks:
         if c.priority == "low"
         for i, gpu in enumerate(c.gpus)
     }
+
+
+def effective_shares(claims: Iterable[ClaimRegion]) -> dict[tuple[str, int], int]:
+    """The compute share each device's limiter enforces (0 = no compute limit).
+
+    Reserved cores are guaranteed: a device that reserved cores keeps exactly its reservation. A device that
+    reserved none (best effort) shares only what the reservations on its GPU leave, so while reserved claims
+    are busy it is held to 100 - reserved (at least MIN_BEST_EFFORT_SHARE); with no reservation on its GPU
+    it is not limited. (Its limiter throttles only while a neighbour is busy, so an idle GPU is still used.)
+    """
+    claims = list(claims)
+    reserved: dict[str, int] = {}
+    for c in claims:
+        for gpu, cores in zip(c.gpus, c.cores, strict=False):
+            if gpu and cores:
+                reserved[gpu] = reserved.get(gpu, 0) + cores
+    shares = {}
+    for c in claims:
+        for i, gpu in enumerate(c.gpus):
+            cores = c.cores[i] if i < len(c.cores) else 0
+            if cores or not gpu or not reserved.get(gpu):
+                shares[(c.uid, i)] = cores
+            else:
+                shares[(c.uid, i)] = max(MIN_BEST_EFFORT_SHARE, 100 - min(100, reserved[gpu]))
+    return shares
 
 
 def limited_claims(state: Mapping[str, ClaimRecord]) -> list[str]:
