@@ -180,6 +180,18 @@ class KubeCluster:
             lambda: self.resource.delete_resource_slice(name, _request_timeout=self.request_timeout),
         )
 
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        """Record a core/v1 Event (driver/plugin/enforcement.py: about a claim the limiter does not hold)."""
+        name = (body.get("metadata") or {}).get("generateName", "")
+        self._call(
+            "Event",
+            name,
+            namespace,
+            lambda: client.CoreV1Api(self.api_client).create_namespaced_event(
+                namespace, body, _request_timeout=self.request_timeout
+            ),
+        )
+
     def server_version(self) -> tuple[int, int]:
         info = self._call(
             "Version",

@@ -26,7 +26,7 @@ LIMITS_DIR_MODE = 0o755
 
 def limits_path_for(region_path: str | Path) -> Path:
     """Where the limiter looks for a claim's limits file: <directory of the region>/limits/limits (in a
-    container /var/run/carve/<claim-uid>/limits/limits, a read-only mount of the plugin's limits directory)."""
+    container /var/run/carve/<claim-uid>/limits/limits, a read-only mount of the plugin's limits dir)."""
     return Path(region_path).parent / "limits" / "limits"
 
 
@@ -137,7 +137,11 @@ def read_limits(path: Path) -> LimitsView:
         problem = f"version is {s.version}, expected {LIMITS_VERSION}"
     elif not 0 < s.device_count <= MAX_DEVICES:
         problem = f"device_count is {s.device_count}"
-    elif s.core_policy >= len(CORE_POLICIES) or s.priority >= len(PRIORITIES) or s.oom_policy >= len(OOM_POLICIES):
+    elif (
+        s.core_policy >= len(CORE_POLICIES)
+        or s.priority >= len(PRIORITIES)
+        or s.oom_policy >= len(OOM_POLICIES)
+    ):
         problem = "a policy is out of range"
     if problem:
         raise RegionError(f"limits {path}: {problem}")

@@ -32,7 +32,9 @@ class RegionError(Exception):
     """A region file that is missing, foreign or corrupt; the message names the file and the field."""
 
 
-def open_untrusted(path: Path, flags: int, size: int, what: str = "region", cut_oversized: bool = False) -> int:
+def open_untrusted(
+    path: Path, flags: int, size: int, what: str = "region", cut_oversized: bool = False
+) -> int:
     """Open a file a container can write or replace, as untrusted: relative to its directory's descriptor,
     never following a symlink, never blocking on a fifo or device node, regular files only, and never larger
     than `size` (a bigger file is refused, or cut back to `size` with `cut_oversized`: the host space a

@@ -3,7 +3,7 @@
 prepare (per claim, under its claim lock and the node lock):
   1. record PrepareStarted in the checkpoint (with the MIG placements it is about to create)
   2. create MIG instances at their allocated placements (reusing a matching one)
-  3. write the claim directory: shared region and ld.so.preload (soft slices and slots)
+  3. write the claim directory: shared region, limits file and ld.so.preload (soft slices and slots)
   4. write the CDI spec
   5. record PrepareCompleted
 A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
@@ -25,7 +25,7 @@ from driver.cdi.store import SpecStore
 from driver.cluster.base import ClusterError, NotFound
 from driver.fsutil import ensure_private_dir, fsync_dir, write_atomic
 from driver.gpu.model import MigInstance
-from driver.limits import create_region
+from driver.limits import create_region, write_limits
 from driver.plugin import faults
 from driver.plugin.catalog import NodeDevice
 from driver.plugin.checkpoint import (
@@ -40,6 +40,7 @@ from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, PrepareErro
 from driver.plugin.edits import ClaimFiles, HostLayout, limiter_edits, region_container_path
 from driver.plugin.locks import ClaimLocks, NodeLock
 from driver.plugin.logfmt import event
+from driver.plugin.regions import claim_runtime
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -262,6 +263,8 @@ class Preparer:
         files.region_dir.mkdir(mode=0o755, exist_ok=True)
         files.region_dir.chmod(0o755)
         create_region(files.region, limits)
+        # what the limiter enforces: plugin-owned, read-only to the container (the watcher keeps it current)
+        write_limits(files.limits, limits, claim_runtime(ref.uid, limits, self.state, self.claims_dir))
         write_atomic(files.preload, (names.LIMITER_CONTAINER_PATH + "\n").encode(), mode=0o644)
         return limiter_edits(files, self.settings.limiter_dir, limits)
 

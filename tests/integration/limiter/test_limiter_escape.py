@@ -58,7 +58,8 @@ import os
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
 # a claim of its own, named first, and its limits file, naming the same GPU without a limit
 os.makedirs("/var/run/carve/000-forged/limits")
-write_limits("/var/run/carve/000-forged/limits/limits", ClaimLimits((DeviceLimit(0, 0, uuid="{uuid}"),), "/x"))
+forged = ClaimLimits((DeviceLimit(0, 0, uuid="{uuid}"),), "/x")
+write_limits("/var/run/carve/000-forged/limits/limits", forged)
 for attempt in (lambda: open("{limits}", "r+b"), lambda: os.unlink("{limits}"),
                 lambda: os.rename("/var/run/carve/000-forged/limits/limits", "{limits}")):
     try:
@@ -80,7 +81,10 @@ def run_python(script: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def require_mount_namespace() -> None:
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode
+    ):
         pytest.fail("these tests build the plugin's read-only mounts: they need root and unshare -m")
 
 
@@ -103,7 +107,9 @@ def contained(c, tmp_path, attack: str, alloc: int, **env: str) -> subprocess.Co
         f"mount --bind {host}/limits {MOUNTED}/limits && mount -o remount,bind,ro {MOUNTED}/limits && "
         f'env -u LD_PRELOAD "{sys.executable}" "{script}" && exec "{CLIENT}" alloc {alloc}'
     )
-    return subprocess.run(["unshare", "-m", "sh", "-c", setup], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", setup], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def env_given(env: dict[str, str], c) -> dict[str, str]:

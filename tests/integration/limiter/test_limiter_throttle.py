@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from limiter_harness import Claim, require_native
 
-
 TOLERANCE = 5
 KERNEL_NS = 1_000_000  # 1 ms per wave: few enough kernels that the fake GPU's ring covers the whole window
 
