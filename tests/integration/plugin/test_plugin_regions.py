@@ -179,3 +179,62 @@ def _no_stray_threads():
     import threading
 
     assert not [t for t in threading.enumerate() if t.name == "region-watcher"]
+
+
+def test_priority_and_gpus_come_from_the_plugins_records_not_the_writable_region(tmp_path):
+    node = Node(tmp_path)
+    low = node.add("low", "low", "GPU-A")
+    tenant = node.add("tenant", "low", "GPU-B")
+    with Region.open(tenant) as r:  # the tenant marks itself high priority on the low claim's GPU
+        r._struct.priority = 0
+        r._struct.devices[0].uuid = b"GPU-A"
+    node.watcher().tick()
+    assert marks(low) == [0]  # nobody high shares GPU-A
+    # a limits file naming a GPU that is not the claim's in the checkpoint is not believed either
+    write_limits(
+        ClaimFiles(node.claims_dir / "tenant").limits,
+        ClaimLimits((DeviceLimit(GIB, 30, uuid="GPU-A"),), "/r", priority="high"),
+    )
+    watcher = node.watcher()
+    watcher.tick()
+    assert marks(low) == [0]
+
+
+def test_best_effort_claims_get_what_the_reservations_leave(tmp_path):
+    node = Node(tmp_path)
+    reserved = node.add("reserved", "high", "GPU-A", cores=60)
+    best = node.add("best-effort", "high", "GPU-A", "GPU-B", cores=0)
+    node.watcher().tick()
+    assert limits(reserved).cores_limits == (60,)
+    assert limits(best).cores_limits == (40, 0)  # GPU-B has no reservation: no limit there
+    assert limits(best).cores_reserved == (0, 0)
+    del node.state["reserved"]
+    node.watcher().tick()
+    assert limits(best).cores_limits == (0, 0)
+
+
+@pytest.mark.parametrize("kind", ["symlink-to-device", "fifo"])
+def test_a_region_replaced_by_a_link_or_a_node_is_not_opened(tmp_path, caplog, kind):
+    node = Node(tmp_path)
+    region = node.add("c", "high", "GPU-A")
+    region.unlink()
+    if kind == "fifo":
+        os.mkfifo(region)  # a blocking open would hang the watcher for good
+    else:
+        region.symlink_to("/dev/zero")
+    with caplog.at_level(logging.WARNING, logger="driver.plugin.regions"):
+        node.watcher().tick()
+    (skipped,) = [r for r in caplog.records if r.getMessage() == "regions.skipped"]
+    assert ("symlink" if kind != "fifo" else "not a regular file") in skipped.fields["error"]
+
+
+def test_a_region_a_container_grew_is_cut_back_to_its_size(tmp_path, caplog):
+    node = Node(tmp_path)
+    region = node.add("c", "high", "GPU-A")
+    size = region.stat().st_size
+    with open(region, "ab") as f:
+        f.truncate(size + (64 << 20))
+    with caplog.at_level(logging.WARNING, logger="driver.plugin.regions"):
+        node.watcher().tick()
+    assert region.stat().st_size == size
+    assert [r.fields["uid"] for r in caplog.records if r.getMessage() == "regions.oversized"] == ["c"]
