@@ -17,6 +17,7 @@ from driver.limits import (
     Region,
     RegionError,
     create_region,
+    limitsfile,
     read_limits,
     write_limits,
 )
@@ -33,6 +34,8 @@ def test_python_layout_matches_the_c_header():
         "carve_region_t": region_mod.RegionStruct,
         "carve_region_device_t": region_mod.DeviceStruct,
         "carve_region_proc_t": region_mod.ProcStruct,
+        "carve_limits_t": limitsfile.LimitsStruct,
+        "carve_limits_device_t": limitsfile.LimitsDeviceStruct,
     }
     assert {name: ctypes.sizeof(s) for name, s in structs.items()} == c["sizeof"]
     py_fields = {
@@ -42,6 +45,7 @@ def test_python_layout_matches_the_c_header():
     }
     assert py_fields == c["fields"]
     assert (c["magic"], c["version"]) == (region_mod.MAGIC, region_mod.VERSION)
+    assert (c["limits_magic"], c["limits_version"]) == (limitsfile.LIMITS_MAGIC, limitsfile.LIMITS_VERSION)
     assert (c["max_procs"], c["max_devices"]) == (region_mod.MAX_PROCS, 16)
 
 
