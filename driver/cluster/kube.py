@@ -80,6 +80,7 @@ class KubeCluster:
     def __init__(self, api_client: client.ApiClient, request_timeout: float = 15.0) -> None:
         self.api_client = api_client
         self.resource = client.ResourceV1Api(api_client)
+        self.core = client.CoreV1Api(api_client)  # Events only
         self.request_timeout = request_timeout
 
     @classmethod
@@ -187,9 +188,7 @@ class KubeCluster:
             "Event",
             name,
             namespace,
-            lambda: client.CoreV1Api(self.api_client).create_namespaced_event(
-                namespace, body, _request_timeout=self.request_timeout
-            ),
+            lambda: self.core.create_namespaced_event(namespace, body, _request_timeout=self.request_timeout),
         )
 
     def server_version(self) -> tuple[int, int]:

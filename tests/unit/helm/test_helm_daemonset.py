@@ -89,6 +89,7 @@ CUSTOM_VALUES = {
     "plugin.splitCount": (7, "split_count", 7),
     "plugin.publishInterval": (12.5, "publish_interval", 12.5),
     "plugin.regionInterval": (0.5, "region_interval", 0.5),
+    "plugin.killUnenforced": (True, "kill_unenforced", True),
     "plugin.k8sVersion": ("1.35", "k8s_version", "1.35"),
     "plugin.pluginDir": (
         "/data/kubelet/plugins/gpu.carve.dev",

@@ -26,7 +26,9 @@ VERBS = {
     "delete": "delete",
 }
 # Resource API classes the plugin may use; a new one (e.g. CoreV1Api for nodes) must be looked at here.
-KNOWN_APIS = {"ResourceV1Api": "resource.k8s.io", "VersionApi": None}
+KNOWN_APIS = {"ResourceV1Api": "resource.k8s.io", "CoreV1Api": "", "VersionApi": None}
+# kube.py's attribute holding each API object -> its API group.
+API_ATTRS = {"resource": "resource.k8s.io", "core": ""}
 
 
 def calls_of_kube_py() -> set[tuple[str, str, str]]:
@@ -48,18 +50,18 @@ def calls_of_kube_py() -> set[tuple[str, str, str]]:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         target = node.func.value
-        if not (isinstance(target, ast.Attribute) and target.attr == "resource"):
+        if not (isinstance(target, ast.Attribute) and target.attr in API_ATTRS):
             continue
         method = node.func.attr
         m = re.fullmatch(
             r"(read|list|create|replace|patch|delete_collection|delete)_(namespaced_)?(\w+?)", method
         )
-        assert m, f"kube.py calls self.resource.{method}: unknown to this test"
+        assert m, f"kube.py calls self.{target.attr}.{method}: unknown to this test"
         verb, kind = VERBS[m.group(1)], m.group(3)
         watch = any(k.arg == "watch" for k in node.keywords)
         # resource_slice -> resourceslices; resource_claim_status -> resourceclaims/status
         base, status = (kind.removesuffix("_status"), "/status") if kind.endswith("_status") else (kind, "")
-        found.add(("resource.k8s.io", base.replace("_", "") + "s" + status, "watch" if watch else verb))
+        found.add((API_ATTRS[target.attr], base.replace("_", "") + "s" + status, "watch" if watch else verb))
     return found
 
 
@@ -79,6 +81,7 @@ def test_cluster_role_grants_exactly_the_calls_kube_py_makes():
     # Sanity: the scan sees the calls the plugin is known to make (dry-run creates are creates).
     assert ("resource.k8s.io", "resourceclaims", "get") in used
     assert ("resource.k8s.io", "resourceslices", "create") in used
+    assert ("", "events", "create") in used  # the NVML cross-check's Events on claims
     for scenario in SCENARIOS.values():
         assert rules_of(render(*scenario)) == used
 
