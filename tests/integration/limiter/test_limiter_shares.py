@@ -51,6 +51,9 @@ def runs(tmp_path_factory):
         # low priority next to a busy neighbour that is not high priority (no mark): it keeps its share
         "low_unmarked": _claim(root, "low_unmarked", "f", cores=50, priority="low"),
         "low_neighbour": _claim(root, "low_nb", "f", priority="low"),
+        # the plugin writes a best-effort claim's share while it runs (a reservation arrived on its GPU)
+        "late_reserved": _claim(root, "late_reserved", "g", cores=60),
+        "late_best_effort": _claim(root, "late_best_effort", "g", cores=0),
     }
     gpu = "GPU-shared-by-reserved-and-best-effort"
     shares = effective_shares(
@@ -61,6 +64,8 @@ def runs(tmp_path_factory):
     plan["low_alone"].rewrite_limits(high_neighbours=(1,))
     procs = {name: c.popen("launch", str(SECONDS), str(GRID), str(KERNEL_NS)) for name, c in plan.items()}
     start = time.monotonic()
+    time.sleep(1.0)
+    plan["late_best_effort"].rewrite_limits(shares=(40,))
     out = {}
     for name, p in procs.items():
         stdout, _ = p.communicate(timeout=60)
@@ -96,3 +101,10 @@ def test_low_priority_without_a_busy_high_priority_neighbour_keeps_the_idle_gpu(
 
 def test_low_priority_next_to_a_busy_low_priority_neighbour_keeps_its_share_not_ten_percent(runs):
     assert abs(runs["low_unmarked"]["overall"] - 50) <= 6, runs["low_unmarked"]
+
+
+def test_a_share_written_while_the_best_effort_claim_runs_applies_within_a_second(runs):
+    windows = runs["late_reserved"]["windows"]  # 250 ms each; the share is written 1.0 s in
+    after = windows[9:]  # from 2.25 s
+    assert after and sum(after) / len(after) >= 55, windows
+    assert sum(runs["late_best_effort"]["windows"][9:]) / len(after) <= 45, runs["late_best_effort"]
