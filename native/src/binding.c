@@ -87,15 +87,24 @@ static int add_claim(const char *region_path, const carve_config_t *cfg, int cre
         return -1;
     }
     carve_open_region_t *r = &carve_regions[carve_region_count];
+    int closed = 0;
     if (carve_region_open(r, region_path, cfg, create && !found) != 0) {
         if (!found)
             return -1;
-        /* the limits hold; only the accounting is this process's alone (the plugin cross-checks NVML) */
+        /* The plugin's claim without usable accounting fails closed: per-process accounting would let each
+         * process take the whole quota. Only the container could have broken it; it only hurts itself. */
         carve_region_private(r, g_cfg);
-        snprintf(r->path, sizeof r->path, "%s (private accounting)", region_path);
+        snprintf(r->path, sizeof r->path, "%s (unusable: closed)", region_path);
+        CARVE_LOG(CARVE_LOG_ERROR, "region %s is unusable: allocations on this claim's GPUs are refused", region_path);
+        closed = 1;
     }
     if (found) {
         r->limits = limits;
+        r->closed = closed;
+        for (unsigned d = 0; closed && d < CARVE_MAX_DEVICES; d++) {
+            r->limits.devices[d].memory_limit = 1; /* with one byte "in use", nothing fits */
+            r->map->devices[d].memory_used = 1;
+        }
         r->limits_from = CARVE_LIMITS_FILE;
         r->trusted = trusted;
         r->limits_dev = dev;

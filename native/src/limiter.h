@@ -92,6 +92,7 @@ typedef struct carve_open_region {
     carve_limits_t limits;
     int limits_from;     /* CARVE_LIMITS_* */
     int trusted;         /* the limits file is on a read-only mount and writable by no one but its owner */
+    int closed;          /* the plugin's claim whose region is unusable: nothing may be allocated */
     uint64_t limits_dev, limits_ino;
     char limits_path[4096];
 } carve_open_region_t;

@@ -116,7 +116,8 @@ static void apply(carve_open_region_t *r, const carve_limits_t *fresh)
         __atomic_store_n(&l->devices[d].cores_limit, fresh->devices[d].cores_limit, __ATOMIC_RELAXED);
         __atomic_store_n(&l->devices[d].cores_reserved, fresh->devices[d].cores_reserved, __ATOMIC_RELAXED);
         __atomic_store_n(&l->devices[d].high_neighbours, fresh->devices[d].high_neighbours, __ATOMIC_RELAXED);
-        __atomic_store_n(&l->devices[d].memory_limit, fresh->devices[d].memory_limit, __ATOMIC_RELAXED);
+        if (!r->closed)
+            __atomic_store_n(&l->devices[d].memory_limit, fresh->devices[d].memory_limit, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&l->core_policy, fresh->core_policy, __ATOMIC_RELAXED);
     __atomic_store_n(&l->priority, fresh->priority, __ATOMIC_RELAXED);

@@ -37,7 +37,17 @@ assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtx
 print("rc", cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(9 << 20)))
 """
 
-# Root's attacks on the writable region, run inside the "container" before the allocation.
+# Root's attacks on the writable region, run inside the "container" before the allocation. What the kernel
+# refuses (a mount point cannot be unlinked or renamed over: EBUSY) is printed and the attack goes on.
+TRY = """
+import os, sys
+def attempt(what, fn):
+    try:
+        fn()
+        print("attack:", what, "done", file=sys.stderr)
+    except OSError as e:
+        print("attack:", what, "refused:", e.strerror, file=sys.stderr)
+"""
 WRITE_REGION = """
 from driver.limits.region import RegionStruct, DeviceStruct
 import os
@@ -51,7 +61,9 @@ os.pwrite(fd, (0).to_bytes(8, "little"), devices + DeviceStruct.memory_used.offs
 REPLACE_REGION = """
 from driver.limits import ClaimLimits, DeviceLimit, create_region
 create_region("/tmp/forged", ClaimLimits((DeviceLimit(0, 0, uuid="{uuid}"),), "{region}", "disable"))
-open("{region}", "wb").write(open("/tmp/forged", "rb").read())
+forged = open("/tmp/forged", "rb").read()
+attempt("rename over", lambda: os.rename("/tmp/forged", "{region}"))
+attempt("rewrite in place", lambda: open("{region}", "wb").write(forged))
 """
 FORGE_LIMITS = """
 import os
@@ -70,7 +82,10 @@ for attempt in (lambda: open("{limits}", "r+b"), lambda: os.unlink("{limits}"),
 """
 ATTACKS = {
     "write-region": WRITE_REGION,
-    "delete-region": 'import os; os.unlink("{region}")',  # the limiter re-creates it from its environment
+    # a deleted region would be re-created from the environment; a symlink must not be followed
+    "delete-region": 'attempt("unlink", lambda: os.unlink("{region}"))',
+    "symlink-region": 'attempt("unlink", lambda: os.unlink("{region}")); '
+    'attempt("symlink", lambda: os.symlink("/dev/zero", "{region}"))',
     "replace-region": REPLACE_REGION,
     "forge-limits": FORGE_LIMITS,
 }
@@ -96,14 +111,17 @@ def contained(c, tmp_path, attack: str, alloc: int, **env: str) -> subprocess.Co
     host.mkdir(parents=True)
     write_claim(host / "region", ClaimLimits((DeviceLimit(8 * MIB, 0, uuid=uuid),), f"{MOUNTED}/region"))
     script = tmp_path / "attack.py"
-    script.write_text(attack.format(region=f"{MOUNTED}/region", limits=f"{MOUNTED}/limits/limits", uuid=uuid))
+    attack = attack.format(region=f"{MOUNTED}/region", limits=f"{MOUNTED}/limits/limits", uuid=uuid)
+    script.write_text(TRY + attack)
     asked = {"CARVE_MEMORY_LIMIT": "1T", "CARVE_REGION": f"{MOUNTED}/region", "CARVE_CORE_POLICY": "disable"}
     env = c.env(**{**asked, **env})
     if "CARVE_REGION_DIR" not in env_given(env, c):
         env.pop("CARVE_REGION_DIR")  # the default, /var/run/carve
     env["PYTHONPATH"] = str(REPO)
+    # as the CDI spec mounts them: the region file alone read-write, the limits directory read-only
     setup = (
-        f"mount -t tmpfs tmpfs /run && mkdir -p {MOUNTED}/limits && cp {host}/region {MOUNTED}/region && "
+        f"mount -t tmpfs tmpfs /run && mkdir -p {MOUNTED}/limits && touch {MOUNTED}/region && "
+        f"mount --bind {host}/region {MOUNTED}/region && "
         f"mount --bind {host}/limits {MOUNTED}/limits && mount -o remount,bind,ro {MOUNTED}/limits && "
         f'env -u LD_PRELOAD "{sys.executable}" "{script}" && exec "{CLIENT}" alloc {alloc}'
     )
@@ -123,8 +141,26 @@ def test_root_in_the_container_cannot_lift_its_quota(claim, tmp_path, attack):
     out = contained(c, tmp_path, ATTACKS[attack], 64 * MIB)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2", out.stderr  # CUDA_ERROR_OUT_OF_MEMORY: the plugin's 8 MiB hold
+    if attack in ("delete-region", "symlink-region"):
+        assert "refused: Device or resource busy" in out.stderr  # the region is a mount point
     within = contained(c, tmp_path / "within", ATTACKS[attack], 4 * MIB)
     assert within.stdout.strip() == "0", within.stderr  # and the quota is the plugin's, not "refuse all"
+
+
+@pytest.mark.parametrize("damage", ["deleted", "symlink", "garbage"])
+def test_a_claim_whose_region_is_gone_or_broken_fails_closed(claim, damage):
+    # Where the region is not a mount point (outside a container), removing or breaking it must not open the
+    # claim up: each process would otherwise get the whole quota of its own.
+    c = claim().create(memory=64 * MIB)
+    c.region.unlink()
+    if damage == "symlink":
+        c.region.symlink_to("/dev/zero")
+    elif damage == "garbage":
+        c.region.write_bytes(b"x" * 4096)
+    out = c.run("alloc", str(1 * MIB), CARVE_MEMORY_LIMIT="1T")
+    assert out.stdout.strip() == "2", out.stderr
+    assert "is unusable: allocations on this claim's GPUs are refused" in out.stderr
+    assert not c.region.exists() or damage != "deleted"  # never re-created from the environment
 
 
 @pytest.mark.parametrize(

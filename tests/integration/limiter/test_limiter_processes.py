@@ -112,8 +112,8 @@ def test_foreign_version_region_is_never_written_and_the_limits_file_still_holds
     data = bytearray(c.region.read_bytes())
     data[8:12] = (9).to_bytes(4, "little")  # a future layout version
     proc = _alloc_with_bad_region(c, bytes(data), CARVE_MEMORY_LIMIT="1T")
-    assert proc.stdout.strip() == "2"  # the plugin's 8 MiB, not the environment's terabyte
-    assert "foreign layout version" in proc.stderr
+    assert proc.stdout.strip() == "2"  # closed: not the environment's terabyte, nor per-process quotas
+    assert "foreign layout version" in proc.stderr and "is unusable" in proc.stderr
 
 
 def test_truncated_region_is_rejected_and_the_limits_file_still_holds(claim):
