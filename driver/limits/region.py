@@ -148,6 +148,7 @@ class ProcessUsage:
     pid: int
     host_pid: int
     used: tuple[int, ...]  # bytes per device
+    pid_ns: int = 0  # inode of the process's pid namespace (0 when the limiter could not tell)
 
 
 HostPids = dict[tuple[int, int], int]  # (pid namespace inode, pid inside it) -> host pid
@@ -257,7 +258,11 @@ class Region:
     def processes(self) -> list[ProcessUsage]:
         """Processes currently holding a slot (possibly dead ones not reclaimed yet)."""
         n = self._struct.device_count
-        return [ProcessUsage(p.pid, p.host_pid, tuple(p.used[:n])) for p in self._struct.procs if p.pid > 0]
+        return [
+            ProcessUsage(p.pid, p.host_pid, tuple(p.used[:n]), p.pid_ns)
+            for p in self._struct.procs
+            if p.pid > 0
+        ]
 
     def needs_host_pids(self) -> bool:
         """Whether a process of the claim waits for the node to tell its host pid."""

@@ -7,9 +7,10 @@ memory (`nvml_processes`) and `cross_check` finds:
  - unenforced processes: a process on the GPU that no claim's region knows (it did not load the limiter);
  - claims over quota: the memory NVML counts for a claim's processes exceeds its quota (from the plugin's
    limits file) by more than a margin (a CUDA context holds memory the limiter does not count).
-`Enforcer` reports each new finding once (a Warning Event on the claim, through the cluster interface, and a
-log line), keeps the last findings for the metrics (`carve_unenforced_processes`,
-`carve_claim_memory_over_quota_bytes`), and with `kill` (--kill-unenforced) SIGKILLs the processes.
+`Enforcer` reports each finding once, from the second pass in a row that sees it (a Warning Event on the
+claim, through the cluster interface, and a log line), keeps the last findings for the metrics
+(`carve_unenforced_processes`, `carve_claim_memory_over_quota_bytes`), and with `kill` (--kill-unenforced)
+SIGKILLs the processes.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class ClaimView:
     gpus: tuple[str, ...]  # GPU UUID per device (checkpoint)
     memory_limits: tuple[int, ...]  # bytes per device (limits file); 0 = none
     pids: frozenset[int]  # host pids of the processes its region knows
+    unresolved: bool = False  # a process of its region has no known host pid yet: its GPUs are not judged
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,11 @@ def cross_check(
             if gpu:
                 known.setdefault(gpu, set()).update(c.pids)
     found = Findings(soft_gpus=tuple(sorted(known)))
+    # a process whose host pid is not known yet would look unknown to NVML's pid: judge its GPUs next pass
+    pending = {gpu for c in claims if c.unresolved for gpu in c.gpus}
     for gpu in found.soft_gpus:
+        if gpu in pending:
+            continue
         for p in processes.get(gpu, []):
             if p.pid not in known[gpu]:
                 found.unenforced.append(Unenforced(gpu, p.pid, p.used_bytes, owner(p.pid)))
@@ -200,6 +206,7 @@ class Enforcer:
         self._proc = Path(proc_root)
         self._allowance = allowance
         self._killer = killer
+        self._previous: set[tuple[str, ...]] = set()  # findings of the last pass
         self._reported: set[tuple[str, ...]] = set()
         self.findings = Findings()
 
@@ -213,24 +220,39 @@ class Enforcer:
             claims, self._processes(gpus), lambda pid: claim_of_process(pid, self._proc), self._allowance
         )
         found.kills = self.findings.kills
+        # A finding counts from its second pass in a row: a process that just created its CUDA context shows
+        # in NVML a moment before its limiter takes a slot in the region (at its first allocation or launch).
         seen: set[tuple[str, ...]] = set()
+        confirmed = Findings(soft_gpus=found.soft_gpus, kills=found.kills)
         for u in found.unenforced:
             key = ("unenforced", u.gpu_uuid, str(u.pid))
             seen.add(key)
+            if key not in self._previous:
+                continue
+            confirmed.unenforced.append(u)
             if key not in self._reported:
                 self._report_unenforced(u, refs)
             if self.kill and self._kill(u.pid, "unenforced", u.gpu_uuid):
-                found.kills += 1
+                confirmed.kills += 1
         for o in found.over_quota:
             key = ("over-quota", o.claim_uid, o.gpu_uuid)
             seen.add(key)
+            if key not in self._previous:
+                continue
+            confirmed.over_quota.append(o)
             if key not in self._reported:
                 self._report_over_quota(o, refs)
             for pid in o.pids if self.kill else ():
-                found.kills += self._kill(pid, "over-quota", o.gpu_uuid)
-        self._reported = seen  # a finding that went away is reported again if it comes back
-        self.findings = found
-        return found
+                confirmed.kills += self._kill(pid, "over-quota", o.gpu_uuid)
+        self._previous = seen
+        # a finding that went away is reported again if it comes back
+        self._reported = (
+            {k for k in self._reported if k in seen}
+            | {("unenforced", u.gpu_uuid, str(u.pid)) for u in confirmed.unenforced}
+            | {("over-quota", o.claim_uid, o.gpu_uuid) for o in confirmed.over_quota}
+        )
+        self.findings = confirmed
+        return confirmed
 
     def _report_unenforced(self, u: Unenforced, refs: Mapping[str, tuple[str, str]]) -> None:
         event(

@@ -18,6 +18,7 @@ A missing or corrupt file is logged once and skipped; nothing the watcher meets 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -184,6 +185,10 @@ class RegionWatcher:
         self.interval_s = interval_s
         self._proc = Path(proc_root)
         self.enforcer = enforcer  # None: no NVML cross-check (no GPU access, or tests of the rest)
+        try:
+            self._own_ns = os.stat(self._proc / "self" / "ns" / "pid").st_ino
+        except OSError:
+            self._own_ns = -1
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reported: dict[str, str] = {}  # uid (or "" for the watcher) -> problem logged last
@@ -301,9 +306,18 @@ class RegionWatcher:
         claims = []
         for uid, view in views.items():
             region = regions.get(uid)
-            pids = frozenset(p.host_pid or p.pid for p in region.processes()) if region else frozenset()
+            procs = region.processes() if region else []
+            # a slot in the plugin's own pid namespace may carry no host pid: its pid is the one NVML reports
+            pids = frozenset(
+                p.host_pid or p.pid for p in procs if p.host_pid or p.pid_ns in (0, self._own_ns)
+            )
+            unresolved = any(not p.host_pid and p.pid_ns not in (0, self._own_ns) for p in procs)
             record = state[uid]
-            claims.append(ClaimView(uid, record.namespace, record.name, view.uuids, view.memory_limits, pids))
+            claims.append(
+                ClaimView(
+                    uid, record.namespace, record.name, view.uuids, view.memory_limits, pids, unresolved
+                )
+            )
         refs = {uid: (r.namespace, r.name) for uid, r in state.items()}
         assert self.enforcer is not None
         self.enforcer.check(claims, refs)
