@@ -70,13 +70,13 @@ def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> 
     limiter's line first in the container's file instead of a mount hiding the image's lines.
     """
     env = limiter_env(limits)
-    claim_dir = Path(limits.region_path).parent
+    limits_at = str(Path(limits.region_path).parent / LIMITS_DIR)
     return ContainerEdits(
         env=(*(f"{k}={v}" for k, v in sorted(env.items())), DEVICE_ORDER_ENV),
         mounts=(
             Mount(str(Path(limiter_dir) / names.LIMITER_LIBRARY), names.LIMITER_CONTAINER_PATH),
             Mount(str(files.region), limits.region_path, ("rw", "nosuid", "nodev", "noexec", "bind")),
-            Mount(str(files.limits_dir), str(claim_dir / LIMITS_DIR), ("ro", "nosuid", "nodev", "noexec", "bind")),
+            Mount(str(files.limits_dir), limits_at, ("ro", "nosuid", "nodev", "noexec", "bind")),
         ),
         hooks=(preload_hook(limiter_dir),),
     )
