@@ -50,6 +50,7 @@ class LocalCluster:
         self._claims: dict[tuple[str, str], dict[str, Any]] = {}
         # Every other kind, and the watch log of all kinds (claims and slices included).
         self.objects = ObjectStore(self._lock, self._next_rv)
+        self.events: list[dict[str, Any]] = []  # core/v1 Events, in the order they were created
 
     # -- ResourceClaims -------------------------------------------------------------------------------
 
@@ -95,6 +96,12 @@ class LocalCluster:
                 )
             gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self._next_rv()}}
             self.objects.log("resourceclaims", DELETED, gone)
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        with self._lock:
+            stored = copy.deepcopy(body)
+            stored.setdefault("metadata", {})["namespace"] = namespace
+            self.events.append(stored)
 
     # -- ResourceSlices -------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import yaml
-from helm_render import NAMESPACE, REPO, one, render
+from helm_render import NAMESPACE, REPO, one, render, rules_of
 
 from api.v1alpha1.partitioning import parse_policy
 from driver.cli import build_parser, env_twin
@@ -160,3 +160,11 @@ def test_the_controller_can_be_turned_off():
     objects = render("--set", "controller.enabled=false")
     assert not [o for o in objects if o["kind"] in ("Deployment", "PartitioningPolicy", "Role")]
     assert not [o for o in objects if o["metadata"]["name"] == "carve-hardware-isolation"]
+
+
+def test_the_plugin_role_grants_exactly_its_node_partitioning_calls():
+    # The process-level test (tests/integration/plugin/test_plugin_rbac.py) records them; this one reads
+    # them from driver/plugin/partitioning.py.
+    granted = {r for r in rules_of(render()) if r[1].startswith("nodepartitionings")}
+    assert granted == plugin_partitioning_calls()
+    assert ("carve.dev", "nodepartitionings/status", "update") in granted
