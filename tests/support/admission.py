@@ -32,11 +32,17 @@ class AdmissionRequest:
     extra: dict[str, list[str]] = field(default_factory=dict)
     object: dict | None = None
     old_object: dict | None = None
+    sub_resource: str = ""  # e.g. status; `resource` then names it too ("nodepartitionings/status")
+    name: str = ""
+    namespace: str = ""
 
     def as_cel(self) -> dict[str, Any]:
         return {
             "operation": self.operation,
             "resource": {"group": self.group, "version": self.version, "resource": self.resource},
+            "subResource": self.sub_resource,
+            "name": self.name,
+            "namespace": self.namespace,
             "userInfo": {"username": self.username, "extra": self.extra},
         }
 

@@ -134,7 +134,8 @@ def test_isolated_namespaces_get_an_admission_policy_from_the_same_selector():
     assert selector["matchLabels"]["tier"] == "tenant"
     rules = iso["spec"]["matchConstraints"]["resourceRules"][0]
     assert rules["resources"] == ["resourceclaims", "resourceclaimtemplates"]
-    assert "vgpu.carve.dev" in iso["spec"]["variables"][1]["expression"]
+    shared = next(v for v in iso["spec"]["variables"] if v["name"] == "shared")
+    assert "vgpu.carve.dev" in shared["expression"]
     bindings = {o["spec"]["policyName"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"}
     assert set(vaps) <= bindings
 
@@ -143,17 +144,6 @@ def test_no_isolation_selector_no_isolation_policy():
     objects = render("--set", "partitioningPolicy.spec.isolation.namespaceSelector=null")
     names = {o["metadata"]["name"] for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
     assert "carve-hardware-isolation" not in names and "carve-nodepartitioning-status" in names
-
-
-def test_the_plugin_writes_only_its_own_node_partitioning_status():
-    vap = next(o for o in render() if o["metadata"]["name"] == "carve-nodepartitioning-status")
-    assert (
-        "system:serviceaccount:carve-system:carve-kubelet-plugin"
-        in vap["spec"]["matchConditions"][0]["expression"]
-    )
-    checks = [v["expression"] for v in vap["spec"]["validations"]]
-    assert "request.subResource == 'status'" in checks
-    assert "request.name == variables.userNodeName" in checks
 
 
 def test_the_controller_can_be_turned_off():
@@ -168,3 +158,85 @@ def test_the_plugin_role_grants_exactly_its_node_partitioning_calls():
     granted = {r for r in rules_of(render()) if r[1].startswith("nodepartitionings")}
     assert granted == plugin_partitioning_calls()
     assert ("carve.dev", "nodepartitionings/status", "update") in granted
+
+
+def _np(name: str) -> dict:
+    return {
+        "apiVersion": "carve.dev/v1alpha1",
+        "kind": "NodePartitioning",
+        "metadata": {"name": name},
+        "spec": {"gpus": []},
+        "status": {"observedGeneration": 1},
+    }
+
+
+def test_the_status_policy_lets_a_node_write_only_its_own_status():
+    from support.admission import AdmissionRequest, evaluators
+
+    policy = evaluators(render())["carve-nodepartitioning-status"]
+    plugin = f"system:serviceaccount:{NAMESPACE}:carve-kubelet-plugin"
+    on_a = {"authentication.kubernetes.io/node-name": ["node-a"]}
+
+    def write(name: str, sub: str = "status", user: str = plugin, extra: dict | None = on_a):
+        resource = "nodepartitionings" + (f"/{sub}" if sub else "")
+        return policy.admit(
+            AdmissionRequest(
+                "UPDATE",
+                "carve.dev",
+                "v1alpha1",
+                resource,
+                user,
+                extra or {},
+                object=_np(name),
+                old_object=_np(name),
+                sub_resource=sub,
+                name=name,
+            )
+        )
+
+    own = write("node-a")
+    assert own.matched and own.allowed and not own.errors
+    other = write("node-b")
+    assert not other.allowed and "not of 'node-b'" in other.denials[0]
+    spec = write("node-a", sub="")
+    assert any("never its spec" in d for d in spec.denials)
+    assert any("no node association" in d for d in write("node-a", extra={}).denials)
+    assert not write("node-b", user="system:serviceaccount:carve-system:carve-controller").matched
+
+
+def test_the_isolation_policy_refuses_shared_classes_in_claims_and_templates():
+    from support.admission import AdmissionRequest, evaluators
+
+    policy = evaluators(render())["carve-hardware-isolation"]
+
+    def create(resource: str, spec: dict):
+        obj = {
+            "metadata": {"name": "x", "namespace": "tenant"},
+            "spec": {"spec": spec} if resource == "resourceclaimtemplates" else spec,
+        }
+        return policy.admit(
+            AdmissionRequest(
+                "CREATE", "resource.k8s.io", "v1", resource, "someone", object=obj, namespace="tenant"
+            )
+        )
+
+    def claim(*classes: str, first_available: bool = False) -> dict:
+        if first_available:
+            req = {
+                "name": "g",
+                "firstAvailable": [{"name": f"a{i}", "deviceClassName": c} for i, c in enumerate(classes)],
+            }
+        else:
+            req = {"name": "g", "exactly": {"deviceClassName": classes[0]}}
+        return {"devices": {"requests": [req]}}
+
+    for resource in ("resourceclaims", "resourceclaimtemplates"):
+        assert create(resource, claim("mig.carve.dev")).allowed
+        assert create(resource, claim("gpu.carve.dev", "mig.carve.dev", first_available=True)).allowed
+        denied = create(resource, claim("vgpu.carve.dev"))
+        assert not denied.allowed and "requires hardware isolation" in denied.denials[0]
+        assert not create(
+            resource, claim("mig.carve.dev", "timeslice.carve.dev", first_available=True)
+        ).allowed
+        assert not create(resource, claim("slot.carve.dev")).errors
+    assert create("resourceclaims", {"devices": {}}).allowed  # no requests: nothing to refuse
