@@ -8,8 +8,8 @@ appends a watch event. `GET <collection>?watch=true&resourceVersion=X` answers t
 newline-delimited JSON once there are any or `timeoutSeconds` (at most `max_watch_s`) passed, the way one
 watch request of the real server ends at its timeout; a version older than the retained log (`compact()`
 drops it) is answered with an ERROR event carrying a 410 Expired Status, as the real server does. Every
-request is recorded (method, path, content type) in `requests`; `fail_next(method, path, code)` injects
-errors.
+request is recorded (method, path, content type, query, bearer token, body) in `requests`;
+`fail_next(method, path, code)` injects errors.
 """
 
 from __future__ import annotations
@@ -20,15 +20,25 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlparse
 
 KINDS = {"pods": "Pod", "nodes": "Node", "configmaps": "ConfigMap", "leases": "Lease"}
 
 
+class CoreRequest(NamedTuple):
+    method: str
+    path: str
+    ctype: str
+    query: dict[str, list[str]]
+    token: str  # the bearer token: which component (kubeconfig) sent it
+    body: Any
+
+
 class CoreApiStandIn:
     def __init__(self) -> None:
         self.objects: dict[str, dict] = {}
-        self.requests: list[tuple[str, str, str]] = []  # method, path, content type
+        self.requests: list[CoreRequest] = []
         self.rv = 0
         self.events: list[tuple[int, str, str, dict]] = []  # rv, type, path, object
         self.oldest_rv = 0  # watches from before this version get 410 Expired
@@ -47,7 +57,9 @@ class CoreApiStandIn:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
                 ctype = self.headers.get("Content-Type", "")
-                outer.requests.append((method, urlparse(self.path).path, ctype))
+                url = urlparse(self.path)
+                token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                outer.requests.append(CoreRequest(method, url.path, ctype, parse_qs(url.query), token, body))
                 code, payload = outer.handle(method, self.path, body, ctype)
                 if isinstance(payload, list):  # watch events, one JSON document per line
                     data = b"".join(json.dumps(e).encode() + b"\n" for e in payload)
@@ -84,14 +96,14 @@ class CoreApiStandIn:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def kubeconfig(self, path: Path) -> Path:
+    def kubeconfig(self, path: Path, token: str = "t") -> Path:
         path.write_text(
             json.dumps(
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
                     "clusters": [{"name": "c", "cluster": {"server": self.url}}],
-                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "users": [{"name": "u", "user": {"token": token}}],
                     "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
                     "current-context": "x",
                 }
