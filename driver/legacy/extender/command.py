@@ -41,7 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--gpu-scheduler-policy", default="spread", help="binpack or spread, between a node's GPUs"
     )
     p.add_argument(
-        "--resync-interval", type=float, default=10.0, help="seconds between full re-reads of the API"
+        "--resync-interval",
+        type=float,
+        default=10.0,
+        help="seconds between full re-lists (the watches keep the state current in between) and between "
+        "the leader's collections of stale records",
     )
     p.add_argument("--leader-elect", action="store_true", help="elect a leader among replicas (Lease)")
     p.add_argument("--lease-name", default="carve-scheduler-extender", help="the leader election Lease")
