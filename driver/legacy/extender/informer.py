@@ -4,7 +4,8 @@
 resourceVersion and hands every event to `apply`, carrying the version forward, so the state follows the
 API within one event's latency. A watch ends at its timeout and is resumed from the last version seen; a
 410 Gone (the version was compacted away) lists again at once; any other failure is retried with a bounded
-exponential backoff (`backoff_s` doubling to `max_backoff_s`), resuming the watch if a version is known.
+exponential backoff (`backoff_s` doubling to `max_backoff_s`), resuming the watch if a version is known
+(after an error that is not the API's, e.g. an event the state cannot take, from a new list).
 Every `relist_s` it lists again anyway: the safety net for an event that never arrived.
 """
 
@@ -76,11 +77,13 @@ class Reflector:
                     failures = 0
                     if stop.is_set():
                         return
-            except ClusterError as e:
-                if e.status == GONE:
+            except Exception as e:  # a bad event or a client bug must not end the informer
+                if isinstance(e, ClusterError) and e.status == GONE:
                     event(log, logging.INFO, "watch.expired", resource=self.source.resource, action="relist")
                     self.resource_version = ""
                     continue
+                if not isinstance(e, ClusterError):
+                    self.resource_version = ""  # not an API failure: start again from a list
                 failures += 1
                 wait = self.delay(failures)
                 event(

@@ -169,3 +169,29 @@ def test_a_restarted_extender_rebuilds_the_state_and_does_not_over_commit(cluste
         assert got["NodeNames"] == [] and "n0" in got["FailedNodes"]
     finally:
         second.close()
+
+
+def test_an_event_the_state_cannot_take_relists_instead_of_ending_the_informer(cluster):
+    s, api = cluster
+    seed(s, "n0")
+    seen: list[str] = []
+    bad = {"once": True}
+
+    def apply(kind: str, obj: dict) -> None:
+        if obj["metadata"]["name"] == "n1" and bad.pop("once", False):
+            raise KeyError("spec")  # e.g. a field the state did not expect
+        seen.append(obj["metadata"]["name"])
+
+    r = Reflector(api, Source("nodes"), lambda items: None, apply, 600, 1, backoff_s=0.01)
+    stop = threading.Event()
+    t = r.start(stop)
+    try:
+        assert r.synced.wait(10)
+        seed(s, "n1")
+        wait_for(lambda: r.lists == 2)  # listed again (the list carries n1), then watched on
+        seed(s, "n2")
+        wait_for(lambda: "n2" in seen)
+        assert t.is_alive()
+    finally:
+        stop.set()
+        t.join(5)

@@ -87,6 +87,7 @@ def recorded(tmp_path_factory):
     extender_api = StandInApi(s, s.kubeconfig(tmp / "extender", token="extender"))
     node = LegacyNode(NODE, api=plugin_api, extender_api=extender_api)
     stop = threading.Event()
+    threads: list[threading.Thread] = []
     try:
         # Extender: the informers of `carve scheduler-extender` (list, then watch).
         st = node.extender.state
@@ -96,7 +97,7 @@ def recorded(tmp_path_factory):
             Reflector(extender_api, records, st.replace_records, st.record_event, 600, 1),
             Reflector(extender_api, Source("pods"), st.replace_pods, st.pod_event, 600, 1),
         ]
-        threads = [r.start(stop) for r in reflectors]
+        threads += [r.start(stop) for r in reflectors]
         node.start_plugin()  # plugin: publishes its inventory on its node
         pod = gpu_pod("p", [("main", {names.LEGACY_GPU: 1, names.LEGACY_GPUMEM: 1000})])
         assert node.schedule(pod) == {"Error": ""}  # extender: bind (reads its node again, writes the record)
