@@ -229,6 +229,14 @@ def test_policy_refuses_every_other_node_write(recorded):
 
 
 def test_policy_is_rendered_only_where_it_can_work():
-    assert f"{RELEASE}-legacy-nodes" not in evaluators(render())  # legacy off
+    name = f"{RELEASE}-legacy-nodes"
+    assert name not in evaluators(render())  # legacy off
     off = ("--set", "legacy.enabled=true,legacy.devicePlugin.admissionPolicy=false")
-    assert f"{RELEASE}-legacy-nodes" not in evaluators(render(*off))
+    assert name not in evaluators(render(*off))
+    legacy_only = (
+        "--set",
+        "legacy.enabled=true,plugin.enabled=false,deviceClasses.enabled=false,"
+        "validatingAdmissionPolicy.enabled=false",
+    )
+    assert name in evaluators(render(*legacy_only, kube_version="1.30.0"))
+    assert name not in evaluators(render(*legacy_only, kube_version="1.29.0"))  # no admissionregistration v1

@@ -150,7 +150,15 @@ def test_legacy_objects_are_valid_kubernetes_objects(args, kube_version):
         *args, "--set", "legacy.devicePlugin.nodeConfig.gpu-3.splitCount=4", kube_version=kube_version
     )
     legacy = [o for o in objects if "legacy" in o["metadata"]["name"]]
-    assert {o["kind"] for o in legacy} >= {"DaemonSet", "Deployment", "ConfigMap", "ClusterRole", "Role"}
+    assert {o["kind"] for o in legacy} >= {
+        "DaemonSet",
+        "Deployment",
+        "ConfigMap",
+        "ClusterRole",
+        "Role",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for obj in legacy:
         try:
             kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
