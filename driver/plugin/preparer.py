@@ -5,7 +5,7 @@ prepare (per claim, under its claim lock and the node lock):
   2. create MIG instances at their allocated placements, each recorded in the MIG journal before and after
      (driver/plugin/migjournal.py); an instance already at the placement is an error unless the journal
      names it as this claim's (a retry), never adopted otherwise
-  3. write the claim directory: the shared region (soft slices and slots)
+  3. write the claim directory: the shared region and the limits file (soft slices and slots)
   4. write the CDI spec (edits from driver/plugin/edits.py claim_edits, host files checked again)
   5. record PrepareCompleted
 A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
@@ -54,6 +54,7 @@ from driver.plugin.locks import ClaimLocks, NodeLock
 from driver.plugin.logfmt import event
 from driver.plugin.miginstances import MigKeeper, MigOps, needs_mig_off
 from driver.plugin.migjournal import FILE_NAME, MigJournal
+from driver.plugin.regions import claim_runtime
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -257,7 +258,10 @@ class Preparer:
 
     def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> None:
         try:
-            write_claim_files(files, Path(self.settings.limiter_dir), limits)
+            # The limits file's runtime (effective shares, high-priority neighbours) comes from the claims
+            # already prepared on this node; the watcher keeps it current afterwards.
+            runtime = claim_runtime(ref.uid, limits, self.state, self.claims_dir)
+            write_claim_files(files, Path(self.settings.limiter_dir), limits, runtime)
         except LimiterMissing as e:
             raise PrepareError(f"{ref}: {e}") from None
 

@@ -7,7 +7,7 @@ import pytest
 
 from driver import names
 from driver.legacy import prestart
-from driver.limits import ClaimLimits, DeviceLimit
+from driver.limits import ClaimLimits, DeviceLimit, read_limits
 from driver.limits.region import Region
 from driver.plugin import preparer
 from driver.plugin.claimfiles import LimiterMissing, write_claim_files
@@ -35,6 +35,11 @@ def test_writes_private_dirs_and_a_region_its_containers_can_reach(tmp_path):
     assert files.region_dir.stat().st_mode & 0o777 == 0o755
     with Region.open(files.region) as region:
         assert (region.memory_limit(0), region.cores_limit(0)) == (2 * GIB, 30)
+    # The limits file the limiter enforces, next to the region (its directory is mounted read-only).
+    view = read_limits(files.limits)
+    assert (view.memory_limits, view.uuids, view.generation) == ((2 * GIB,), ("GPU-A",), 1)
+    write_claim_files(files, tmp_path / "limiter", LIMITS)  # again (PreStartContainer runs at every start)
+    assert read_limits(files.limits).generation == 2
 
 
 @pytest.mark.parametrize(("hook", "library", "missing"), [(True, False, "libcarve"), (False, True, "hook")])
