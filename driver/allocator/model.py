@@ -7,6 +7,7 @@ naming the object and the field when something required is missing or malformed.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -110,11 +111,19 @@ class Device:
     cel_key: tuple[str, str, int, str] = ("", "", 0, "")
     _cel: celtypes.MapType | None = None
     raw_capacity: dict[str, Any] = field(default_factory=dict)
+    _qualified: tuple[dict, dict] | None = None
 
     def cel_value(self) -> celtypes.MapType:
         if self._cel is None:
             self._cel = cel.device_value(self.driver, self.attributes, self.raw_capacity, self.allow_multiple)
         return self._cel
+
+    def qualified(self) -> tuple[dict[tuple[str, str], Any], dict[tuple[str, str], Any]]:
+        """Raw attributes and capacities by (domain, id), as selectors see them."""
+        if self._qualified is None:
+            self._qualified = (cel.qualify(self.attributes, self.driver),
+                               cel.qualify(self.raw_capacity, self.driver))
+        return self._qualified
 
     def attribute(self, qualified: str) -> Any:
         """matchAttribute/distinctAttribute lookup: full name, or the bare id in the driver's domain."""
@@ -165,9 +174,36 @@ def read_slice(obj: Mapping[str, Any]) -> Slice:
     return s
 
 
+def _check_attributes(attributes: Any, what: str) -> None:
+    """Every attribute must have a value selectors can read: checked here, once, so that a bad one
+    fails the slice whether or not a cached selector result spares reading it later."""
+    if not isinstance(attributes, Mapping):
+        raise ModelError(f"{what}: attributes is not a map")
+    for name, raw in attributes.items():
+        try:
+            _attribute_ok(raw)
+        except (ValueError, TypeError) as e:
+            raise ModelError(f"{what}.attributes[{name}]: {e}") from None
+
+
+def _attribute_ok(raw: Any) -> None:
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"expected a map with int, bool, string or version, got {type(raw).__name__}")
+    if "int" not in raw and "bool" not in raw and "string" not in raw and "version" in raw:
+        _version_ok(raw["version"])
+    else:
+        cel.attribute_value(raw)
+
+
+@functools.lru_cache(maxsize=1024)
+def _version_ok(text: Any) -> None:
+    cel.attribute_value({"version": text})
+
+
 def _read_device(d: Mapping[str, Any], s: Slice, index: int, what: str) -> Device:
     name = _field(d, "name", what, str)
     attributes = d.get("attributes") or {}
+    _check_attributes(attributes, what)
     raw_capacity = d.get("capacity") or {}
     capacity = {n: _capacity(c, f"{what}.capacity[{n}]") for n, c in raw_capacity.items()}
     consumes = []
