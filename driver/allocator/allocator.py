@@ -66,7 +66,9 @@ class Allocator:
         self.nodes = pools.nodes_of(self.pools)
         self.devices: dict[tuple[str, str, str], tuple[pools.Pool, Device]] = {
             d.key: (p, d) for p in self.pools for s in p.slices for d in s.devices}
+        self._node_index = pools.node_index(self.pools)
         self._node_devices: dict[str | None, list[tuple[pools.Pool, Device]]] = {}
+        self._node_pool_keys: dict[str | None, list[tuple[str, str]]] = {}
         self._class_index: dict[tuple[str | None, str], Candidates] = {}
         self._candidates: dict[tuple, Candidates] = {}
         self._node_pools: dict[str | None, list[pools.Pool]] = {}
@@ -161,7 +163,7 @@ class Allocator:
     def node_devices(self, node: str | None) -> list[tuple[pools.Pool, Device]]:
         found = self._node_devices.get(node)
         if found is None:
-            found = self._node_devices[node] = pools.devices_for_node(self.pools, node)
+            found = self._node_devices[node] = self._node_index.devices(node)
         return found
 
     def device_class(self, req: Request) -> DeviceClass:
@@ -297,8 +299,11 @@ class Allocator:
 
     def _stamp(self, node: str | None) -> tuple[int, ...]:
         """The holdings version of every pool a search on `node` reads."""
-        versions = self._pool_versions
-        return tuple(versions.get(p.key, 0) for p in self._pools_for(node))
+        keys = self._node_pool_keys.get(node)
+        if keys is None:
+            keys = self._node_pool_keys[node] = [p.key for p in self._pools_for(node)]
+        get = self._pool_versions.get
+        return tuple([get(k, 0) for k in keys])
 
     def _pools_for(self, node: str | None) -> list[pools.Pool]:
         found = self._node_pools.get(node)
