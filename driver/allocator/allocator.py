@@ -26,6 +26,7 @@ from driver.allocator.model import (
     DeviceClass,
     ModelError,
     Request,
+    Slice,
     claim_uid,
     read_claim,
     read_class,
@@ -43,8 +44,9 @@ class Unallocatable(Exception):
 
 
 class Allocator:
-    def __init__(self, slices: Iterable[Mapping[str, Any]], classes: Iterable[Mapping[str, Any]],
+    def __init__(self, slices: Iterable[Mapping[str, Any] | Slice], classes: Iterable[Mapping[str, Any]],
                  cel_cache: bool = True) -> None:
+        """`slices` are ResourceSlice objects (dicts), or already read with model.read_slice."""
         self._lock = threading.RLock()
         self.selectors = SelectorCache(enabled=cel_cache)
         self.classes: dict[str, DeviceClass] = {}
@@ -60,8 +62,8 @@ class Allocator:
 
     # --- slices --------------------------------------------------------------------------------
 
-    def _set_slices(self, slices: Iterable[Mapping[str, Any]]) -> None:
-        parsed = [read_slice(s) for s in slices]
+    def _set_slices(self, slices: Iterable[Mapping[str, Any] | Slice]) -> None:
+        parsed = [s if isinstance(s, Slice) else read_slice(s) for s in slices]
         self.pools = pools.gather(parsed)
         self.nodes = pools.nodes_of(self.pools)
         self.devices: dict[tuple[str, str, str], tuple[pools.Pool, Device]] = {
@@ -76,7 +78,7 @@ class Allocator:
         self._no_room: dict[tuple, tuple[int, ...]] = {}
         self._rebuild_counters()
 
-    def replace_slices(self, slices: Iterable[Mapping[str, Any]]) -> None:
+    def replace_slices(self, slices: Iterable[Mapping[str, Any] | Slice]) -> None:
         """New pool generations: indices and counters are rebuilt; recorded claims stay recorded."""
         with self._lock:
             self._set_slices(slices)
