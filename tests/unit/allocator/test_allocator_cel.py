@@ -134,7 +134,8 @@ def test_result_cache_shares_results_between_devices_that_agree_on_what_is_read(
 
 def test_result_cache_keys_an_expression_that_reads_anything_by_device_and_generation():
     expr = 'size(device.attributes["gpu.carve.dev"]) > 0 || device.attributes.size() == 0'
-    (old,), (new,) = _devices({"type": {"string": "mig"}}), _devices({"type": {"string": "mig"}}, generation=2)
+    mig = {"type": {"string": "mig"}}
+    (old,), (new,) = _devices(mig), _devices(mig, generation=2)
     cache = SelectorCache()
     assert cache.matches(expr, old) and cache.matches(expr, old) and cache.matches(expr, new)
     assert (cache.hits, cache.misses) == (1, 2)
