@@ -74,8 +74,9 @@ class Allocator:
         self._class_index: dict[tuple[str | None, str], Candidates] = {}
         self._candidates: dict[tuple, Candidates] = {}
         self._node_pools: dict[str | None, list[pools.Pool]] = {}
-        # (claim shape, node, prune) -> the node's ledger stamp when that shape did not fit there
-        self._no_room: dict[tuple, tuple[int, ...]] = {}
+        # (claim shape id, node) -> the node's ledger stamp when that shape did not fit there
+        self._shape_ids: dict[tuple, int] = {}
+        self._no_room: dict[tuple, int] = {}
         self._rebuild_counters()
 
     def replace_slices(self, slices: Iterable[Mapping[str, Any] | Slice]) -> None:
@@ -274,6 +275,8 @@ class Allocator:
         failures: list[str | None] = []
         twins = find_twins(claim)
         shape = _shape(claim, prune)
+        if shape is not None:  # hashed once, not once per node
+            shape = self._shape_ids.setdefault(shape, len(self._shape_ids))
         for target in targets:
             stamp = self._stamp(target)
             if shape is not None and self._no_room.get((shape, target)) == stamp:
@@ -299,13 +302,16 @@ class Allocator:
             raise Unallocatable(f"claim {claim.name} does not fit on {where}")
         raise Unallocatable(why(self, claim, failures))
 
-    def _stamp(self, node: str | None) -> tuple[int, ...]:
-        """The holdings version of every pool a search on `node` reads."""
+    def _stamp(self, node: str | None) -> int:
+        """Changes whenever the holdings of a pool a search on `node` reads change: the sum of
+        their versions, which only ever grow."""
         keys = self._node_pool_keys.get(node)
         if keys is None:
             keys = self._node_pool_keys[node] = [p.key for p in self._pools_for(node)]
-        get = self._pool_versions.get
-        return tuple([get(k, 0) for k in keys])
+        versions = self._pool_versions
+        if len(keys) == 1:
+            return versions.get(keys[0], 0)
+        return sum([versions.get(k, 0) for k in keys])
 
     def _pools_for(self, node: str | None) -> list[pools.Pool]:
         found = self._node_pools.get(node)

@@ -42,23 +42,37 @@ def _capacity_key(raw: Any) -> Any:
     return (type(value).__name__, value if isinstance(value, (str, int, float)) else repr(value))
 
 
+def _raw(names: dict[str, Any], qualified: int, dev: Device, domain: str, name: str) -> Any:
+    """names[domain/name] as selectors see it (a bare name is in the driver's domain), without
+    qualifying every name of the device: only when both spellings exist, or the name has a "/",
+    does the device's qualified map decide."""
+    if "/" in name:
+        return dev.qualified()[qualified].get((domain, name), _MISSING)
+    full = names.get(f"{domain}/{name}", _MISSING)
+    if domain == dev.driver:
+        bare = names.get(name, _MISSING)
+        if bare is not _MISSING:
+            return bare if full is _MISSING else dev.qualified()[qualified][(domain, name)]
+    return full
+
+
 def input_key(reads: tuple[Read, ...], dev: Device) -> tuple:
     """The values of `reads` on `dev` (what the selector's result depends on)."""
-    attrs, caps = dev.qualified()
     out: list[Any] = []
     for r in reads:
         kind = r.kind
         if kind == "attr":
-            raw = attrs.get((r.domain, r.name), _MISSING)
+            raw = _raw(dev.attributes, 0, dev, r.domain, r.name)
             out.append(_MISSING if raw is _MISSING else _frozen(raw))
         elif kind == "cap":
-            raw = caps.get((r.domain, r.name), _MISSING)
+            raw = _raw(dev.raw_capacity, 1, dev, r.domain, r.name)
             out.append(_MISSING if raw is _MISSING else _capacity_key(raw))
         elif kind == "driver":
             out.append(dev.driver)
         elif kind == "multi":
             out.append(dev.allow_multiple)
         else:  # a whole domain map, in its order
+            attrs, caps = dev.qualified()
             source = attrs if r.map_kind == "attr" else caps
             freeze = _frozen if r.map_kind == "attr" else _capacity_key
             out.append(tuple((n, freeze(v)) for (d, n), v in source.items() if d == r.domain))

@@ -112,6 +112,7 @@ class Device:
     _cel: celtypes.MapType | None = None
     raw_capacity: dict[str, Any] = field(default_factory=dict)
     _qualified: tuple[dict, dict] | None = None
+    consumption_memo: dict = field(default_factory=dict)  # capacity.consumption's, per request amounts
 
     def cel_value(self) -> celtypes.MapType:
         if self._cel is None:
