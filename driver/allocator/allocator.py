@@ -89,6 +89,7 @@ class Allocator:
     def _rebuild_counters(self) -> None:
         self.ledger.counters = {}
         self.ledger.oversubscribed = set()
+        self._over_sets: dict[tuple[str, str], set[str]] = {}  # per pool: counter sets over their totals
         for key in set(self.ledger.in_use) | {k for k, n in self.ledger.shares.items() if n > 0}:
             self._count(key, +1)
 
@@ -98,7 +99,14 @@ class Allocator:
             pool, dev = found
             used = self.ledger.counters.setdefault(pool.key, {})
             cap.add_counters(used, dev, sign)
-            if cap.oversubscribed(pool.counter_sets, used):
+            # Only the sets this device consumes from changed: recheck those, not the whole pool.
+            over = self._over_sets.setdefault(pool.key, set())
+            for cs, _ in dev.consumes:
+                if cap.oversubscribed({cs: pool.counter_sets.get(cs, {})}, used):
+                    over.add(cs)
+                else:
+                    over.discard(cs)
+            if over:
                 self.ledger.oversubscribed.add(pool.key)
             else:
                 self.ledger.oversubscribed.discard(pool.key)

@@ -69,6 +69,21 @@ class CapacitySpec:
 
 
 def _capacity(raw: Mapping[str, Any], what: str) -> CapacitySpec:
+    # The devices of a cluster repeat the same few capacities: read each distinct one once
+    # (by its repr, which tells apart "1" and 1 as the format needs).
+    key = repr(raw)
+    found = _CAPACITIES.get(key)
+    if found is None:
+        found = _read_capacity(raw, what)
+        if len(_CAPACITIES) < 65536:
+            _CAPACITIES[key] = found
+    return found
+
+
+_CAPACITIES: dict[str, CapacitySpec] = {}
+
+
+def _read_capacity(raw: Mapping[str, Any], what: str) -> CapacitySpec:
     try:
         value = q.of(raw["value"])
         policy = raw.get("requestPolicy")
