@@ -1,7 +1,7 @@
 """`carve allocate`: the allocator as a dry run over files, to answer "why does my claim not fit?".
 
 Reads ResourceSlices, DeviceClasses and ResourceClaims from files or directories (kubectl -f style;
-multi-document YAML, read with libyaml's C loader, or JSON; `kind: List` and `*List` kinds too; a
+multi-document YAML, read through libyaml (yaml_load), or JSON; `kind: List` and `*List` kinds too; a
 ResourceClaimTemplate counts as the claim it would create; objects of other kinds, such as the Pod
 next to a template, are skipped with one note on stderr; an object given twice is an error naming
 both places), allocates the claims in order (each allocated claim holds its devices for the next),
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from driver.allocator import yaml_load
 from driver.allocator.allocator import Allocator, Unallocatable
 from driver.allocator.model import ModelError, object_name, read_claim, read_class, read_slice
 from driver.cli import CliError
@@ -29,9 +30,8 @@ SLICE_KINDS = ("ResourceSlice",)
 CLASS_KINDS = ("DeviceClass",)
 CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
-# libyaml's C loader and dumper when PyYAML was built with it (the wheels are): parsing the slices
-# of 100 nodes x 8 GPUs took 75% of a run with the pure-Python loader.
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's dumper when PyYAML was built with it (the wheels are); reading is yaml_load's job:
+# parsing the slices of 100 nodes x 8 GPUs took 75% of a run with the pure-Python loader.
 YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
@@ -76,7 +76,7 @@ def documents(path: str) -> Iterator[tuple[str, dict]]:
             loaded = json.loads(text)
             docs = loaded if isinstance(loaded, list) else [loaded]
         else:
-            docs = list(yaml.load_all(text, Loader=YAML_LOADER))
+            docs = yaml_load.load_all(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CliError(f"{path}: not valid YAML or JSON: {first}") from None
