@@ -152,6 +152,7 @@ class Program:
     compiled: bool
     reads: tuple[cel_ast.Read, ...] | None = None
     fast: Callable[[Any], bool] | None = None
+    reads_id: int = -1
 
     def evaluate(self, device: celtypes.MapType) -> bool:
         try:
@@ -262,7 +263,9 @@ def _compile(expression: str, compiled: bool) -> Program | CelError:
         return CelError(expression, f"CEL compile error: {first}")
     except Exception as e:  # the transpiler rejects some constructs the parser accepts
         return CelError(expression, f"CEL compile error: {type(e).__name__}: {e}")
-    return Program(expression, runner, compiled, cel_ast.reads(node), cel_fast.compile_fast(node))
+    found = cel_ast.reads(node)
+    return Program(expression, runner, compiled, found, cel_fast.compile_fast(node),
+                   -1 if found is None else cel_ast.read_set_id(found))
 
 
 def evaluate(expression: str, device: celtypes.MapType) -> bool:

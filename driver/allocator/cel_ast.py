@@ -15,7 +15,7 @@ and expressions).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lark
@@ -126,6 +126,10 @@ class Read:
     map_kind: str = ""    # for domain: attr | cap
     domain: str = ""
     name: str = ""
+    qualified: str = field(default="", init=False, compare=False, repr=False)  # "domain/name"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "qualified", f"{self.domain}/{self.name}")
 
 
 def reads(node: Node) -> tuple[Read, ...] | None:
@@ -134,6 +138,14 @@ def reads(node: Node) -> tuple[Read, ...] | None:
     if not _collect(node, found):
         return None
     return tuple(sorted(found, key=lambda r: (r.kind, r.map_kind, r.domain, r.name)))
+
+
+_READ_SETS: dict[tuple[Read, ...], int] = {}
+
+
+def read_set_id(found: tuple[Read, ...]) -> int:
+    """A small number per distinct read set, so devices can remember their input keys by it."""
+    return _READ_SETS.setdefault(found, len(_READ_SETS))
 
 
 def _collect(node: Node, found: set[Read]) -> bool:

@@ -42,13 +42,14 @@ def _capacity_key(raw: Any) -> Any:
     return (type(value).__name__, value if isinstance(value, (str, int, float)) else repr(value))
 
 
-def _raw(names: dict[str, Any], qualified: int, dev: Device, domain: str, name: str) -> Any:
+def _raw(names: dict[str, Any], qualified: int, dev: Device, r: Read) -> Any:
     """names[domain/name] as selectors see it (a bare name is in the driver's domain), without
     qualifying every name of the device: only when both spellings exist, or the name has a "/",
     does the device's qualified map decide."""
+    domain, name = r.domain, r.name
     if "/" in name:
         return dev.qualified()[qualified].get((domain, name), _MISSING)
-    full = names.get(f"{domain}/{name}", _MISSING)
+    full = names.get(r.qualified, _MISSING)
     if domain == dev.driver:
         bare = names.get(name, _MISSING)
         if bare is not _MISSING:
@@ -56,16 +57,22 @@ def _raw(names: dict[str, Any], qualified: int, dev: Device, domain: str, name: 
     return full
 
 
-def input_key(reads: tuple[Read, ...], dev: Device) -> tuple:
-    """The values of `reads` on `dev` (what the selector's result depends on)."""
+def input_key(reads: tuple[Read, ...], dev: Device, reads_id: int = -1) -> tuple:
+    """The values of `reads` on `dev` (what the selector's result depends on); remembered on the
+    device per read set when `reads_id` (cel_ast.read_set_id) is given."""
+    if reads_id >= 0:
+        found = dev.input_keys.get(reads_id)
+        if found is None:
+            found = dev.input_keys[reads_id] = input_key(reads, dev)
+        return found
     out: list[Any] = []
     for r in reads:
         kind = r.kind
         if kind == "attr":
-            raw = _raw(dev.attributes, 0, dev, r.domain, r.name)
+            raw = _raw(dev.attributes, 0, dev, r)
             out.append(_MISSING if raw is _MISSING else _frozen(raw))
         elif kind == "cap":
-            raw = _raw(dev.raw_capacity, 1, dev, r.domain, r.name)
+            raw = _raw(dev.raw_capacity, 1, dev, r)
             out.append(_MISSING if raw is _MISSING else _capacity_key(raw))
         elif kind == "driver":
             out.append(dev.driver)
@@ -136,7 +143,7 @@ class SelectorCache:
             if program.reads is None:
                 key = (expression, "device", dev.cel_key)
             else:
-                key = (expression, "inputs", input_key(program.reads, dev))
+                key = (expression, "inputs", input_key(program.reads, dev, program.reads_id))
             found = self._results.get(key)
             if found is not None:
                 self.hits += 1

@@ -127,6 +127,7 @@ class Device:
     _cel: celtypes.MapType | None = None
     raw_capacity: dict[str, Any] = field(default_factory=dict)
     _qualified: tuple[dict, dict] | None = None
+    input_keys: dict = field(default_factory=dict)  # cel_cache.input_key's, per interned read set
     consumption_memo: dict = field(default_factory=dict)  # capacity.consumption's, per request amounts
 
     def cel_value(self) -> celtypes.MapType:
@@ -288,7 +289,7 @@ def _selectors(raw: Any, what: str) -> tuple[str, ...]:
 
 # --- claims --------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@dataclass(unsafe_hash=True, slots=True)  # a value: never changed after read_claim builds it
 class Request:
     """A request with `exactly`, or one subrequest of `firstAvailable`."""
 
@@ -304,7 +305,7 @@ class Request:
     capacity: tuple[tuple[str, int], ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(unsafe_hash=True, slots=True)  # a value: never changed after read_claim builds it
 class Constraint:
     requests: frozenset[str]
     attribute: str
@@ -314,7 +315,7 @@ class Constraint:
         return not self.requests or request.base in self.requests or request.name in self.requests
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(unsafe_hash=True, slots=True)  # a value: never changed after read_claim builds it
 class Claim:
     uid: str
     name: str                 # namespace/name, for messages
