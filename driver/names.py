@@ -56,6 +56,13 @@ LIMITER_BUILD_PATH = "native/build/libcarve-limiter.so"
 LIMITER_CONTAINER_DIR = "/usr/local/carve/lib"
 LIMITER_CONTAINER_PATH = f"{LIMITER_CONTAINER_DIR}/{LIMITER_LIBRARY}"
 
+# The CDI createContainer hook (native/hook) and the static ldconfig it runs: installed next to the limiter
+# (--limiter-dir) by the chart's init container; in the image under /usr/local/carve/bin.
+HOOK_BINARY = "carve-cdi-hook"
+HOOK_BUILD_PATH = "native/build/carve-cdi-hook"
+LDCONFIG_BINARY = "carve-ldconfig"
+ENV_FAKE_PROC_ROOT = "CARVE_FAKE_PROC_ROOT"  # where the fake NVML writes MIG capability files
+
 # Kubelet plugin sockets.
 DEFAULT_PLUGIN_DIR = f"/var/lib/kubelet/plugins/{DRIVER_NAME}"
 DEFAULT_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"

@@ -50,9 +50,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the --driver-root directory as the host sees it: CDI mount sources (default: --driver-root)",
     )
     p.add_argument(
+        "--proc-root",
+        default="/proc",
+        help="the host's /proc: MIG capability files (driver/nvidia/capabilities), devices, host pids",
+    )
+    p.add_argument(
         "--limiter-dir",
         default="",
-        help=f"host dir holding {names.LIMITER_LIBRARY} (default <plugin-dir>/lib)",
+        help=f"host dir holding {names.LIMITER_LIBRARY}, {names.HOOK_BINARY} and {names.LDCONFIG_BINARY} "
+        "(default <plugin-dir>/lib)",
     )
     p.add_argument("--healthz-addr", default="", help="HTTP health endpoint, e.g. ':51515' (default: off)")
     p.add_argument(
@@ -120,10 +126,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.node_name:
         raise CliError("--node-name is required (or set CARVE_NODE_NAME / NODE_NAME)")
     plugin_dir = Path(args.plugin_dir)
-    if args.gpus.startswith("fake:") and not os.environ.get(names.ENV_FAKE_STATE):
+    fake = args.gpus.startswith("fake:")
+    if fake and not os.environ.get(names.ENV_FAKE_STATE):
         # Fake MIG instances must survive a plugin restart, as they do on hardware.
         plugin_dir.mkdir(parents=True, exist_ok=True)
         os.environ[names.ENV_FAKE_STATE] = str(plugin_dir / "fake-gpus.state")
+    if fake and not os.environ.get(names.ENV_FAKE_PROC_ROOT):
+        # The fake NVML writes MIG capability files there, as the kernel driver does under /proc.
+        os.environ[names.ENV_FAKE_PROC_ROOT] = str(plugin_dir / "fake-proc")
 
     from driver.gpu import InventoryError, discover
     from driver.plugin.checkpoint import read_boot_id
@@ -144,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
         driver_root=Path(args.driver_root),
         host_driver_root=Path(args.host_driver_root) if args.host_driver_root else None,
         limiter_dir=Path(args.limiter_dir) if args.limiter_dir else None,
+        proc_root=Path(args.proc_root),
+        mig_proc_root=Path(os.environ[names.ENV_FAKE_PROC_ROOT]) if fake else None,
+        driver_required=not fake,
         healthz_addr=args.healthz_addr,
         metrics_addr=args.metrics_addr,
         strategy=args.strategy,

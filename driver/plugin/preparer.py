@@ -3,8 +3,8 @@
 prepare (per claim, under its claim lock and the node lock):
   1. record PrepareStarted in the checkpoint (with the MIG placements it is about to create)
   2. create MIG instances at their allocated placements (reusing a matching one)
-  3. write the claim directory: shared region and ld.so.preload (soft slices and slots)
-  4. write the CDI spec
+  3. write the claim directory: the shared region (soft slices and slots)
+  4. write the CDI spec (edits from driver/plugin/edits.py claim_edits, host files checked again)
   5. record PrepareCompleted
 A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
 (driver/plugin/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims.
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from driver import names
-from driver.cdi.spec import CdiDevice, ContainerEdits, claim_spec
+from driver.cdi.spec import claim_spec
 from driver.cdi.store import SpecStore
 from driver.cluster.base import ClusterError, NotFound
-from driver.fsutil import ensure_private_dir, fsync_dir, write_atomic
+from driver.fsutil import ensure_private_dir, fsync_dir
 from driver.gpu.model import MigInstance
 from driver.limits import create_region
 from driver.plugin import faults
@@ -37,7 +37,14 @@ from driver.plugin.checkpoint import (
     MigRecord,
 )
 from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, PrepareError, claim_limits, plan_claim
-from driver.plugin.edits import ClaimFiles, HostLayout, limiter_edits, region_container_path
+from driver.plugin.edits import (
+    ClaimDevice,
+    ClaimFiles,
+    DriverFilesError,
+    HostLayout,
+    claim_edits,
+    region_container_path,
+)
 from driver.plugin.locks import ClaimLocks, NodeLock
 from driver.plugin.logfmt import event
 
@@ -200,20 +207,27 @@ class Preparer:
         faults.reached("prepare-after-mig")
 
         files = ClaimFiles(self.claims_dir / ref.uid)
-        common = self.layout.base_edits()
         limits = claim_limits(plan, region_container_path(ref.uid))
         if limits is not None:
-            common = common.merged(self._write_claim_files(ref, files, limits))
+            self._write_claim_files(ref, files, limits)
         faults.reached("prepare-after-limits")
 
-        devices = [
-            CdiDevice(
-                names.cdi_device_name(ref.uid, p.device.name, p.share_id),
-                self._device_edits(p, instances.get(p.device.name)),
+        devices = []
+        for p in plan.devices:
+            inst = instances.get(p.device.name)
+            devices.append(
+                ClaimDevice(
+                    names.cdi_device_name(ref.uid, p.device.name, p.share_id),
+                    p.device.minor,
+                    inst.gpu_instance_id if inst else None,
+                    inst.compute_instance_id if inst else None,
+                )
             )
-            for p in plan.devices
-        ]
-        self.specs.write(ref.uid, claim_spec(ref.uid, devices, common))
+        try:
+            edits = claim_edits(self.layout, devices, limits, files, self.settings.limiter_dir)
+        except DriverFilesError as e:
+            raise PrepareError(f"{ref}: {e}") from None
+        self.specs.write(ref.uid, claim_spec(ref.uid, edits.devices, edits.common))
         faults.reached("prepare-after-cdi")
 
         record.state = STATE_COMPLETED
@@ -252,24 +266,19 @@ class Preparer:
         )
         return inst
 
-    def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> ContainerEdits:
+    def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> None:
         limiter = Path(self.settings.limiter_dir) / names.LIMITER_LIBRARY
         if not limiter.is_file():
             raise PrepareError(f"{ref}: limiter: {limiter} does not exist (set --limiter-dir)")
+        hook = Path(self.settings.limiter_dir) / names.HOOK_BINARY
+        if not hook.is_file():
+            raise PrepareError(f"{ref}: limiter: {hook} (the ld.so.preload hook) does not exist")
         ensure_private_dir(self.claims_dir)
         ensure_private_dir(files.root)
         # The region directory is mounted into the claim's containers, which may run as any uid.
         files.region_dir.mkdir(mode=0o755, exist_ok=True)
         files.region_dir.chmod(0o755)
         create_region(files.region, limits)
-        write_atomic(files.preload, (names.LIMITER_CONTAINER_PATH + "\n").encode(), mode=0o644)
-        return limiter_edits(files, self.settings.limiter_dir, limits)
-
-    def _device_edits(self, p: PlannedDevice, inst: MigInstance | None) -> ContainerEdits:
-        if inst is not None:
-            nodes = self.layout.mig_nodes(p.device.minor, inst.gpu_instance_id, inst.compute_instance_id)
-            return ContainerEdits(device_nodes=nodes)
-        return ContainerEdits(device_nodes=self.layout.gpu_nodes(p.device.minor))
 
     # --- unprepare -------------------------------------------------------------------------------------
 

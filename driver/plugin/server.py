@@ -25,7 +25,7 @@ from driver.gpu.model import Gpu
 from driver.metrics import MetricsServer, PluginMetrics, plugin_state
 from driver.plugin.catalog import NodeDevice, catalog_from_slices
 from driver.plugin.checkpoint import Checkpoint, read_boot_id
-from driver.plugin.edits import HostLayout
+from driver.plugin.edits import DriverFilesError, HostLayout
 from driver.plugin.health import HealthServer, check_dra_socket
 from driver.plugin.logfmt import event
 from driver.plugin.preparer import MigOps, Preparer, PreparerSettings
@@ -51,7 +51,9 @@ class PluginConfig:
     strategy: str = names.STRATEGY_EXCLUSIVE
     k8s_version: str = ""  # "" = ask the API server
     split_count: int = 10
-    proc_root: Path = Path("/proc")
+    proc_root: Path = Path("/proc")  # host pids; MIG capability files and devices too, unless:
+    mig_proc_root: Path | None = None  # where MIG capability files are read (fake GPUs: their fake proc)
+    driver_required: bool = True  # real GPUs: a missing driver node or library fails the claim
     publish_interval_s: float = 60.0
     region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: host pids, high-priority marks
     workers: int = 16
@@ -101,15 +103,27 @@ class Plugin:
         c = self.config
         ensure_private_dir(Path(c.plugin_dir))
         Path(c.registry_dir).mkdir(parents=True, exist_ok=True)
-        layout = HostLayout.scan(Path(c.driver_root), Path(c.proc_root), c.host_driver_root)
+        layout = HostLayout.scan(
+            Path(c.driver_root),
+            Path(c.mig_proc_root or c.proc_root),
+            c.host_driver_root,
+            hook_dir=self.limiter_dir,
+            driver_required=c.driver_required,
+        )
+        try:
+            found = layout.driver_files()
+            driver = {"driver": found.version, "driver_files": len(found.libraries)} if found else {}
+        except DriverFilesError as e:  # each prepare checks again and fails its claim with this error
+            event(log, logging.WARNING, "driver.missing", error=str(e))
+            driver = {}
         event(
             log,
             logging.INFO,
             "plugin.starting",
             node=c.node_name,
             gpus=[g.name for g in self.gpus],
-            driver_files=len(layout.driver_files),
             dev_root=str(layout.dev_root),
+            **driver,
         )
 
         version = _k8s_version(self.cluster, c.k8s_version)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.driverroot import LAYOUTS, build_driver_root, hook_dir, write_proc_root
 
 from driver import names
 from driver.cluster import LocalCluster
@@ -63,18 +64,23 @@ class DictMig:
 
 
 @pytest.fixture
-def world(tmp_path):
+def world(tmp_path, stub_cache):
     cluster = LocalCluster()
     mig = DictMig()
-    limiter = tmp_path / "lib"
-    limiter.mkdir()
+    limiter = hook_dir(tmp_path / "lib")  # with carve-cdi-hook and carve-ldconfig, as on a node
     (limiter / names.LIMITER_LIBRARY).touch()
+    driver = build_driver_root(tmp_path / "root", LAYOUTS["rhel"], stub_cache)
+    # The capability files of the GPU instances DictMig hands out (gi 1.., ci 0) on GPU minor 0.
+    proc = write_proc_root(
+        tmp_path / "proc", {(0, gi, ci): (3 + gi * 9 + (0 if ci is None else 1), 292) for gi in range(1, 9)
+                            for ci in (None, 0)}
+    )  # fmt: skip
 
     def make(boot="b1", mig_ops=None):
         return Preparer(
             PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter),
             cluster,
-            HostLayout.scan(tmp_path / "root"),
+            HostLayout.scan(driver, proc, hook_dir=limiter),
             mig_ops or mig,
             lambda: CATALOG,
             Checkpoint(tmp_path / "checkpoint.json", boot),
@@ -135,6 +141,35 @@ def test_failure_rolls_back_only_that_claim(world, tmp_path):
     assert set(p.state) == {good.uid}
     assert not (tmp_path / "plugin" / "claims" / bad.uid).exists()
     assert p.specs.claim_uids() == {good.uid}
+
+
+def test_a_missing_device_node_fails_only_the_claims_that_need_it(world, tmp_path):
+    cluster, _, make = world
+    p = make()
+    recover(p)
+    (tmp_path / "root/dev/nvidia1").unlink()  # gpu-1's node gone; gpu-0 (the MIG parent) still there
+    soft = put(cluster, "soft", MIXED[1:])
+    whole_mig = put(cluster, "mig", MIXED[:1])
+    out = p.prepare([soft, whole_mig])
+    missing = f"device node /dev/nvidia1 does not exist in {tmp_path}/root/dev"
+    assert out[soft.uid].error == f"claim ns/soft ({soft.uid}): {missing}"
+    assert out[whole_mig.uid].error == ""
+    assert set(p.state) == {whole_mig.uid} and p.specs.claim_uids() == {whole_mig.uid}
+    assert not (tmp_path / "plugin" / "claims" / soft.uid).exists()  # its region was rolled back
+    (tmp_path / "root/dev/nvidia1").touch()  # the node is back: the kubelet's retry succeeds
+    assert p.prepare([soft])[soft.uid].error == ""
+
+
+def test_an_unreadable_mig_capability_file_fails_the_claim_and_frees_the_instance(world, tmp_path):
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    for access in (tmp_path / "proc").rglob("gi1/ci0/access"):
+        access.unlink()
+    ref = put(cluster, "mig", MIXED[:1])
+    error = p.prepare([ref])[ref.uid].error
+    assert "MIG capability nodes of gpu0/gi1/ci0" in error and "gi1/ci0/access" in error
+    assert mig.live == {} and p.state == {}
 
 
 def test_unexpected_exception_is_an_internal_error_for_that_claim(world, caplog):
