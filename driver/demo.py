@@ -135,10 +135,10 @@ def run(args: argparse.Namespace) -> int:
 
     from driver.cluster import LocalCluster
     from driver.gpu import discover
-    from driver.plugin.mig import NvmlMig, ensure_mig_mode
+    from driver.plugin.mig import NvmlMig
     from driver.plugin.server import Plugin, PluginConfig
 
-    gpus = ensure_mig_mode(discover(GPUS, NODE), STRATEGY, GPUS, NODE)
+    gpus = discover(GPUS, NODE)  # the plugin turns MIG mode on for the mig GPUs (driver/plugin/modes.py)
     cluster = LocalCluster(version=(1, 36))
     config = PluginConfig(
         node_name=NODE,
@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
         publish_interval_s=3600,
         boot_id="demo",
     )
-    plugin = Plugin(config, cluster, gpus, NvmlMig())
+    mig = NvmlMig()
+    plugin = Plugin(config, cluster, gpus, mig, mig)
     plugin.start()
     try:
         print(f"node {NODE}: {', '.join(f'{g.name} {g.product}' for g in gpus)}  (fake GPUs; temp dir {tmp})")

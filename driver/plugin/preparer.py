@@ -2,12 +2,17 @@
 
 prepare (per claim, under its claim lock and the node lock):
   1. record PrepareStarted in the checkpoint (with the MIG placements it is about to create)
-  2. create MIG instances at their allocated placements (reusing a matching one)
+  2. create MIG instances at their allocated placements, each recorded in the MIG journal before and after
+     (driver/plugin/migjournal.py); an instance already at the placement is an error unless the journal
+     names it as this claim's (a retry), never adopted otherwise
   3. write the claim directory: the shared region (soft slices and slots)
   4. write the CDI spec (edits from driver/plugin/edits.py claim_edits, host files checked again)
   5. record PrepareCompleted
 A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
-(driver/plugin/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims.
+(driver/plugin/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims;
+it destroys the instances the journal records for that claim, by their recorded ids, after checking that
+the live instance still has the recorded UUID. A PrepareCompleted claim whose CDI spec vanished is prepared
+again (its recorded instances kept), never answered from the checkpoint alone.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from driver.plugin.checkpoint import (
     DeviceRecord,
     MigRecord,
 )
-from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, PrepareError, claim_limits, plan_claim
+from driver.plugin.claims import ClaimPlan, ClaimRef, PrepareError, claim_limits, plan_claim
 from driver.plugin.edits import (
     ClaimDevice,
     ClaimFiles,
@@ -47,19 +52,11 @@ from driver.plugin.edits import (
 )
 from driver.plugin.locks import ClaimLocks, NodeLock
 from driver.plugin.logfmt import event
+from driver.plugin.miginstances import MigKeeper, MigOps, needs_mig_off
+from driver.plugin.migjournal import FILE_NAME, MigJournal
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class MigOps(Protocol):
-    """What prepare needs from MIG management (driver/gpu/mig.py on NVML; a dict in unit tests)."""
-
-    def create(self, gpu_uuid: str, profile: str, start: int) -> MigInstance: ...
-
-    def destroy(self, gpu_uuid: str, gpu_instance_id: int) -> None: ...
-
-    def instances(self, gpu_uuid: str) -> list[MigInstance]: ...
 
 
 class ClaimSource(Protocol):
@@ -102,7 +99,9 @@ class Preparer:
         self.claim_locks = ClaimLocks()
         self.node_lock = NodeLock(Path(settings.plugin_dir) / "plugin.lock")
         self.claims_dir = Path(settings.plugin_dir) / "claims"
+        self.migs = MigKeeper(mig, MigJournal(Path(settings.plugin_dir) / FILE_NAME))
         self.state: dict[str, ClaimRecord] = {}
+        self.after_unprepare: Callable[[ClaimRecord], None] = lambda _record: None
 
     # --- the kubelet's two calls -----------------------------------------------------------------------
 
@@ -134,7 +133,7 @@ class Preparer:
     def _prepare_one(self, ref: ClaimRef) -> Prepared:
         with self.claim_locks.hold(ref.uid):
             done = self.state.get(ref.uid)
-            if done and done.state == STATE_COMPLETED:
+            if self._answerable(done):
                 event(
                     log,
                     logging.INFO,
@@ -152,11 +151,15 @@ class Preparer:
                 raise PrepareError(f"{ref}: reading the claim from the API server: {e}") from None
             plan = plan_claim(ref, claim, self.settings.node_name, self.catalog())
             with self.node_lock.hold():
-                self._sync()
+                self.sync()
                 leftover = self.state.get(ref.uid)
-                if leftover and leftover.state == STATE_COMPLETED:  # prepared by another plugin process
+                if self._answerable(leftover):  # prepared by another plugin process
                     return Prepared(devices=tuple(leftover.devices))
-                if leftover:  # a PrepareStarted left by a failed attempt: start clean
+                if leftover and leftover.state == STATE_COMPLETED:
+                    # Its CDI spec vanished: the container could never start. Prepare it again; the MIG
+                    # journal still names its instances, so they are kept, not recreated.
+                    event(log, logging.WARNING, "cdi.missing", uid=ref.uid, action="preparing it again")
+                elif leftover:  # a PrepareStarted left by a failed attempt: start clean
                     self._undo(leftover, inject=False)
                 record = self._record(plan)
                 try:
@@ -165,6 +168,10 @@ class Preparer:
                     # Roll back this claim only; the error goes to the kubelet, which retries later.
                     self._undo(record, inject=False)
                     raise
+
+    def _answerable(self, record: ClaimRecord | None) -> bool:
+        """Prepared, and its CDI spec is still there: the checkpoint's answer is the truth."""
+        return bool(record and record.state == STATE_COMPLETED and self.specs.path(record.uid).exists())
 
     def _record(self, plan: ClaimPlan) -> ClaimRecord:
         devices = []
@@ -199,11 +206,14 @@ class Preparer:
         self._save()
         faults.reached("prepare-after-checkpoint-started")
 
+        for gpu_uuid in sorted({p.device.gpu_uuid for p in plan.devices if needs_mig_off(p.device)}):
+            self.migs.whole_gpu(ref, gpu_uuid)
         instances: dict[str, MigInstance] = {}
         for p, rec in zip(plan.devices, record.devices, strict=True):
             if rec.mig:
-                instances[p.device.name] = inst = self._create_mig(ref, p)
+                instances[p.device.name] = inst = self.migs.create(ref, p.device)
                 rec.mig.gpu_instance_id, rec.mig.uuid = inst.gpu_instance_id, inst.uuid
+                rec.mig.compute_instance_id = inst.compute_instance_id
         faults.reached("prepare-after-mig")
 
         files = ClaimFiles(self.claims_dir / ref.uid)
@@ -245,27 +255,6 @@ class Preparer:
         faults.reached("prepare-after-checkpoint-completed")
         return record.devices
 
-    def _create_mig(self, ref: ClaimRef, p: PlannedDevice) -> MigInstance:
-        d = p.device
-        try:
-            inst = self.mig.create(d.gpu_uuid, str(d.profile), int(d.placement_start or 0))
-        except Exception as e:
-            raise PrepareError(
-                f"{ref}: device {d.name}: MIG instance {d.profile} at placement {d.placement_start} on "
-                f"{d.gpu_uuid}: {type(e).__name__}: {e}"
-            ) from None
-        event(
-            log,
-            logging.INFO,
-            "mig.ready",
-            uid=ref.uid,
-            device=d.name,
-            mig=inst.uuid,
-            gi=inst.gpu_instance_id,
-            ci=inst.compute_instance_id,
-        )
-        return inst
-
     def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> None:
         limiter = Path(self.settings.limiter_dir) / names.LIMITER_LIBRARY
         if not limiter.is_file():
@@ -284,7 +273,7 @@ class Preparer:
 
     def _unprepare_one(self, ref: ClaimRef) -> None:
         with self.claim_locks.hold(ref.uid), self.node_lock.hold():
-            self._sync()
+            self.sync()
             record = self.state.get(ref.uid)
             if record is None:
                 # Unknown claim: nothing to do, but never leave a stray spec behind for it.
@@ -295,6 +284,7 @@ class Preparer:
                 )
                 return
             self._undo(record, inject=True)
+            self.after_unprepare(record)
             event(
                 log,
                 logging.INFO,
@@ -309,9 +299,7 @@ class Preparer:
         point = faults.reached if inject else (lambda _p: None)
         self.specs.remove(record.uid)
         point("unprepare-after-cdi")
-        for d in record.devices:
-            if d.mig:
-                self._destroy_mig(record, d.mig)
+        self.migs.destroy_claims(record)
         point("unprepare-after-mig")
         self.remove_claim_dir(record.uid)
         point("unprepare-after-files")
@@ -319,26 +307,13 @@ class Preparer:
             self._save()
         point("unprepare-after-checkpoint")
 
-    def _destroy_mig(self, record: ClaimRecord, mig: MigRecord) -> None:
-        for other in self.state.values():
-            if other.uid != record.uid and any(
-                d.mig and d.mig.gpu_uuid == mig.gpu_uuid and d.mig.start == mig.start for d in other.devices
-            ):
-                return  # still used by another prepared claim (should not happen; never pull it away)
-        for inst in self.mig.instances(mig.gpu_uuid):
-            if inst.placement.start == mig.start and inst.profile_name == mig.profile:
-                self.mig.destroy(mig.gpu_uuid, inst.gpu_instance_id)
-                event(
-                    log, logging.INFO, "mig.destroyed", uid=record.uid, mig=inst.uuid, gi=inst.gpu_instance_id
-                )
-
     def remove_claim_dir(self, uid: str) -> None:
         root = self.claims_dir / uid
         if root.exists():
             shutil.rmtree(root)
             fsync_dir(self.claims_dir)
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         """Adopt the checkpoint another plugin process wrote (rolling update); call with the node lock held.
 
         Without this, our next save would drop the claims the other process prepared meanwhile.

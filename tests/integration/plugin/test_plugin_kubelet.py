@@ -144,8 +144,8 @@ def test_slots_on_one_gpu_add_up_and_timeslice_has_no_limits(node, kubelet, plug
     out = kubelet.prepare([slots, ts])
     assert out[slots[2]]["error"] == "" and out[ts[2]]["error"] == ""
     env = env_of(spec_of(node, slots[2]))
-    gpu_memory = 80 * 1024**3
-    assert env["CARVE_MEMORY_LIMIT_0"] == str(3 * (gpu_memory // 10))
+    shareable = 80 * 1024**3 - 10 * 512 * 1024**2  # less one CUDA context reserve per slot
+    assert env["CARVE_MEMORY_LIMIT_0"] == str(3 * (shareable // 10))
     assert env["CARVE_CORES_LIMIT_0"] == "30"
     assert "CARVE_MEMORY_LIMIT_1" not in env
     assert "CARVE_REGION" not in env_of(spec_of(node, ts[2]))
