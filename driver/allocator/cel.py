@@ -256,8 +256,13 @@ def _compile(expression: str, compiled: bool) -> Program | CelError:
     try:
         assert _PARSER is not None
         ast = _PARSER.parse(expression)
-        runner = env.program(ast, functions=FUNCTIONS)
         node = cel_ast.reduce(ast)
+        if compiled and cel_ast.calls(node, "has"):
+            # cel-python's compiled runner fails `!has(...)` ("no such overload"); the
+            # interpreted one gets it right, as Kubernetes does.
+            compiled = False
+            env = _environment(False)
+        runner = env.program(ast, functions=FUNCTIONS)
     except celpy.CELParseError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else "syntax error"
         return CelError(expression, f"CEL compile error: {first}")

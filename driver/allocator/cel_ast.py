@@ -140,6 +140,18 @@ def reads(node: Node) -> tuple[Read, ...] | None:
     return tuple(sorted(found, key=lambda r: (r.kind, r.map_kind, r.domain, r.name)))
 
 
+def calls(node: Node, name: str) -> bool:
+    """Whether the expression calls the function or macro `name` anywhere."""
+    if node[0] == "call" and node[1] == name:
+        return True
+    if node[0] in _LEAVES:
+        return False
+    return any(calls(child, name) for child in _children(node))
+
+
+_LEAVES = ("lit", "driver", "multi", "attr", "cap", "domain", "ident")
+
+
 _READ_SETS: dict[tuple[Read, ...], int] = {}
 
 

@@ -3,8 +3,9 @@
 Covered: `device.driver`, `device.allowMultipleAllocations`, attribute and capacity reads by literal
 domain and name; string, int and bool literals; `quantity("...")` and `semver("..."[, bool])` of a
 literal (folded once); `==`, `!=`, `<`, `<=`, `>`, `>=`; `x in [literals]` and `"name" in
-device.attributes["D"]`; `compareTo`, `isGreaterThan`, `isLessThan`; `&&`, `||`, `!` and
-parentheses. Anything else compiles to None and the expression runs on cel-python.
+device.attributes["D"]`; `has()` of an attribute or capacity; `compareTo`, `isGreaterThan`,
+`isLessThan`; `&&`, `||`, `!` and parentheses. Anything else compiles to None and the expression
+runs on cel-python.
 
 A closure answers True or False only when it is sure, with CEL's rules: a missing attribute is an
 error value, `&&` and `||` absorb errors commutatively (`false && error` is false, `error || true`
@@ -133,6 +134,9 @@ def _value(node: Node) -> Fn:
     if kind == "cap":
         domain, name = node[1], node[2]
         return lambda d: d.capacity(domain, name)
+    if kind == "call" and node[1] == "has" and len(node[2]) == 1 and node[2][0][0] in ("attr", "cap"):
+        map_kind, domain, name = node[2][0]
+        return lambda d: celtypes.BoolType(name in d.domain(map_kind, domain))
     if kind == "call":
         const = _constant_call(node)
         return lambda d: const
