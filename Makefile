@@ -73,7 +73,7 @@ e2e-all: native tools
 
 # The e2e on a user's own cluster (kind), as before: e2e/README.md.
 e2e-kind: native
-	$(PY) -m pytest -q -s -p no:cacheprovider e2e/kind
+	CARVE_E2E_TARGET=kind $(PY) -m pytest -q -s -p no:cacheprovider e2e/kind
 
 clean:
 	$(MAKE) -C native clean

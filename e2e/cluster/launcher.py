@@ -33,11 +33,11 @@ SERVICE_ACCOUNT = f"{RELEASE}-kubelet-plugin"
 HELM = REPO / ".tools" / "helm"
 KUBECTL = REPO / ".tools" / "kubectl"
 
-# Two nodes cover the five strategies; node 1 holds the only MIG and the only soft GPU of the cluster,
-# so what the scheduler can place there is fully determined by the tests.
+# Two nodes cover the five strategies; e2e-n1 holds the only MIG GPU (0) and the only soft GPUs (1: an
+# A100-80GB, 2: a T4) of the cluster, so what the scheduler can place there is fixed by the tests.
 DEFAULT_NODES = (
-    NodeSpec("e2e-n1", "fake:2xA100-80GB,1xT4", "0=mig,1=soft,exclusive"),
-    NodeSpec("e2e-n2", "fake:2xA100-80GB,1xT4", "0=slots,1=timeslice,exclusive"),
+    NodeSpec("e2e-n1", "fake:2xA100-80GB,1xT4", "0=mig,soft"),
+    NodeSpec("e2e-n2", "fake:2xA100-80GB,1xT4", "0=exclusive,1=timeslice,slots"),
 )
 
 
