@@ -91,7 +91,7 @@ func (r *recordingRuntime) CreateContainer(ctx context.Context, req *runtimeapi.
 		entry.CDIDevices = append(entry.CDIDevices, d.GetName())
 	}
 	for _, kv := range cfg.GetEnvs() {
-		entry.Env[kv.GetKey()] = kv.GetValue()
+		entry.Env[kv.GetKey()] = text(kv.GetValue())
 	}
 	for _, m := range cfg.GetMounts() {
 		entry.Mounts = append(entry.Mounts, m.GetHostPath()+":"+m.GetContainerPath())
@@ -107,6 +107,9 @@ func (r *recordingRuntime) CreateContainer(ctx context.Context, req *runtimeapi.
 	}
 	return r.RemoteRuntime.CreateContainer(ctx, req)
 }
+
+// text reads a CRI env value: a string up to 1.35, bytes from 1.36.
+func text[T string | []byte](v T) string { return string(v) }
 
 func runFakeCRI(args []string) int {
 	fs := flag.NewFlagSet("fakecri", flag.ContinueOnError)
