@@ -45,6 +45,7 @@ bench: native
 # K8S picks the minor (e2e/cluster/<minor>/go.mod pins the patch); GATES=off runs 1.34/1.35 without the alpha DRA gates.
 K8S ?= 1.36
 GATES ?= on
+NICE ?= 10
 K8S_VERSION = $(shell sed -n 's/^\trequire k8s.io\/kubernetes //p; s/^\tk8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' e2e/cluster/$(K8S)/go.mod)
 K8S_BIN = .tools/k8s/$(K8S_VERSION)/k8s
 
@@ -53,7 +54,7 @@ cluster:
 	@if [ -x $(K8S_BIN) ]; then echo "$(K8S_BIN) is built"; else \
 	  mkdir -p $(dir $(K8S_BIN)); start=$$(date +%s); \
 	  echo "building Kubernetes $(K8S_VERSION) into $(K8S_BIN) (cold: tens of minutes on 2 cores; see docs/e2e.md)"; \
-	  cd e2e/cluster/$(K8S) && CGO_ENABLED=0 GOFLAGS=-trimpath nice -n 10 go build -tags selinux,notest \
+	  cd e2e/cluster/$(K8S) && CGO_ENABLED=0 GOFLAGS=-trimpath nice -n $(NICE) go build -tags selinux,notest \
 	    -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S))) -X k8s.io/component-base/version.gitTreeState=clean" \
 	    -o $(abspath $(K8S_BIN)).tmp . && mv $(abspath $(K8S_BIN)).tmp $(abspath $(K8S_BIN)) && \
 	  echo "built $(K8S_BIN) in $$(( $$(date +%s) - start )) s"; fi

@@ -43,7 +43,9 @@ def test_chart_objects_are_served(cluster, api):
 
 def test_a_broken_chart_object_is_refused(cluster):
     """The dry run above means something: the same server refuses a DeviceClass whose CEL does not compile."""
-    bad = render_chart(cluster.version).replace('device.driver == "gpu.carve.dev"', "device.driver ==", 1)
+    chart = render_chart(cluster.version)
+    bad = chart.replace('expression: "device.driver ==', 'expression: "device.driver === (', 1)
+    assert bad != chart
     out = cluster.kubectl("apply", "--dry-run=server", "-f", "-", stdin=bad, check=False)
     assert out.returncode != 0 and "compil" in out.stderr.lower(), out.stderr
 
