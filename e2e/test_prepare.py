@@ -25,6 +25,12 @@ def _soft_or_slot(gates_on: bool) -> list[dict]:
     return [{"name": "gpu", "exactly": {"deviceClassName": "slot.carve.dev"}}]
 
 
+def _edits(spec: dict, key: str) -> list:
+    """One kind of container edit of a CDI spec: the spec's own and every device's."""
+    edits = [spec.get("containerEdits") or {}] + [d.get("containerEdits") or {} for d in spec["devices"]]
+    return [x for e in edits for x in e.get(key) or []]
+
+
 def _spec_file(node, uid: str) -> str:
     return f"k8s.{names.DRIVER_NAME}-claim_{uid}.json"
 
@@ -43,13 +49,12 @@ def test_prepare_writes_cdi_and_the_kubelet_passes_it_to_the_runtime(cluster, ap
     specs = node.cdi_specs()
     spec = specs.get(_spec_file(node, uid))
     assert spec, f"no CDI spec for claim {uid} in {node.cdi_dir}: {list(specs)}"
-    env = [e for d in spec["devices"] for e in d["containerEdits"].get("env", [])]
+    env = _edits(spec, "env")
     assert any(e.startswith("CARVE_MEMORY_LIMIT_0=") for e in env), env
-    assert any(
-        m["containerPath"] == "/etc/ld.so.preload"
-        for d in spec["devices"]
-        for m in d["containerEdits"].get("mounts", [])
-    ), spec
+    mounts = {m["containerPath"]: m["hostPath"] for m in _edits(spec, "mounts")}
+    assert "/etc/ld.so.preload" in mounts, mounts
+    # The fake driver's libcuda.so.1 from the node's driver root, as a real driver's would be.
+    assert mounts.get("/usr/lib64/libcuda.so.1", "").startswith(str(node.driver_root)), mounts
     created = [c for c in node.created_containers() if c["namespace"] == namespace and c["pod"] == "prep"]
     assert created, "the kubelet created no container for the pod"
     kind = spec["kind"]
@@ -64,7 +69,7 @@ def test_whole_gpu_claim_gets_its_device_node(cluster, api, namespace):
     node = cluster.nodes[N1]
     claim = _run(api, namespace, "whole", [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_GPU}}])
     spec = node.cdi_specs()[_spec_file(node, claim["metadata"]["uid"])]
-    paths = [n["path"] for d in spec["devices"] for n in d["containerEdits"].get("deviceNodes", [])]
+    paths = [n["path"] for n in _edits(spec, "deviceNodes")]
     assert any(p.startswith("/dev/nvidia") and p[len("/dev/nvidia") :].isdigit() for p in paths), paths
 
 

@@ -5,6 +5,9 @@ ServiceAccount bound to the node's plugin pod (so the chart's RBAC and admission
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +128,25 @@ class Node:
             ],
         )
 
+    @property
+    def driver_root(self) -> Path:
+        return self.root / "driver-root"
+
+    def make_driver_root(self, gpus: int = 8) -> None:
+        """The node's NVIDIA driver root as the plugin scans it: device nodes (real character devices with
+        the driver's numbers, nothing behind them) and the fake driver libraries of native/fakes."""
+        dev = self.driver_root / "dev"
+        dev.mkdir(parents=True, exist_ok=True)
+        nodes = {f"nvidia{i}": (195, i) for i in range(gpus)}
+        nodes |= {"nvidiactl": (195, 255), "nvidia-uvm": (510, 0), "nvidia-uvm-tools": (510, 1)}
+        for name, (major, minor) in nodes.items():
+            if not (dev / name).exists():
+                os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+        lib = self.driver_root / "usr" / "lib64"
+        lib.mkdir(parents=True, exist_ok=True)
+        for name in ("libcuda.so.1", "libnvidia-ml.so.1"):
+            shutil.copy2(REPO / "native" / "build" / "fakes" / name, lib / name)
+
     def plugin_argv(self) -> list[str]:
         assert self.plugin_kubeconfig
         return [
@@ -156,6 +178,7 @@ class Node:
 
     def start_plugin(self, server: str, ca: Path, token: str) -> Proc:
         self.plugin_kubeconfig = kubeconfig.write(self.root / "plugin.kubeconfig", server, ca, token=token)
+        self.make_driver_root()
         self.plugin = self.sup.start(f"{self.name}-plugin", self.plugin_argv())
         return self.plugin
 

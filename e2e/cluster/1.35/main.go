@@ -129,6 +129,8 @@ func runFakeCRI(args []string) int {
 		{Type: runtimeapi.RuntimeReady, Status: true},
 		{Type: runtimeapi.NetworkReady, Status: true},
 	}}
+	// The kubelet refuses an image without a size ("pulled" images are made by the fake on PullImage).
+	rt.ImageService.SetFakeImageSize(1 << 20)
 	// The kubelet takes its cgroup driver from the runtime; the zero value would be systemd.
 	rt.RuntimeService.FakeLinuxConfiguration = &runtimeapi.LinuxRuntimeConfiguration{
 		CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS,
