@@ -76,7 +76,8 @@ def test_whole_gpu_claim_gets_its_device_node(cluster, api, namespace):
 def test_restart_keeps_prepared_claims_and_cleans_up_deleted_ones(cluster, api, namespace, gates_on):
     node = cluster.nodes[N1]
     before = sorted(
-        (s["metadata"]["name"], json.dumps(s["spec"]["devices"], sort_keys=True)) for s in cluster.slices(N1)
+        (s["metadata"]["name"], json.dumps(s["spec"].get("devices"), sort_keys=True))
+        for s in cluster.slices(N1)
     )
     kept = _run(api, namespace, "kept", _soft_or_slot(gates_on))["metadata"]["uid"]
     gone = _run(api, namespace, "gone", _soft_or_slot(gates_on))["metadata"]["uid"]
@@ -87,7 +88,7 @@ def test_restart_keeps_prepared_claims_and_cleans_up_deleted_ones(cluster, api, 
     checkpoint = json.loads((node.plugin_dir / "checkpoint.json").read_text())
     assert kept in json.dumps(checkpoint) and gone in json.dumps(checkpoint)
     after = sorted(
-        (s["metadata"]["name"], json.dumps(s["spec"]["devices"], sort_keys=True))
+        (s["metadata"]["name"], json.dumps(s["spec"].get("devices"), sort_keys=True))
         for s in cluster.wait_slices(node)
     )
     assert [d for _, d in after] == [d for _, d in before], "the restarted plugin republished another pool"

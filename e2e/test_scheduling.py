@@ -102,7 +102,11 @@ def test_mig_seven_1g10gb_then_pending_and_whole_gpu_excluded(api, namespace):
     for i in range(7):
         kube.delete_pod(api, namespace, f"mig-{i}")
     # Once every instance is released the scheduler retries and the whole GPU fits.
-    assert kube.wait_outcome(api, namespace, "whole", timeout_s=120)[0] == "scheduled"
+    kube.wait(
+        "the whole-GPU pod scheduled once the MIG instances are released",
+        lambda: (kube.outcome(api, namespace, "whole") or ("",))[0] == "scheduled",
+        timeout_s=120,
+    )
 
 
 def _examples() -> list[tuple[str, dict, dict]]:

@@ -168,6 +168,8 @@ class Node:
             str(self.registry_dir),
             "--cdi-dir",
             str(self.cdi_dir),
+            "--driver-root",
+            str(self.driver_root),
             # The chart's init container copies the limiter to the host; here it is the build output.
             "--limiter-dir",
             str(REPO / "native" / "build"),
