@@ -98,6 +98,9 @@ class ControlPlane:
                 f"--runtime-config={v.runtime_config()}",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
+                # kubectl exec/logs reach the kubelets (x509 client auth against the same CA).
+                f"--kubelet-client-certificate={self.admin.cert}",
+                f"--kubelet-client-key={self.admin.key}",
                 *v.gates_flag(),
             ],
         )
