@@ -10,9 +10,11 @@ containerds run side by side on one host. NRI is off (its socket is host-global)
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +82,18 @@ class Containerd:
     def bridge(self) -> str:
         return f"carve-e2e{self.index}"
 
+    @property
+    def node_ip(self) -> str:
+        """The node's address, on its bridge: the kubelet refuses a loopback node IP (its status then has
+        no addresses and the API server cannot reach it for exec and logs)."""
+        return f"10.231.{self.index}.1"
+
+    def _make_bridge(self) -> None:
+        if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True).returncode != 0:
+            _ip("link", "add", self.bridge, "type", "bridge")
+        subprocess.run(["ip", "addr", "add", f"{self.node_ip}/24", "dev", self.bridge], capture_output=True)
+        _ip("link", "set", self.bridge, "up")
+
     def config(self) -> str:
         cri = "plugins.'io.containerd.cri.v1.runtime'"
         return toml_dump(
@@ -102,6 +116,8 @@ class Containerd:
                     "cdi_spec_dirs": [str(self.cdi_dir)],
                     "netns_mounts_under_state_dir": True,
                     "disable_apparmor": True,
+                    # The sandbox (pause) gets oom_score_adj -998, which this host refuses (EACCES in runc).
+                    "restrict_oom_score_adj": True,
                 },
                 f"{cri}.cni": {
                     "bin_dirs": [str(CNI_BIN_DIR)],
@@ -126,11 +142,11 @@ class Containerd:
                 {
                     "type": "bridge",
                     "bridge": self.bridge,
-                    "isGateway": True,
+                    "isGateway": False,  # no route out, and no host-wide ip_forward change
                     "ipMasq": False,
                     "ipam": {
                         "type": "host-local",
-                        "ranges": [[{"subnet": f"10.231.{self.index}.0/24"}]],
+                        "ranges": [[{"subnet": f"10.231.{self.index}.0/24", "rangeStart": f"10.231.{self.index}.10"}]],
                         "dataDir": str(self.root / "ipam"),
                     },
                 },
@@ -145,6 +161,7 @@ class Containerd:
         for d in ("root", "state", "cni", "ipam"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         self.cdi_dir.mkdir(parents=True, exist_ok=True)
+        self._make_bridge()
         (self.root / "cni" / "10-carve.conflist").write_text(json.dumps(self.cni_config(), indent=1))
         cfg = self.root / "config.toml"
         cfg.write_text(self.config())
@@ -201,14 +218,39 @@ class Containerd:
             return
         for tid in tasks:
             for args in (("tasks", "kill", "--all", "--signal", "SIGKILL", tid), ("tasks", "delete", "--force", tid)):
-                try:
+                with contextlib.suppress(StartError, subprocess.TimeoutExpired):
                     self.ctr(*args)
-                except (StartError, subprocess.TimeoutExpired):
-                    pass
+
+    def kill_shims(self) -> None:
+        """SIGKILL, by pid, the shims of this containerd that outlived their tasks (after containerd stops)."""
+        for pid in _shims_of(self.socket):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def stop_network(self) -> None:
         """The node's bridge outlives containerd; remove it so the next cluster starts clean."""
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
+
+
+def _shims_of(socket: Path) -> list[int]:
+    """The runc shims started by the containerd listening on `socket` (their command line names it)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and str(socket).encode() in argv:
+            pids.append(int(proc.name))
+    return pids
+
+
+def _ip(*args: str) -> None:
+    p = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise StartError(f"ip {' '.join(args)}: {p.stderr.strip()}")
 
 
 def _cri_metadata(info: dict) -> dict:

@@ -29,9 +29,6 @@ PAUSE = "docker.io/e2e/pause:1"
 BUSYBOX = "docker.io/e2e/busybox:latest"
 GLIBC = "docker.io/e2e/glibc:latest"
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# The fake driver's libraries are mounted at /usr/lib64 (driver/plugin/edits.py), which glibc's default
-# search path on Debian does not hold; CUDA base images set LD_LIBRARY_PATH the same way.
-GLIBC_ENV = ("LD_LIBRARY_PATH=/usr/lib64",)
 
 
 class ImageError(RuntimeError):
@@ -181,7 +178,7 @@ def build_all(cache: Path = CACHE) -> list[Image]:
         shutil.copytree(busybox, glibc, symlinks=True)
         extract(debian_package("libc6"), glibc)
         compile_c(SOURCES / "cuda_probe.c", glibc / "usr" / "local" / "bin" / "cuda-probe", static=False)
-        oci_tarball(GLIBC, glibc, ["/bin/sh"], GLIBC_ENV, wanted[GLIBC])
+        oci_tarball(GLIBC, glibc, ["/bin/sh"], (), wanted[GLIBC])
     return [Image(n, p) for n, p in wanted.items()]
 
 

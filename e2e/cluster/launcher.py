@@ -142,6 +142,7 @@ class Cluster:
         self.sup.stop_all()
         for node in self.nodes.values():
             if node.containerd:
+                node.containerd.kill_shims()
                 node.containerd.stop_network()
 
     def unmount_all(self) -> None:

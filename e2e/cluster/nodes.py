@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from driver import names
+from driver.demo import FAKE_DRIVER_VERSION
 from e2e.cluster import certs, kubeconfig
 from e2e.cluster.containerd import RUNTIMES, Containerd
 from e2e.cluster.procs import Proc, Supervisor, free_port
@@ -48,6 +49,10 @@ class Node:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def node_ip(self) -> str:
+        return self.containerd.node_ip if self.containerd else "127.0.0.1"
 
     @property
     def kubelet_dir(self) -> Path:
@@ -105,7 +110,7 @@ class Node:
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            "address": "127.0.0.1",
+            "address": self.node_ip,
             "port": free_port(),
             "readOnlyPort": 0,
             "healthzPort": 0,
@@ -143,7 +148,7 @@ class Node:
                 f"--kubeconfig={kc}",
                 f"--root-dir={self.kubelet_dir}",
                 f"--hostname-override={self.name}",
-                "--node-ip=127.0.0.1",
+                f"--node-ip={self.node_ip}",
                 f"--node-labels={PLUGIN_LABEL}=true",
             ],
         )
@@ -164,8 +169,13 @@ class Node:
                 os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
         lib = self.driver_root / "usr" / "lib64"
         lib.mkdir(parents=True, exist_ok=True)
-        for name in ("libcuda.so.1", "libnvidia-ml.so.1"):
-            shutil.copy2(REPO / "native" / "build" / "fakes" / name, lib / name)
+        # As a driver installs them: libX.so.<version> and the soname link (the plugin reads the version
+        # from the file name and mounts the versioned files, the links made by carve-cdi-hook).
+        for so in ("libcuda.so", "libnvidia-ml.so"):
+            versioned = lib / f"{so}.{FAKE_DRIVER_VERSION}"
+            shutil.copy2(REPO / "native" / "build" / "fakes" / f"{so}.1", versioned)
+            if not (lib / f"{so}.1").is_symlink():
+                (lib / f"{so}.1").symlink_to(versioned.name)
 
     def plugin_argv(self) -> list[str]:
         assert self.plugin_kubeconfig
