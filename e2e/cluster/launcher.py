@@ -73,7 +73,7 @@ class Cluster:
     version: Version
     root: Path
     specs: tuple[NodeSpec, ...] = DEFAULT_NODES
-    runtime: str = "fakecri"  # the nodes' container runtime (e2e/cluster/containerd.py RUNTIMES)
+    runtime: str = "containerd"  # the nodes' container runtime (e2e/cluster/containerd.py RUNTIMES)
     sup: Supervisor = field(init=False)
     cp: ControlPlane = field(init=False)
     nodes: dict[str, Node] = field(default_factory=dict)
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="cluster-up", description=__doc__)
     p.add_argument("--k8s", default="1.36", help="Kubernetes minor (e2e/cluster/<minor>)")
     p.add_argument("--gates", default="on", choices=("on", "off"), help="the alpha DRA gates (1.34/1.35)")
-    p.add_argument("--runtime", default="fakecri", choices=RUNTIMES, help="the nodes' container runtime")
+    p.add_argument("--runtime", default="containerd", choices=RUNTIMES, help="the nodes' container runtime")
     p.add_argument("--dir", default="", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="carve-e2e-"))
