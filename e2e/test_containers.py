@@ -76,7 +76,12 @@ def test_soft_slice_container_is_limited(cluster, api, namespace, gates_on):
     # The limiter is mounted where /etc/ld.so.preload names it, and the region file is there.
     preload = _exec(cluster, namespace, "soft", "cat /etc/ld.so.preload").split()
     assert preload == [names.LIMITER_CONTAINER_PATH], preload
-    _exec(cluster, namespace, "soft", f"test -s {names.LIMITER_CONTAINER_PATH} && test -f {env[names.ENV_REGION]}")
+    _exec(
+        cluster,
+        namespace,
+        "soft",
+        f"test -s {names.LIMITER_CONTAINER_PATH} && test -f {env[names.ENV_REGION]}",
+    )
 
     def probe(nbytes: int) -> dict:
         out = _exec(cluster, namespace, "soft", f"{VISIBLE} cuda-probe {nbytes}")
@@ -96,7 +101,14 @@ def _device_nodes(cluster, namespace: str, pod: str) -> set[str]:
 
 
 def test_whole_gpu_container_sees_its_device_node(cluster, api, namespace):
-    _run(cluster, api, namespace, "whole", [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_GPU}}], "e2e/busybox")
+    _run(
+        cluster,
+        api,
+        namespace,
+        "whole",
+        [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_GPU}}],
+        "e2e/busybox",
+    )
     device = kube.results(kube.claim_of(api, namespace, "whole"))[0]["device"]
     seen = _device_nodes(cluster, namespace, "whole")
     gpus = {n for n in seen if n.startswith("nvidia") and n[len("nvidia") :].isdigit()}
@@ -115,7 +127,9 @@ def test_mig_container_sees_its_parent_gpu(cluster, api, namespace, gates_on):
             "name": "gpu",
             "exactly": {
                 "deviceClassName": names.CLASS_MIG,
-                "selectors": [{"cel": {"expression": 'device.attributes["gpu.carve.dev"].profile == "1g.10gb"'}}],
+                "selectors": [
+                    {"cel": {"expression": 'device.attributes["gpu.carve.dev"].profile == "1g.10gb"'}}
+                ],
             },
         }
     ]

@@ -146,7 +146,9 @@ class Containerd:
                     "ipMasq": False,
                     "ipam": {
                         "type": "host-local",
-                        "ranges": [[{"subnet": f"10.231.{self.index}.0/24", "rangeStart": f"10.231.{self.index}.10"}]],
+                        "ranges": [
+                            [{"subnet": f"10.231.{self.index}.0/24", "rangeStart": f"10.231.{self.index}.10"}]
+                        ],
                         "dataDir": str(self.root / "ipam"),
                     },
                 },
@@ -157,7 +159,9 @@ class Containerd:
     def start(self, timeout_s: float = 60.0) -> Proc:
         lacks = missing()
         if lacks:
-            raise StartError(f"{self.name}: the containerd runtime cannot run here, missing: {', '.join(lacks)}")
+            raise StartError(
+                f"{self.name}: the containerd runtime cannot run here, missing: {', '.join(lacks)}"
+            )
         for d in ("root", "state", "cni", "ipam"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         self.cdi_dir.mkdir(parents=True, exist_ok=True)
@@ -167,7 +171,9 @@ class Containerd:
         cfg.write_text(self.config())
         env = {"PATH": f"{BIN_DIR}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"}
         self.proc = self.sup.start(
-            f"{self.name}-containerd", [BIN_DIR / "containerd", "--config", cfg, "--log-level", "info"], env=env
+            f"{self.name}-containerd",
+            [BIN_DIR / "containerd", "--config", cfg, "--log-level", "info"],
+            env=env,
         )
         self.sup.wait(self.proc, "containerd socket", self.socket.exists, timeout_s=timeout_s)
         for image in images.build_all():
@@ -217,12 +223,15 @@ class Containerd:
         except (StartError, subprocess.TimeoutExpired):
             return
         for tid in tasks:
-            for args in (("tasks", "kill", "--all", "--signal", "SIGKILL", tid), ("tasks", "delete", "--force", tid)):
+            for args in (
+                ("tasks", "kill", "--all", "--signal", "SIGKILL", tid),
+                ("tasks", "delete", "--force", tid),
+            ):
                 with contextlib.suppress(StartError, subprocess.TimeoutExpired):
                     self.ctr(*args)
 
     def kill_shims(self) -> None:
-        """SIGKILL, by pid, the shims of this containerd that outlived their tasks (after containerd stops)."""
+        """SIGKILL, by pid, this containerd's shims that outlived their tasks (after containerd stops)."""
         for pid in _shims_of(self.socket):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

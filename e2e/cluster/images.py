@@ -111,7 +111,7 @@ def _blob(blobs: dict[str, bytes], data: bytes) -> dict:
 
 
 def oci_tarball(name: str, rootfs: Path, entrypoint: list[str], env: tuple[str, ...], out: Path) -> Path:
-    """An OCI image layout (oci-layout, index.json, blobs/sha256/*) as one tar file, the image named `name`."""
+    """An OCI image layout (oci-layout, index.json, blobs/sha256/*) in one tar file, of the image `name`."""
     blobs: dict[str, bytes] = {}
     layer = _blob(blobs, _layer(rootfs))
     config = {

@@ -117,7 +117,9 @@ class Cluster:
             self.kubectl("create", "namespace", NAMESPACE)
             self.kubectl("apply", "-f", "-", stdin=render_chart(self.version))
             for i, spec in enumerate(self.specs, 1):
-                node = Node(spec, self.root / spec.name, self.version, self.sup, runtime=self.runtime, index=i)
+                node = Node(
+                    spec, self.root / spec.name, self.version, self.sup, runtime=self.runtime, index=i
+                )
                 node.start_kubelet(self.cp.server, self.cp.ca)
                 self.nodes[spec.name] = node
             for node in self.nodes.values():

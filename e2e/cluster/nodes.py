@@ -84,7 +84,9 @@ class Node:
 
     def _start_runtime(self) -> Path:
         if self.runtime not in RUNTIMES:
-            raise ValueError(f"node {self.name}: runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}")
+            raise ValueError(
+                f"node {self.name}: runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}"
+            )
         if self.runtime == "fakecri":
             sock = self.root / "cri.sock"
             self._start_fakecri(sock)
