@@ -89,9 +89,17 @@ class Containerd:
         return f"10.231.{self.index}.1"
 
     def _make_bridge(self) -> None:
-        if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True).returncode != 0:
-            _ip("link", "add", self.bridge, "type", "bridge")
-        subprocess.run(["ip", "addr", "add", f"{self.node_ip}/24", "dev", self.bridge], capture_output=True)
+        """Claim the first free bridge from the node's index on (`ip link add` fails on an existing name,
+        so two clusters on one host never share a bridge or a subnet), with the node's IP on it."""
+        while True:
+            argv = ["ip", "link", "add", self.bridge, "type", "bridge"]
+            p = subprocess.run(argv, capture_output=True, text=True)
+            if p.returncode == 0:
+                break
+            if "exists" not in p.stderr or self.index >= 254:
+                raise StartError(f"{self.name}: ip link add {self.bridge} type bridge: {p.stderr.strip()}")
+            self.index += 1
+        _ip("addr", "add", f"{self.node_ip}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
 
     def config(self) -> str:

@@ -1,6 +1,7 @@
-"""The local cluster for carve's e2e: control plane, the chart's objects, N nodes (real kubelets on a
-recording fake CRI) and carve's plugin per node. `python -m e2e.cluster.launcher --k8s 1.36` (also
-`make cluster-up`) starts one and keeps it until Ctrl-C; e2e/conftest.py starts one per test session.
+"""The local cluster for carve's e2e: control plane, the chart's objects, N nodes (real kubelets on
+containerd + runc, or on a recording fake CRI) and carve's plugin per node.
+`python -m e2e.cluster.launcher --k8s 1.36` (also `make cluster-up`) starts one and keeps it until Ctrl-C;
+e2e/conftest.py starts one per test session.
 
 Every process is a child of this one and is stopped by pid when the cluster stops (also on an error while
 starting, and at interpreter exit)."""

@@ -1,6 +1,7 @@
-"""One node of the local cluster: a fake CRI runtime (records the CDI devices the kubelet passes), a real
-kubelet on it, and carve's plugin as a host process authenticated with a token of the chart's
-ServiceAccount bound to the node's plugin pod (so the chart's RBAC and admission policy apply)."""
+"""One node of the local cluster: a container runtime (containerd + runc, e2e/cluster/containerd.py, or a
+fake CRI that records the CDI devices the kubelet passes), a real kubelet on it, and carve's plugin as a
+host process authenticated with a token of the chart's ServiceAccount bound to the node's plugin pod (so
+the chart's RBAC and admission policy apply)."""
 
 from __future__ import annotations
 
