@@ -16,6 +16,7 @@ from support.plugin_harness import NODE, PluginProcess, result
 from driver import names
 from driver.cluster.kube import KubeCluster, load_api_client
 from driver.devices.slices import slice_name
+from driver.plugin.enforcement import ClaimView, Enforcer, GpuProcess
 
 # Paths RBAC does not govern through a ClusterRole of ours: every authenticated user may read them
 # (the system:public-info-viewer and system:discovery roles).
@@ -104,6 +105,13 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
             assert kubelet.unprepare([claim]) == {claim[2]: ""}
         finally:
             plugin.stop()
+        # The region watcher's NVML cross-check: a claim over its quota by NVML's count, seen on two passes
+        # in a row, is reported as an Event on the claim through the plugin's own cluster client.
+        view = ClaimView(claim[2], "ml", "c", ("GPU-1",), (1 << 30,), frozenset({4242}))
+        stray = {"GPU-1": [GpuProcess(pid=4242, used_bytes=4 << 30)]}
+        enforcer = Enforcer(NODE, seed, False, processes=lambda _gpus: stray, proc_root=tmp_path)
+        for _ in range(2):
+            enforcer.check([view], {claim[2]: ("ml", "c")})
         recorded = [rbac_of(r) for r in server.requests]
         slice_writes = [r for r in server.requests if "/resourceslices" in r.path and r.method != "GET"]
 
@@ -112,6 +120,7 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
     # The scenario reached every path of the plugin that talks to the API server.
     assert {v for g, r, v in used if r == "resourceslices"} == {"list", "create", "update", "delete"}
     assert ("resource.k8s.io", "resourceclaims", "get") in used
+    assert ("", "events", "create") in used
     for scenario in SCENARIOS.values():
         granted = rules_of(render(*scenario))
         assert granted - used == set(), "the ClusterRole grants calls the plugin never makes"

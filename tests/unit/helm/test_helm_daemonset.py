@@ -90,6 +90,7 @@ CUSTOM_VALUES = {
     "plugin.softContextReserve": ("1Gi", "soft_context_reserve", "1Gi"),
     "plugin.publishInterval": (12.5, "publish_interval", 12.5),
     "plugin.regionInterval": (0.5, "region_interval", 0.5),
+    "plugin.killUnenforced": (True, "kill_unenforced", True),
     "plugin.k8sVersion": ("1.35", "k8s_version", "1.35"),
     "plugin.pluginDir": (
         "/data/kubelet/plugins/gpu.carve.dev",
