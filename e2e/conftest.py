@@ -1,6 +1,7 @@
 """e2e fixtures: one local cluster per session (e2e/cluster), built by `make cluster`.
 
-The minor comes from CARVE_E2E_K8S (default 1.36), the alpha DRA gates from CARVE_E2E_GATES (on|off).
+The minor comes from CARVE_E2E_K8S (default 1.36), the alpha DRA gates from CARVE_E2E_GATES (on|off), the
+nodes' container runtime from CARVE_E2E_RUNTIME (containerd, the default, or fakecri).
 A cluster binary that is not built, or a cluster that does not come up, fails the session: a broken e2e
 must never pass as skipped. The kind suite (e2e/kind, against $KUBECONFIG) runs with `make e2e-kind`.
 """
@@ -25,7 +26,7 @@ def cluster():
 
     version = resolve(os.environ.get("CARVE_E2E_K8S", "1.36"), os.environ.get("CARVE_E2E_GATES", "on"))
     root = Path(tempfile.mkdtemp(prefix=f"carve-e2e-{version.minor}-"))
-    c = Cluster(version, root)
+    c = Cluster(version, root, runtime=os.environ.get("CARVE_E2E_RUNTIME", "containerd"))
     try:
         c.start()
     except Exception as e:

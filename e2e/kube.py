@@ -55,6 +55,8 @@ def pod(
             {
                 "name": f"c{i}",
                 "image": "e2e/busybox",
+                # Imported into each node's containerd (e2e/cluster/images.py); there is no registry.
+                "imagePullPolicy": "IfNotPresent",
                 "command": ["sleep", "3600"],
                 "resources": {"claims": [{"name": "gpu"}]},
             }

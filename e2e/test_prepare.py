@@ -96,9 +96,16 @@ def test_restart_keeps_prepared_claims_and_cleans_up_deleted_ones(cluster, api, 
     assert {_spec_file(node, kept), _spec_file(node, gone)} <= set(node.cdi_specs())
     checkpoint = json.loads((node.plugin_dir / "checkpoint.json").read_text())
     assert kept in json.dumps(checkpoint) and gone in json.dumps(checkpoint)
+    # The restarted plugin republishes slice by slice: wait for as many slices as before, then compare.
+    cluster.wait_slices(node)
+
+    def whole_pool():
+        slices = cluster.slices(N1)
+        return slices if len(slices) >= len(before) else None
+
+    republished = kube.wait("the restarted plugin's whole pool", whole_pool)
     after = sorted(
-        (s["metadata"]["name"], json.dumps(s["spec"].get("devices"), sort_keys=True))
-        for s in cluster.wait_slices(node)
+        (s["metadata"]["name"], json.dumps(s["spec"].get("devices"), sort_keys=True)) for s in republished
     )
     assert [d for _, d in after] == [d for _, d in before], "the restarted plugin republished another pool"
     # Down while a pod goes: the kubelet retries the unprepare until the plugin is back.

@@ -120,8 +120,9 @@ def _examples() -> list[tuple[str, dict, dict]]:
     return out
 
 
-def test_examples(api, namespace, gates_on):
-    """Every example's claim template and pod, as written (the image is not pulled: fake CRI)."""
+def test_examples(cluster, api, namespace, gates_on):
+    """Every example's claim template and pod, as written; on real containers the image is the local
+    busybox (no registry here, and the examples' nvidia-smi is a real driver's)."""
     examples = _examples()
     assert len(examples) >= 8
     # One after the other in file order, so the MIG examples take the MIG GPU before the whole-GPU one
@@ -129,6 +130,9 @@ def test_examples(api, namespace, gates_on):
     for stem, tmpl, pod in examples:
         pod["spec"]["automountServiceAccountToken"] = False
         pod["spec"]["terminationGracePeriodSeconds"] = 0
+        if cluster.runtime == "containerd":
+            for c in pod["spec"]["containers"]:
+                c.update(image="e2e/busybox", imagePullPolicy="IfNotPresent", command=["sleep", "3600"])
         fits = gates_on or tmpl["metadata"]["name"] in GATES_OFF_FIT
         try:
             kube.create(api, namespace, tmpl)

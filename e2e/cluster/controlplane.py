@@ -98,6 +98,10 @@ class ControlPlane:
                 f"--runtime-config={v.runtime_config()}",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
+                # kubectl exec/logs reach the kubelets (x509 client auth against the same CA).
+                f"--kubelet-client-certificate={self.admin.cert}",
+                f"--kubelet-client-key={self.admin.key}",
+                "--kubelet-preferred-address-types=InternalIP",  # node names do not resolve here
                 *v.gates_flag(),
             ],
         )

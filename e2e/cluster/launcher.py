@@ -1,6 +1,7 @@
-"""The local cluster for carve's e2e: control plane, the chart's objects, N nodes (real kubelets on a
-recording fake CRI) and carve's plugin per node. `python -m e2e.cluster.launcher --k8s 1.36` (also
-`make cluster-up`) starts one and keeps it until Ctrl-C; e2e/conftest.py starts one per test session.
+"""The local cluster for carve's e2e: control plane, the chart's objects, N nodes (real kubelets on
+containerd + runc, or on a recording fake CRI) and carve's plugin per node.
+`python -m e2e.cluster.launcher --k8s 1.36` (also `make cluster-up`) starts one and keeps it until Ctrl-C;
+e2e/conftest.py starts one per test session.
 
 Every process is a child of this one and is stopped by pid when the cluster stops (also on an error while
 starting, and at interpreter exit)."""
@@ -22,6 +23,7 @@ from kubernetes import client
 
 from driver import names
 from driver.cluster.kube import load_api_client
+from e2e.cluster.containerd import RUNTIMES
 from e2e.cluster.controlplane import ControlPlane
 from e2e.cluster.nodes import Node, NodeSpec
 from e2e.cluster.procs import StartError, Supervisor, tail
@@ -72,6 +74,7 @@ class Cluster:
     version: Version
     root: Path
     specs: tuple[NodeSpec, ...] = DEFAULT_NODES
+    runtime: str = "containerd"  # the nodes' container runtime (e2e/cluster/containerd.py RUNTIMES)
     sup: Supervisor = field(init=False)
     cp: ControlPlane = field(init=False)
     nodes: dict[str, Node] = field(default_factory=dict)
@@ -114,8 +117,10 @@ class Cluster:
             self._wait_default_sa()
             self.kubectl("create", "namespace", NAMESPACE)
             self.kubectl("apply", "-f", "-", stdin=render_chart(self.version))
-            for spec in self.specs:
-                node = Node(spec, self.root / spec.name, self.version, self.sup)
+            for i, spec in enumerate(self.specs, 1):
+                node = Node(
+                    spec, self.root / spec.name, self.version, self.sup, runtime=self.runtime, index=i
+                )
                 node.start_kubelet(self.cp.server, self.cp.ca)
                 self.nodes[spec.name] = node
             for node in self.nodes.values():
@@ -132,7 +137,16 @@ class Cluster:
         return self
 
     def stop(self) -> None:
+        for node in self.nodes.values():
+            if node.kubelet:
+                node.kubelet.stop()  # first, so it restarts nothing the runtime is stopping
+            if node.containerd:
+                node.containerd.kill_all()
         self.sup.stop_all()
+        for node in self.nodes.values():
+            if node.containerd:
+                node.containerd.kill_shims()
+                node.containerd.stop_network()
 
     def unmount_all(self) -> None:
         """The kubelets mount volumes (tmpfs) under their root dirs: unmount what is left, deepest first."""
@@ -239,10 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="cluster-up", description=__doc__)
     p.add_argument("--k8s", default="1.36", help="Kubernetes minor (e2e/cluster/<minor>)")
     p.add_argument("--gates", default="on", choices=("on", "off"), help="the alpha DRA gates (1.34/1.35)")
+    p.add_argument("--runtime", default="containerd", choices=RUNTIMES, help="the nodes' container runtime")
     p.add_argument("--dir", default="", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="carve-e2e-"))
-    cluster = Cluster(resolve(args.k8s, args.gates), root)
+    cluster = Cluster(resolve(args.k8s, args.gates), root, runtime=args.runtime)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         cluster.start()

@@ -1,6 +1,7 @@
-"""One node of the local cluster: a fake CRI runtime (records the CDI devices the kubelet passes), a real
-kubelet on it, and carve's plugin as a host process authenticated with a token of the chart's
-ServiceAccount bound to the node's plugin pod (so the chart's RBAC and admission policy apply)."""
+"""One node of the local cluster: a container runtime (containerd + runc, e2e/cluster/containerd.py, or a
+fake CRI that records the CDI devices the kubelet passes), a real kubelet on it, and carve's plugin as a
+host process authenticated with a token of the chart's ServiceAccount bound to the node's plugin pod (so
+the chart's RBAC and admission policy apply)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import yaml
 
 from driver import names
 from e2e.cluster import certs, kubeconfig
+from e2e.cluster.containerd import RUNTIMES, Containerd
 from e2e.cluster.procs import Proc, Supervisor, free_port
 from e2e.cluster.versions import REPO, Version
 
@@ -41,10 +43,17 @@ class Node:
     plugin: Proc | None = None
     plugin_kubeconfig: Path | None = None
     extra_plugin_args: list[str] = field(default_factory=list)
+    runtime: str = "fakecri"  # RUNTIMES: "containerd" runs real containers (e2e/cluster/containerd.py)
+    index: int = 1  # the node's number in its cluster (the containerd runtime's bridge and subnet)
+    containerd: Containerd | None = None
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def node_ip(self) -> str:
+        return self.containerd.node_ip if self.containerd else "127.0.0.1"
 
     @property
     def kubelet_dir(self) -> Path:
@@ -70,7 +79,24 @@ class Node:
         self.root.mkdir(parents=True, exist_ok=True)
         for d in (self.kubelet_dir, self.registry_dir, self.cdi_dir):
             d.mkdir(parents=True, exist_ok=True)
-        sock = self.root / "cri.sock"
+        sock = self._start_runtime()
+        pair = ca.issue(f"kubelet-{self.name}", f"system:node:{self.name}", ("system:nodes",))
+        self._start_kubelet(server, ca, sock, pair)
+
+    def _start_runtime(self) -> Path:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(
+                f"node {self.name}: runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}"
+            )
+        if self.runtime == "fakecri":
+            sock = self.root / "cri.sock"
+            self._start_fakecri(sock)
+            return sock
+        self.containerd = Containerd(self.name, self.index, self.root / "containerd", self.cdi_dir, self.sup)
+        self.cri = self.containerd.start()
+        return self.containerd.socket
+
+    def _start_fakecri(self, sock: Path) -> None:
         self.cri = self.sup.start(
             f"{self.name}-fakecri",
             [
@@ -81,12 +107,13 @@ class Node:
             ],
         )
         self.sup.wait(self.cri, "CRI socket", sock.exists, timeout_s=30)
-        pair = ca.issue(f"kubelet-{self.name}", f"system:node:{self.name}", ("system:nodes",))
+
+    def _start_kubelet(self, server: str, ca: certs.CA, sock: Path, pair) -> None:
         kc = kubeconfig.write(self.root / "kubelet.kubeconfig", server, ca.path, cert=pair.cert, key=pair.key)
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            "address": "127.0.0.1",
+            "address": self.node_ip,
             "port": free_port(),
             "readOnlyPort": 0,
             "healthzPort": 0,
@@ -124,7 +151,7 @@ class Node:
                 f"--kubeconfig={kc}",
                 f"--root-dir={self.kubelet_dir}",
                 f"--hostname-override={self.name}",
-                "--node-ip=127.0.0.1",
+                f"--node-ip={self.node_ip}",
                 f"--node-labels={PLUGIN_LABEL}=true",
             ],
         )
@@ -201,6 +228,8 @@ class Node:
         return {p.name: json.loads(p.read_text()) for p in sorted(self.cdi_dir.glob("*.json"))}
 
     def created_containers(self) -> list[dict]:
+        if self.containerd:
+            return self.containerd.created_containers()
         if not self.cri_record.exists():
             return []
         return [json.loads(line) for line in self.cri_record.read_text().splitlines() if line.strip()]
