@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test unit demo lint bench e2e clean
+.PHONY: all venv native protos test unit demo lint bench e2e e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -41,8 +41,55 @@ demo: native
 bench: native
 	$(PY) -m pytest -q -s -p no:cacheprovider tests/benchmarks
 
-e2e: native
-	$(PY) -m pytest -q -s -p no:cacheprovider e2e
+# The e2e on a local control plane built from the Kubernetes Go modules (docs/e2e.md).
+# K8S picks the minor (e2e/cluster/<minor>/go.mod pins the patch); GATES=off runs 1.34/1.35 without the alpha DRA gates.
+K8S ?= 1.36
+GATES ?= on
+RUNTIME ?= containerd
+NICE ?= 10
+K8S_VERSION = $(shell sed -n 's/^\trequire k8s.io\/kubernetes //p; s/^\tk8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' e2e/cluster/$(K8S)/go.mod)
+K8S_BIN = .tools/k8s/$(K8S_VERSION)/k8s
+
+cluster:
+	@test -n "$(K8S_VERSION)" || { echo "no e2e/cluster/$(K8S)/go.mod: known minors are $$(ls e2e/cluster | grep '^1\.' | tr '\n' ' ')"; exit 2; }
+	@if [ -x $(K8S_BIN) ]; then echo "$(K8S_BIN) is built"; else \
+	  mkdir -p $(dir $(K8S_BIN)); start=$$(date +%s); \
+	  echo "building Kubernetes $(K8S_VERSION) into $(K8S_BIN) (cold: tens of minutes on 2 cores; see docs/e2e.md)"; \
+	  cd e2e/cluster/$(K8S) && CGO_ENABLED=0 GOFLAGS=-trimpath nice -n $(NICE) go build -tags selinux,notest \
+	    -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S))) -X k8s.io/component-base/version.gitTreeState=clean" \
+	    -o $(abspath $(K8S_BIN)).tmp . && mv $(abspath $(K8S_BIN)).tmp $(abspath $(K8S_BIN)) && \
+	  echo "built $(K8S_BIN) in $$(( $$(date +%s) - start )) s"; fi
+
+cluster-up: native cluster $(if $(filter containerd,$(RUNTIME)),containerd)
+	$(PY) -m e2e.cluster.launcher --k8s $(K8S) --gates $(GATES) --runtime $(RUNTIME)
+
+e2e: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
+	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) $(PY) -m pytest -q -s -p no:cacheprovider e2e
+
+e2e-all: native tools
+	$(MAKE) e2e K8S=1.36
+	$(MAKE) e2e K8S=1.35
+	$(MAKE) e2e K8S=1.35 GATES=off
+	$(MAKE) e2e K8S=1.34
+	$(MAKE) e2e K8S=1.34 GATES=off
+
+# The nodes' real container runtime (docs/e2e.md): containerd, ctr and the runc shim from the containerd Go
+# module at a pinned version, Debian's runc and CNI plugins. RUNTIME=fakecri runs upstream's fake CRI instead.
+CONTAINERD_VERSION = $(shell sed -n 's/^CONTAINERD_VERSION = "\(.*\)"/\1/p' e2e/cluster/containerd.py)
+CONTAINERD_BIN = .tools/containerd/$(CONTAINERD_VERSION)/bin
+
+containerd:
+	@command -v runc >/dev/null && test -x /usr/lib/cni/bridge || { echo "containerd runtime needs: apt-get install -y runc containernetworking-plugins (or RUNTIME=fakecri)"; exit 2; }
+	@if [ -x $(CONTAINERD_BIN)/containerd -a -x $(CONTAINERD_BIN)/ctr -a -x $(CONTAINERD_BIN)/containerd-shim-runc-v2 ]; then echo "$(CONTAINERD_BIN) is built"; else \
+	  mkdir -p $(CONTAINERD_BIN); start=$$(date +%s); \
+	  GOBIN=$(abspath $(CONTAINERD_BIN)) CGO_ENABLED=0 nice -n $(NICE) go install -trimpath -tags no_btrfs,no_devmapper,no_zfs -ldflags "-s -w" \
+	    $(foreach c,containerd ctr containerd-shim-runc-v2,github.com/containerd/containerd/v2/cmd/$(c)@$(CONTAINERD_VERSION)) && \
+	  echo "built containerd $(CONTAINERD_VERSION) into $(CONTAINERD_BIN) in $$(( $$(date +%s) - start )) s"; fi
+	$(PY) -m e2e.cluster.images
+
+# The e2e on a user's own cluster (kind), as before: e2e/README.md.
+e2e-kind: native
+	CARVE_E2E_TARGET=kind $(PY) -m pytest -q -s -p no:cacheprovider e2e/kind
 
 clean:
 	$(MAKE) -C native clean

@@ -1,52 +1,55 @@
-"""e2e fixtures: a real cluster from $KUBECONFIG with carve installed.
+"""e2e fixtures: one local cluster per session (e2e/cluster), built by `make cluster`.
 
-Without KUBECONFIG every test is skipped. With one, an unreachable cluster or a carve that published no
-ResourceSlices fails: a broken install (a crash-looping plugin publishes nothing) must not pass as skipped.
+The minor comes from CARVE_E2E_K8S (default 1.36), the alpha DRA gates from CARVE_E2E_GATES (on|off), the
+nodes' container runtime from CARVE_E2E_RUNTIME (containerd, the default, or fakecri).
+A cluster binary that is not built, or a cluster that does not come up, fails the session: a broken e2e
+must never pass as skipped. The kind suite (e2e/kind, against $KUBECONFIG) runs with `make e2e-kind`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
-from driver import names
+collect_ignore = [] if os.environ.get("CARVE_E2E_TARGET") == "kind" else ["kind"]
 
 
 @pytest.fixture(scope="session")
-def api():
-    path = os.environ.get("KUBECONFIG", "")
-    if not path or not os.path.exists(path):
-        pytest.skip(
-            "e2e needs a cluster: set KUBECONFIG to a cluster with carve installed (see e2e/README.md)"
-        )
-    from kubernetes import client, config
+def cluster():
+    from e2e.cluster.launcher import Cluster
+    from e2e.cluster.versions import resolve
 
-    config.load_kube_config(config_file=path)
-    api_client = client.ApiClient()
+    version = resolve(os.environ.get("CARVE_E2E_K8S", "1.36"), os.environ.get("CARVE_E2E_GATES", "on"))
+    root = Path(tempfile.mkdtemp(prefix=f"carve-e2e-{version.minor}-"))
+    c = Cluster(version, root, runtime=os.environ.get("CARVE_E2E_RUNTIME", "containerd"))
     try:
-        client.VersionApi(api_client).get_code(_request_timeout=10)
-    except Exception as e:  # unreachable cluster: one clear line instead of a client traceback per test
-        pytest.fail(f"e2e: the cluster in KUBECONFIG={path} does not answer: {type(e).__name__}: {e}")
-    return api_client
+        c.start()
+    except Exception as e:
+        pytest.fail(f"e2e: the {version.label} cluster did not start (logs in {root / 'logs'}): {e}")
+    print(
+        f"\ne2e: {version.label} cluster up in {root}: "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in c.timings.items())
+    )
+    yield c
+    c.stop()
+    if os.environ.get("CARVE_E2E_KEEP") != "1":
+        c.unmount_all()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def carve_nodes(api) -> list[str]:
-    """Nodes whose carve plugin published slices; fail when there are none (not installed, or broken)."""
-    from kubernetes import client
+def api(cluster):
+    return cluster.api()
 
-    objs = client.CustomObjectsApi(api).list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")
-    nodes = sorted(
-        {s["spec"].get("nodeName") for s in objs["items"] if s["spec"]["driver"] == names.DRIVER_NAME}
-    )
-    if not nodes:
-        pytest.fail(
-            f"e2e: no ResourceSlices of {names.DRIVER_NAME}: carve is not installed or its plugin publishes "
-            "nothing (e2e/README.md)"
-        )
-    return nodes
+
+@pytest.fixture(scope="session")
+def gates_on(cluster) -> bool:
+    return cluster.version.gates_on
 
 
 @pytest.fixture
@@ -54,7 +57,10 @@ def namespace(api):
     from kubernetes import client
 
     core = client.CoreV1Api(api)
-    name = f"carve-e2e-{uuid.uuid4().hex[:6]}"
+    name = f"e2e-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": name}})
     yield name
-    core.delete_namespace(name)
+    # Wait for the pods to go so the next test sees their devices free again.
+    from e2e import kube
+
+    kube.delete_namespace(api, name)

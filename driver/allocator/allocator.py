@@ -2,9 +2,11 @@
 
 `Allocator(slices, classes)` gathers pools (newest complete generation), keeps a ledger of what
 recorded claims hold (exclusive devices, shares with their consumed capacity, counters), and
-caches CEL results per (expression, device, pool generation) and candidate lists per (node,
-class, selectors). `allocate(claim, node)` returns the `status.allocation` dict or raises
-`Unallocatable`; it never records. `add_allocated` / `remove_allocated` update the ledger.
+caches: CEL results per (expression, the values it reads) (cel_cache), each class's devices per
+node once per slice generation, candidate lists per (node, class, request selectors), and which
+claim shapes found no room on a node while nothing there changed. `allocate(claim, node)` returns
+the `status.allocation` dict or raises `Unallocatable`; it never records. `add_allocated` /
+`remove_allocated` update the ledger.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 
 from driver.allocator import capacity as cap
 from driver.allocator import pools, quantity, result
-from driver.allocator.cel import CelError, SelectorCache
+from driver.allocator.cel import CelError
+from driver.allocator.cel_cache import SelectorCache
 from driver.allocator.explain import why
 from driver.allocator.model import (
     Claim,
@@ -23,6 +26,7 @@ from driver.allocator.model import (
     DeviceClass,
     ModelError,
     Request,
+    Slice,
     claim_uid,
     read_claim,
     read_class,
@@ -40,8 +44,9 @@ class Unallocatable(Exception):
 
 
 class Allocator:
-    def __init__(self, slices: Iterable[Mapping[str, Any]], classes: Iterable[Mapping[str, Any]],
+    def __init__(self, slices: Iterable[Mapping[str, Any] | Slice], classes: Iterable[Mapping[str, Any]],
                  cel_cache: bool = True) -> None:
+        """`slices` are ResourceSlice objects (dicts), or already read with model.read_slice."""
         self._lock = threading.RLock()
         self.selectors = SelectorCache(enabled=cel_cache)
         self.classes: dict[str, DeviceClass] = {}
@@ -49,24 +54,32 @@ class Allocator:
             dc = read_class(c)
             self.classes[dc.name] = dc
         self.ledger = Ledger()
+        self._pool_versions: dict[tuple[str, str], int] = {}  # bumped when a pool's holdings change
         self._claims: dict[str, list[tuple[tuple[str, str, str], dict[str, int] | None, bool]]] = {}
-        self._counts = {"claims_allocated": 0, "claims_unallocatable": 0, "search_steps": 0}
+        self._counts = {"claims_allocated": 0, "claims_unallocatable": 0, "search_steps": 0,
+                        "searches_skipped": 0}
         self._set_slices(slices)
 
     # --- slices --------------------------------------------------------------------------------
 
-    def _set_slices(self, slices: Iterable[Mapping[str, Any]]) -> None:
-        parsed = [read_slice(s) for s in slices]
+    def _set_slices(self, slices: Iterable[Mapping[str, Any] | Slice]) -> None:
+        parsed = [s if isinstance(s, Slice) else read_slice(s) for s in slices]
         self.pools = pools.gather(parsed)
         self.nodes = pools.nodes_of(self.pools)
         self.devices: dict[tuple[str, str, str], tuple[pools.Pool, Device]] = {
             d.key: (p, d) for p in self.pools for s in p.slices for d in s.devices}
+        self._node_index = pools.node_index(self.pools)
         self._node_devices: dict[str | None, list[tuple[pools.Pool, Device]]] = {}
+        self._node_pool_keys: dict[str | None, list[tuple[str, str]]] = {}
+        self._class_index: dict[tuple[str | None, str], Candidates] = {}
         self._candidates: dict[tuple, Candidates] = {}
         self._node_pools: dict[str | None, list[pools.Pool]] = {}
+        # (claim shape id, node) -> the node's ledger stamp when that shape did not fit there
+        self._shape_ids: dict[tuple, int] = {}
+        self._no_room: dict[tuple, int] = {}
         self._rebuild_counters()
 
-    def replace_slices(self, slices: Iterable[Mapping[str, Any]]) -> None:
+    def replace_slices(self, slices: Iterable[Mapping[str, Any] | Slice]) -> None:
         """New pool generations: indices and counters are rebuilt; recorded claims stay recorded."""
         with self._lock:
             self._set_slices(slices)
@@ -76,6 +89,7 @@ class Allocator:
     def _rebuild_counters(self) -> None:
         self.ledger.counters = {}
         self.ledger.oversubscribed = set()
+        self._over_sets: dict[tuple[str, str], set[str]] = {}  # per pool: counter sets over their totals
         for key in set(self.ledger.in_use) | {k for k, n in self.ledger.shares.items() if n > 0}:
             self._count(key, +1)
 
@@ -85,7 +99,14 @@ class Allocator:
             pool, dev = found
             used = self.ledger.counters.setdefault(pool.key, {})
             cap.add_counters(used, dev, sign)
-            if cap.oversubscribed(pool.counter_sets, used):
+            # Only the sets this device consumes from changed: recheck those, not the whole pool.
+            over = self._over_sets.setdefault(pool.key, set())
+            for cs, _ in dev.consumes:
+                if cap.oversubscribed({cs: pool.counter_sets.get(cs, {})}, used):
+                    over.add(cs)
+                else:
+                    over.discard(cs)
+            if over:
                 self.ledger.oversubscribed.add(pool.key)
             else:
                 self.ledger.oversubscribed.discard(pool.key)
@@ -105,6 +126,7 @@ class Allocator:
                 if r.get("adminAccess"):
                     continue
                 key = (r["driver"], r["pool"], r["device"])
+                self._touch(key)
                 if r.get("shareID"):
                     consumed = {n: quantity.units(v) for n, v in (r.get("consumedCapacity") or {}).items()}
                     self._share(key, consumed, +1)
@@ -119,11 +141,16 @@ class Allocator:
     def remove_allocated(self, uid: str) -> None:
         with self._lock:
             for key, consumed, shared in self._claims.pop(uid, []):
+                self._touch(key)
                 if shared:
                     self._share(key, consumed or {}, -1)
                 elif key in self.ledger.in_use:
                     self.ledger.in_use.discard(key)
                     self._count(key, -1)
+
+    def _touch(self, key: tuple[str, str, str]) -> None:
+        pool = (key[0], key[1])
+        self._pool_versions[pool] = self._pool_versions.get(pool, 0) + 1
 
     def _share(self, key: tuple[str, str, str], consumed: dict[str, int], sign: int) -> None:
         before = self.ledger.shares.get(key, 0)
@@ -147,7 +174,7 @@ class Allocator:
     def node_devices(self, node: str | None) -> list[tuple[pools.Pool, Device]]:
         found = self._node_devices.get(node)
         if found is None:
-            found = self._node_devices[node] = pools.devices_for_node(self.pools, node)
+            found = self._node_devices[node] = self._node_index.devices(node)
         return found
 
     def device_class(self, req: Request) -> DeviceClass:
@@ -158,31 +185,66 @@ class Allocator:
 
     def selection(self, req: Request, dc: DeviceClass, dev: Device, claim: Claim) -> bool | CelError:
         """Class selectors, then request selectors; a CEL error is returned, not raised."""
-        for source, exprs in ((f"class {dc.name}", dc.selectors), (f"claim {claim.name}", req.selectors)):
-            for i, expr in enumerate(exprs):
-                try:
-                    if not self.selectors.matches(expr, dev.cel_key, dev.cel_value):
-                        return False
-                except CelError as e:
-                    return CelError(e.expression, f"{source}: selector #{i} on device "
-                                                  f"{'/'.join(dev.key)}: {e.message}")
+        outcome = self._class_selection(dc, dev)
+        if outcome is not True:
+            return outcome
+        return self._request_selection(req, dev, claim)
+
+    def _class_selection(self, dc: DeviceClass, dev: Device) -> bool | CelError:
+        for i, expr in enumerate(dc.selectors):
+            try:
+                if not self.selectors.matches(expr, dev):
+                    return False
+            except CelError as e:
+                return CelError(e.expression, f"class {dc.name}: selector #{i} on device "
+                                              f"{'/'.join(dev.key)}: {e.message}")
         return True
 
-    def candidates(self, req: Request, node: str | None, claim: Claim) -> Candidates:
-        dc = self.device_class(req)
-        key = (node, dc.name, req.selectors)
-        found = self._candidates.get(key)
+    def _request_selection(self, req: Request, dev: Device, claim: Claim) -> bool | CelError:
+        for i, expr in enumerate(req.selectors):
+            try:
+                if not self.selectors.matches(expr, dev):
+                    return False
+            except CelError as e:
+                return CelError(e.expression, f"claim {claim.name}: selector #{i} on device "
+                                              f"{'/'.join(dev.key)}: {e.message}")
+        return True
+
+    def class_devices(self, dc: DeviceClass, node: str | None) -> Candidates:
+        """The devices of usable pools reachable from `node` that the class's selectors take (or
+        fail on), in device order: once per slice generation, shared by every claim."""
+        key = (node, dc.name)
+        found = self._class_index.get(key)
         if found is None:
             found = Candidates()
             for pool, dev in self.node_devices(node):
                 if not pool.usable:
                     continue
-                outcome = self.selection(req, dc, dev, claim)
+                outcome = self._class_selection(dc, dev)
                 if outcome is not False:
                     found.append((pool, dev, outcome))
                     found.has_errors = found.has_errors or isinstance(outcome, CelError)
-            # CEL errors name the claim, so only cache lists without them across claims. Without
-            # the CEL result cache this list is not kept either: it is a cache of CEL results.
+            # Without the CEL result cache this list is not kept: it is a cache of CEL results.
+            if self.selectors.enabled:
+                self._class_index[key] = found
+        return found
+
+    def candidates(self, req: Request, node: str | None, claim: Claim) -> Candidates:
+        dc = self.device_class(req)
+        members = self.class_devices(dc, node)
+        if not req.selectors:
+            return members
+        key = (node, dc.name, req.selectors)
+        found = self._candidates.get(key)
+        if found is None:
+            found = Candidates()
+            for pool, dev, outcome in members:
+                if outcome is True:
+                    outcome = self._request_selection(req, dev, claim)
+                if outcome is not False:
+                    found.append((pool, dev, outcome))
+                    found.has_errors = found.has_errors or isinstance(outcome, CelError)
+            # CEL errors name the claim, so only cache lists without them across claims.
             if self.selectors.enabled and not found.has_errors:
                 self._candidates[key] = found
         return found
@@ -220,7 +282,16 @@ class Allocator:
             targets = list(self.nodes) or [None]
         failures: list[str | None] = []
         twins = find_twins(claim)
+        shape = _shape(claim, prune)
+        if shape is not None:  # hashed once, not once per node
+            shape = self._shape_ids.setdefault(shape, len(self._shape_ids))
         for target in targets:
+            stamp = self._stamp(target)
+            if shape is not None and self._no_room.get((shape, target)) == stamp:
+                # Same requests, same devices, same holdings: the search would fail again.
+                self._counts["searches_skipped"] += 1
+                failures.append(target)
+                continue
             search = Search(claim, self.ledger, lambda r, t=target: self.candidates(r, t, claim),
                             self._pools_for(target), prune, twins)
             try:
@@ -231,11 +302,24 @@ class Allocator:
             self._counts["search_steps"] += search.steps
             if picks is not None:
                 return result.build(claim, picks, self.classes, target)
+            if shape is not None:
+                self._no_room[(shape, target)] = stamp
             failures.append(target)
         if not explain:
             where = f"node {failures[0]}" if len(failures) == 1 and failures[0] else f"{len(failures)} nodes"
             raise Unallocatable(f"claim {claim.name} does not fit on {where}")
         raise Unallocatable(why(self, claim, failures))
+
+    def _stamp(self, node: str | None) -> int:
+        """Changes whenever the holdings of a pool a search on `node` reads change: the sum of
+        their versions, which only ever grow."""
+        keys = self._node_pool_keys.get(node)
+        if keys is None:
+            keys = self._node_pool_keys[node] = [p.key for p in self._pools_for(node)]
+        versions = self._pool_versions
+        if len(keys) == 1:
+            return versions.get(keys[0], 0)
+        return sum([versions.get(k, 0) for k in keys])
 
     def _pools_for(self, node: str | None) -> list[pools.Pool]:
         found = self._node_pools.get(node)
@@ -254,6 +338,7 @@ class Allocator:
             "cel_cache_misses": misses,
             "cel_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
             "cel_evaluations": self.selectors.evaluations,
+            "cel_fast_path_answers": self.selectors.fast_answers,
             "cel_cache_entries": len(self.selectors),
             **self._counts,
             "claims_recorded": len(self._claims),
@@ -262,6 +347,15 @@ class Allocator:
         }
 
 
+def _shape(claim: Claim, prune: bool) -> tuple | None:
+    """What a search reads from a claim (its requests and constraints, not its name or uid), or
+    None when that is not hashable (tolerations are dicts)."""
+    shape = (claim.requests, claim.constraints, prune)
+    try:
+        hash(shape)
+    except TypeError:
+        return None
+    return shape
 
 
 def allocate(claim: Mapping[str, Any], slices: Iterable[Mapping[str, Any]],

@@ -19,12 +19,18 @@ from driver.allocator.model import CapacitySpec, Device, Request
 
 def consumption(request: Request, device: Device) -> dict[str, int] | None:
     """What allocating `device` for `request` consumes, per capacity; None if a requested capacity
-    is not one of the device's."""
+    is not one of the device's. Memoised on the device per requested amounts (callers do not
+    change the returned dict)."""
+    memo = device.consumption_memo
+    found = memo.get(request.capacity, memo)
+    if found is not memo:
+        return found
     asked = dict(request.capacity or ())
-    for name in asked:
-        if name not in device.capacity:
-            return None
-    return {name: _consumed(asked.get(name), spec) for name, spec in device.capacity.items()}
+    out: dict[str, int] | None = None
+    if all(name in device.capacity for name in asked):
+        out = {name: _consumed(asked.get(name), spec) for name, spec in device.capacity.items()}
+    memo[request.capacity] = out
+    return out
 
 
 def _consumed(requested: int | None, spec: CapacitySpec) -> int:

@@ -3,8 +3,9 @@
 Owns: turning a device into the `device` variable (driver, attributes and capacity by domain,
 allowMultipleAllocations), compiling each expression once (process-wide, thread-safe), the
 semantic rules of Kubernetes (unknown domain is an empty map, unknown name is an error, the
-result must be a boolean, at most 10 KiB of expression), and the per-allocator result cache keyed
-by (expression, device, pool generation).
+result must be a boolean, at most 10 KiB of expression). Each compiled Program also carries what
+it reads from a device (cel_ast) and, for common shapes, a fast-path closure (cel_fast); the
+per-allocator result cache is cel_cache.SelectorCache.
 
 Runner choice: cel-python's CompiledRunner transpiles to Python and evaluates several times faster
 than the InterpretedRunner on selector-sized expressions (measured in
@@ -28,6 +29,7 @@ from celpy import celtypes
 from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import TranspilerTree
 
+from driver.allocator import cel_ast, cel_fast
 from driver.allocator import quantity as q
 from driver.allocator import semver as sv
 from driver.allocator.cel_library import FUNCTIONS, CelFunctionError
@@ -82,16 +84,19 @@ def split_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
+def qualify(names: Mapping[str, Any] | None, driver: str) -> dict[tuple[str, str], Any]:
+    """{name: raw} -> {(domain, id): raw}; of two names for one (domain, id) the later wins."""
+    return {split_name(name, driver): raw for name, raw in (names or {}).items()}
+
+
 def device_value(driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any],
                  allow_multiple_allocations: bool) -> celtypes.MapType:
     """The `device` variable for one device, in the shape Kubernetes gives selectors."""
     attrs: dict[str, dict] = {}
-    for name, raw in (attributes or {}).items():
-        domain, ident = split_name(name, driver)
+    for (domain, ident), raw in qualify(attributes, driver).items():
         attrs.setdefault(domain, {})[celtypes.StringType(ident)] = attribute_value(raw)
     caps: dict[str, dict] = {}
-    for name, raw in (capacity or {}).items():
-        domain, ident = split_name(name, driver)
+    for (domain, ident), raw in qualify(capacity, driver).items():
         caps.setdefault(domain, {})[celtypes.StringType(ident)] = q.of(raw["value"])
     return celtypes.MapType({
         celtypes.StringType("driver"): celtypes.StringType(driver),
@@ -107,6 +112,8 @@ def _explain(err: BaseException) -> str:
     """cel-python error -> a sentence close to what Kubernetes prints."""
     if isinstance(err, celpy.CELEvalError):
         text, exc_type, args = ([*list(err.args), None, None, None])[:3]
+        if exc_type is CelFunctionError:  # returned by cel_library._soft, already worded
+            return str(text)
         if text == "evaluation error" and isinstance(args, tuple) and args:
             # CompiledRunner wraps the real error: CELEvalError("evaluation error", type, inner.args)
             inner = args[0] if isinstance(args[0], BaseException) else celpy.CELEvalError(*args)
@@ -128,18 +135,24 @@ def _explain(err: BaseException) -> str:
 
 
 class Runners:
-    """Which cel-python runner to use; a module-level switch so benchmarks can compare."""
+    """Which runner to use; module-level switches so benchmarks can compare: cel-python's
+    compiled or interpreted runner, and whether the fast path (cel_fast) answers first."""
 
     compiled = True
+    fast = True
 
 
 @dataclass
 class Program:
-    """One compiled selector expression."""
+    """One compiled selector expression: the cel-python runner, what it reads from a device
+    (None: anything), and the fast-path closure when its shape is covered (cel_fast)."""
 
     expression: str
     runner: Any
     compiled: bool
+    reads: tuple[cel_ast.Read, ...] | None = None
+    fast: Callable[[Any], bool] | None = None
+    reads_id: int = -1
 
     def evaluate(self, device: celtypes.MapType) -> bool:
         try:
@@ -243,51 +256,23 @@ def _compile(expression: str, compiled: bool) -> Program | CelError:
     try:
         assert _PARSER is not None
         ast = _PARSER.parse(expression)
+        node = cel_ast.reduce(ast)
+        if compiled and cel_ast.calls(node, "has"):
+            # cel-python's compiled runner fails `!has(...)` ("no such overload"); the
+            # interpreted one gets it right, as Kubernetes does.
+            compiled = False
+            env = _environment(False)
         runner = env.program(ast, functions=FUNCTIONS)
     except celpy.CELParseError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else "syntax error"
         return CelError(expression, f"CEL compile error: {first}")
     except Exception as e:  # the transpiler rejects some constructs the parser accepts
         return CelError(expression, f"CEL compile error: {type(e).__name__}: {e}")
-    return Program(expression, runner, compiled)
+    found = cel_ast.reads(node)
+    return Program(expression, runner, compiled, found, cel_fast.compile_fast(node),
+                   -1 if found is None else cel_ast.read_set_id(found))
 
 
 def evaluate(expression: str, device: celtypes.MapType) -> bool:
     """Compile (cached) and evaluate one expression against one device value; no result cache."""
     return compile_selector(expression).evaluate(device)
-
-
-class SelectorCache:
-    """Selector results per (expression, device key); the device key carries the pool generation.
-
-    One per Allocator. Writes are single dict assignments, safe under the GIL; a race evaluates an
-    expression twice and stores the same answer.
-    """
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self._results: dict[tuple[str, Any], bool] = {}
-        self.hits = 0
-        self.misses = 0
-        self.evaluations = 0
-
-    def matches(self, expression: str, device_key: Any, device: Callable[[], celtypes.MapType]) -> bool:
-        if self.enabled:
-            key = (expression, device_key)
-            found = self._results.get(key)
-            if found is not None:
-                self.hits += 1
-                return found
-            self.misses += 1
-        self.evaluations += 1
-        result = compile_selector(expression).evaluate(device())
-        if self.enabled:
-            self._results[(expression, device_key)] = result
-        return result
-
-    def forget(self, keep: Callable[[Any], bool]) -> None:
-        """Drop results for device keys no longer current (e.g. older pool generations)."""
-        self._results = {k: v for k, v in self._results.items() if keep(k[1])}
-
-    def __len__(self) -> int:
-        return len(self._results)

@@ -2,8 +2,8 @@
 
 cel-python calls a method `x.f(y)` as the function `f(x, y)`, so one Python function serves each
 CEL name and dispatches on its receiver: `compareTo` works on quantities and on semvers,
-`indexOf` on strings and lists. Errors raise `CelFunctionError`, which cel-python turns into an
-evaluation error that fails the selector, as a runtime error does in Kubernetes.
+`indexOf` on strings and lists. Errors raise `CelFunctionError`, which `_soft` returns as
+cel-python's error value: it fails the selector unless `&&`/`||` absorb it, as in Kubernetes.
 
 Covered: the quantity library, the semver library, the extended strings library (charAt, indexOf,
 lastIndexOf, lowerAscii, upperAscii, replace, split, substring, trim, join, reverse), the regex
@@ -13,11 +13,13 @@ library (find, findAll) and the lists library (isSorted, sum, min, max, indexOf,
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable
 from typing import Any
 
+import celpy
 from celpy import celtypes
 
 from driver.allocator import quantity as q
@@ -26,6 +28,24 @@ from driver.allocator import semver as sv
 
 class CelFunctionError(Exception):
     """A library function called with values it does not accept (a CEL runtime error)."""
+
+
+def _soft(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Return a library error as CEL's error value instead of raising it, so that `&&` and `||`
+    absorb it as Kubernetes does (`false && x.isGreaterThan(bad)` is false). The transpiled code
+    calls a function by `<module>.<qualname>`, which names this wrapper (wraps keeps both)."""
+
+    @functools.wraps(function)
+    def call(*args: Any) -> Any:
+        for a in args:  # cel-python hands an error operand to the function: pass it on
+            if isinstance(a, celpy.CELEvalError):
+                return a
+        try:
+            return function(*args)
+        except CelFunctionError as e:
+            return celpy.CELEvalError(str(e), CelFunctionError, (str(e),))
+
+    return call
 
 
 def _str(value: Any, what: str) -> str:
@@ -42,6 +62,7 @@ def _qty(value: Any, what: str) -> q.Quantity:
 
 # --- quantity library -------------------------------------------------------------------------
 
+@_soft
 def quantity(text: Any) -> q.Quantity:
     try:
         return q.parse(_str(text, "quantity"))
@@ -49,6 +70,7 @@ def quantity(text: Any) -> q.Quantity:
         raise CelFunctionError(str(e)) from None
 
 
+@_soft
 def isQuantity(text: Any) -> celtypes.BoolType:
     return celtypes.BoolType(q.is_quantity(str(text)) if isinstance(text, str) else False)
 
@@ -59,14 +81,17 @@ def _addend(value: Any, what: str) -> q.Quantity:
     return _qty(value, what)
 
 
+@_soft
 def add(left: Any, right: Any) -> q.Quantity:
     return _qty(left, "add") + _addend(right, "add")
 
 
+@_soft
 def sub(left: Any, right: Any) -> q.Quantity:
     return _qty(left, "sub") - _addend(right, "sub")
 
 
+@_soft
 def asInteger(value: Any) -> celtypes.IntType:
     v = _qty(value, "asInteger")
     if not v.is_integer() or not q.INT64_MIN <= v.value <= q.INT64_MAX:
@@ -74,14 +99,17 @@ def asInteger(value: Any) -> celtypes.IntType:
     return celtypes.IntType(int(v.value))
 
 
+@_soft
 def asApproximateFloat(value: Any) -> celtypes.DoubleType:
     return celtypes.DoubleType(float(_qty(value, "asApproximateFloat").value))
 
 
+@_soft
 def sign(value: Any) -> celtypes.IntType:
     return celtypes.IntType(_qty(value, "sign").sign())
 
 
+@_soft
 def isInteger(value: Any) -> celtypes.BoolType:
     v = _qty(value, "isInteger")
     return celtypes.BoolType(v.is_integer() and q.INT64_MIN <= v.value <= q.INT64_MAX)
@@ -89,6 +117,7 @@ def isInteger(value: Any) -> celtypes.BoolType:
 
 # --- semver library ---------------------------------------------------------------------------
 
+@_soft
 def semver(text: Any, normalize: Any = False) -> sv.Semver:
     try:
         return sv.parse(_str(text, "semver"), bool(normalize))
@@ -96,6 +125,7 @@ def semver(text: Any, normalize: Any = False) -> sv.Semver:
         raise CelFunctionError(str(e)) from None
 
 
+@_soft
 def isSemver(text: Any, normalize: Any = False) -> celtypes.BoolType:
     return celtypes.BoolType(isinstance(text, str) and sv.is_semver(str(text), bool(normalize)))
 
@@ -106,14 +136,17 @@ def _ver(value: Any, what: str) -> sv.Semver:
     return value
 
 
+@_soft
 def major(value: Any) -> celtypes.IntType:
     return celtypes.IntType(_ver(value, "major").major)
 
 
+@_soft
 def minor(value: Any) -> celtypes.IntType:
     return celtypes.IntType(_ver(value, "minor").minor)
 
 
+@_soft
 def patch(value: Any) -> celtypes.IntType:
     return celtypes.IntType(_ver(value, "patch").patch)
 
@@ -128,20 +161,24 @@ def _cmp(left: Any, right: Any, what: str) -> int:
     raise CelFunctionError(f"{what}: expected a quantity or a semver, got {type(left).__name__}")
 
 
+@_soft
 def compareTo(left: Any, right: Any) -> celtypes.IntType:
     return celtypes.IntType(_cmp(left, right, "compareTo"))
 
 
+@_soft
 def isGreaterThan(left: Any, right: Any) -> celtypes.BoolType:
     return celtypes.BoolType(_cmp(left, right, "isGreaterThan") > 0)
 
 
+@_soft
 def isLessThan(left: Any, right: Any) -> celtypes.BoolType:
     return celtypes.BoolType(_cmp(left, right, "isLessThan") < 0)
 
 
 # --- extended strings -------------------------------------------------------------------------
 
+@_soft
 def charAt(s: Any, i: Any) -> celtypes.StringType:
     text, index = _str(s, "charAt"), int(i)
     if not 0 <= index <= len(text):
@@ -149,6 +186,7 @@ def charAt(s: Any, i: Any) -> celtypes.StringType:
     return celtypes.StringType(text[index:index + 1])
 
 
+@_soft
 def indexOf(s: Any, sub: Any, start: Any = 0) -> celtypes.IntType:
     if isinstance(s, list):
         for i, item in enumerate(s):
@@ -161,6 +199,7 @@ def indexOf(s: Any, sub: Any, start: Any = 0) -> celtypes.IntType:
     return celtypes.IntType(text.find(_str(sub, "indexOf"), begin))
 
 
+@_soft
 def lastIndexOf(s: Any, sub: Any, end: Any = None) -> celtypes.IntType:
     if isinstance(s, list):
         for i in range(len(s) - 1, -1, -1):
@@ -183,20 +222,24 @@ def _ascii_map(text: str, upper: bool) -> str:
     return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
 
 
+@_soft
 def lowerAscii(s: Any) -> celtypes.StringType:
     return celtypes.StringType(_ascii_map(_str(s, "lowerAscii"), upper=False))
 
 
+@_soft
 def upperAscii(s: Any) -> celtypes.StringType:
     return celtypes.StringType(_ascii_map(_str(s, "upperAscii"), upper=True))
 
 
+@_soft
 def replace(s: Any, old: Any, new: Any, n: Any = -1) -> celtypes.StringType:
     count = int(n)
     return celtypes.StringType(_str(s, "replace").replace(_str(old, "replace"), _str(new, "replace"),
                                                           count if count >= 0 else -1))
 
 
+@_soft
 def split(s: Any, sep: Any, n: Any = -1) -> celtypes.ListType:
     text, separator, limit = _str(s, "split"), _str(sep, "split"), int(n)
     if limit == 0:
@@ -210,6 +253,7 @@ def split(s: Any, sep: Any, n: Any = -1) -> celtypes.ListType:
     return celtypes.ListType([celtypes.StringType(p) for p in parts])
 
 
+@_soft
 def substring(s: Any, start: Any, end: Any = None) -> celtypes.StringType:
     text = _str(s, "substring")
     begin, stop = int(start), len(text) if end is None else int(end)
@@ -218,27 +262,32 @@ def substring(s: Any, start: Any, end: Any = None) -> celtypes.StringType:
     return celtypes.StringType(text[begin:stop])
 
 
+@_soft
 def trim(s: Any) -> celtypes.StringType:
     return celtypes.StringType(_str(s, "trim").strip())
 
 
+@_soft
 def join(items: Any, sep: Any = "") -> celtypes.StringType:
     if not isinstance(items, list):
         raise CelFunctionError(f"join: expected a list of strings, got {type(items).__name__}")
     return celtypes.StringType(_str(sep, "join").join(_str(i, "join") for i in items))
 
 
+@_soft
 def reverse(s: Any) -> celtypes.StringType:
     return celtypes.StringType(_str(s, "reverse")[::-1])
 
 
 # --- regex --------------------------------------------------------------------------------
 
+@_soft
 def find(s: Any, pattern: Any) -> celtypes.StringType:
     m = re.search(_str(pattern, "find"), _str(s, "find"))
     return celtypes.StringType(m.group(0) if m else "")
 
 
+@_soft
 def findAll(s: Any, pattern: Any, n: Any = -1) -> celtypes.ListType:
     found = [m.group(0) for m in re.finditer(_str(pattern, "findAll"), _str(s, "findAll"))]
     limit = int(n)
@@ -255,11 +304,13 @@ def _list(value: Any, what: str) -> list:
     return value
 
 
+@_soft
 def isSorted(items: Any) -> celtypes.BoolType:
     xs = _list(items, "isSorted")
     return celtypes.BoolType(all(not (b < a) for a, b in itertools.pairwise(xs)))
 
 
+@_soft
 def list_sum(items: Any) -> Any:
     xs = _list(items, "sum")
     if not xs:
@@ -281,10 +332,12 @@ def _extreme(items: Any, what: str, pick: Callable[[Any, Any], bool]) -> Any:
     return best
 
 
+@_soft
 def list_min(items: Any) -> Any:
     return _extreme(items, "min", lambda a, b: a < b)
 
 
+@_soft
 def list_max(items: Any) -> Any:
     return _extreme(items, "max", lambda a, b: a > b)
 

@@ -114,7 +114,7 @@ def _request(a: Allocator, claim: Claim, req: Request, node: str | None) -> tupl
 def _class_only(a: Allocator, dc, dev) -> bool | CelError:
     for i, expr in enumerate(dc.selectors):
         try:
-            if not a.selectors.matches(expr, dev.cel_key, dev.cel_value):
+            if not a.selectors.matches(expr, dev):
                 return False
         except CelError as e:
             return CelError(e.expression, f"class {dc.name}: selector #{i} on device {dev.name}: {e.message}")

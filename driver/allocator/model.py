@@ -7,6 +7,7 @@ naming the object and the field when something required is missing or malformed.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,21 @@ class CapacitySpec:
 
 
 def _capacity(raw: Mapping[str, Any], what: str) -> CapacitySpec:
+    # The devices of a cluster repeat the same few capacities: read each distinct one once
+    # (by its repr, which tells apart "1" and 1 as the format needs).
+    key = repr(raw)
+    found = _CAPACITIES.get(key)
+    if found is None:
+        found = _read_capacity(raw, what)
+        if len(_CAPACITIES) < 65536:
+            _CAPACITIES[key] = found
+    return found
+
+
+_CAPACITIES: dict[str, CapacitySpec] = {}
+
+
+def _read_capacity(raw: Mapping[str, Any], what: str) -> CapacitySpec:
     try:
         value = q.of(raw["value"])
         policy = raw.get("requestPolicy")
@@ -110,11 +126,21 @@ class Device:
     cel_key: tuple[str, str, int, str] = ("", "", 0, "")
     _cel: celtypes.MapType | None = None
     raw_capacity: dict[str, Any] = field(default_factory=dict)
+    _qualified: tuple[dict, dict] | None = None
+    input_keys: dict = field(default_factory=dict)  # cel_cache.input_key's, per interned read set
+    consumption_memo: dict = field(default_factory=dict)  # capacity.consumption's, per request amounts
 
     def cel_value(self) -> celtypes.MapType:
         if self._cel is None:
             self._cel = cel.device_value(self.driver, self.attributes, self.raw_capacity, self.allow_multiple)
         return self._cel
+
+    def qualified(self) -> tuple[dict[tuple[str, str], Any], dict[tuple[str, str], Any]]:
+        """Raw attributes and capacities by (domain, id), as selectors see them."""
+        if self._qualified is None:
+            self._qualified = (cel.qualify(self.attributes, self.driver),
+                               cel.qualify(self.raw_capacity, self.driver))
+        return self._qualified
 
     def attribute(self, qualified: str) -> Any:
         """matchAttribute/distinctAttribute lookup: full name, or the bare id in the driver's domain."""
@@ -165,9 +191,49 @@ def read_slice(obj: Mapping[str, Any]) -> Slice:
     return s
 
 
+def _check_attributes(attributes: Any, what: str) -> None:
+    """Every attribute must have a value selectors can read: checked here, once, so that a bad one
+    fails the slice whether or not a cached selector result spares reading it later."""
+    if not isinstance(attributes, Mapping):
+        raise ModelError(f"{what}: attributes is not a map")
+    for name, raw in attributes.items():
+        try:
+            _attribute_ok(raw)
+        except (ValueError, TypeError) as e:
+            raise ModelError(f"{what}.attributes[{name}]: {e}") from None
+
+
+def _attribute_ok(raw: Any) -> None:
+    # The usual well-typed values are accepted without building CEL values (10,000s per cluster);
+    # anything else goes through cel.attribute_value, which decides in the same order.
+    if isinstance(raw, Mapping):
+        if "int" in raw:
+            v = raw["int"]
+            if type(v) is int and q.INT64_MIN <= v <= q.INT64_MAX:
+                return
+        elif "bool" in raw:
+            if type(raw["bool"]) is bool:
+                return
+        elif "string" in raw:
+            if type(raw["string"]) is str:
+                return
+        elif "version" in raw and type(raw["version"]) is str:
+            _version_ok(raw["version"])
+            return
+    else:
+        raise TypeError(f"expected a map with int, bool, string or version, got {type(raw).__name__}")
+    cel.attribute_value(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _version_ok(text: str) -> None:
+    cel.attribute_value({"version": text})
+
+
 def _read_device(d: Mapping[str, Any], s: Slice, index: int, what: str) -> Device:
     name = _field(d, "name", what, str)
     attributes = d.get("attributes") or {}
+    _check_attributes(attributes, what)
     raw_capacity = d.get("capacity") or {}
     capacity = {n: _capacity(c, f"{what}.capacity[{n}]") for n, c in raw_capacity.items()}
     consumes = []
@@ -223,7 +289,7 @@ def _selectors(raw: Any, what: str) -> tuple[str, ...]:
 
 # --- claims --------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@dataclass(unsafe_hash=True, slots=True)  # a value: never changed after read_claim builds it
 class Request:
     """A request with `exactly`, or one subrequest of `firstAvailable`."""
 
@@ -239,7 +305,7 @@ class Request:
     capacity: tuple[tuple[str, int], ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(unsafe_hash=True, slots=True)  # a value: never changed after read_claim builds it
 class Constraint:
     requests: frozenset[str]
     attribute: str
@@ -249,7 +315,7 @@ class Constraint:
         return not self.requests or request.base in self.requests or request.name in self.requests
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(unsafe_hash=True, slots=True)  # a value: never changed after read_claim builds it
 class Claim:
     uid: str
     name: str                 # namespace/name, for messages

@@ -5,13 +5,19 @@ when it has as many of those slices as they declare in `resourceSliceCount`; inc
 are skipped (and make `allocationMode: All` fail, since "all" is not known). A pool with duplicate
 device names or counters that reference missing counter sets is invalid and skipped too. Device
 order, which is the allocator's preference, is pool (driver, name), slice name, then position.
+Which nodes a device serves: its slice's (or, with perDeviceNodeSelection, its own) nodeName,
+allNodes, or nodeSelector, whose `metadata.name` fields are matched as the scheduler does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from driver.allocator.model import Device, Slice
+
+NAME_FIELD = "metadata.name"
 
 
 @dataclass
@@ -89,27 +95,94 @@ def _validate(pool: Pool) -> None:
 
 
 def nodes_of(pools: list[Pool]) -> list[str]:
-    """Every node named by a slice or a device (perDeviceNodeSelection), sorted."""
-    names = {d.node_name for p in pools for s in p.slices for d in s.devices if d.node_name}
-    names |= {s.node_name for p in pools for s in p.slices if s.node_name}
+    """Every node named by a slice or a device (perDeviceNodeSelection), or by a node selector's
+    `metadata.name` field, sorted."""
+    names: set[str] = set()
+    for p in pools:
+        for s in p.slices:
+            if s.node_name:
+                names.add(s.node_name)
+            names |= selector_names(s.node_selector)
+            for d in s.devices:
+                if d.node_name:
+                    names.add(d.node_name)
+                elif s.per_device:
+                    names |= selector_names(d.node_selector)
     return sorted(names)
 
 
+def selector_names(selector: Mapping[str, Any] | None) -> set[str]:
+    """The node names a node selector's `metadata.name In` fields list."""
+    out: set[str] = set()
+    for term in (selector or {}).get("nodeSelectorTerms") or ():
+        for req in (term or {}).get("matchFields") or ():
+            if req.get("key") == NAME_FIELD and req.get("operator") == "In":
+                out |= {v for v in req.get("values") or () if isinstance(v, str)}
+    return out
+
+
 def device_targets(device: Device, node: str | None) -> bool:
-    """Whether the device can be used from `node`. Slices with a node selector or allNodes reach
-    every node (carve does not evaluate node labels); None means "a node without local slices"."""
+    """Whether the device can be used from `node` (None: a node no slice names)."""
     if device.node_name:
         return device.node_name == node
+    if device.node_selector is not None:
+        return selector_admits(device.node_selector, node)
+    return True  # allNodes
+
+
+def selector_admits(selector: Mapping[str, Any], node: str | None) -> bool:
+    """A v1.NodeSelector as the scheduler reads it, for a node known only by name: the terms are
+    ORed; within a term `matchFields` (`metadata.name`, In or NotIn with exactly one value) decide,
+    and label `matchExpressions` are taken to hold, since carve does not know node labels. A term
+    with no requirements, or with a field requirement the scheduler cannot parse, takes no node."""
+    return any(_term_admits(t, node) for t in selector.get("nodeSelectorTerms") or () if t)
+
+
+def _term_admits(term: Mapping[str, Any], node: str | None) -> bool:
+    fields = term.get("matchFields") or ()
+    if not fields and not term.get("matchExpressions"):
+        return False
+    for req in fields:
+        values = req.get("values") or ()
+        if req.get("operator") not in ("In", "NotIn") or len(values) != 1:
+            return False
+        # The scheduler matches fields against {"metadata.name": node name}; another key reads "".
+        have = (node or None) if req.get("key") == NAME_FIELD else ""
+        if (have == values[0]) != (req["operator"] == "In"):
+            return False
     return True
+
+
+@dataclass
+class NodeIndex:
+    """Devices by the node they serve, built once per slice generation: node-local devices are
+    bucketed in one pass; the few without a nodeName are checked per node."""
+
+    local: dict[str, list[tuple[int, Pool, Device]]]
+    roaming: list[tuple[int, Pool, Device]]
+
+    def devices(self, node: str | None) -> list[tuple[Pool, Device]]:
+        mine = self.local.get(node, []) if node else []
+        extra = [x for x in self.roaming if device_targets(x[2], node)]
+        merged = sorted(mine + extra, key=lambda x: x[0]) if extra else mine
+        return [(p, d) for _, p, d in merged]
+
+
+def node_index(pools: list[Pool]) -> NodeIndex:
+    index = NodeIndex({}, [])
+    position = 0
+    for p in pools:
+        for s in p.slices:
+            for d in s.devices:
+                if d.node_name:
+                    index.local.setdefault(d.node_name, []).append((position, p, d))
+                else:
+                    index.roaming.append((position, p, d))
+                position += 1
+    return index
 
 
 def devices_for_node(pools: list[Pool], node: str | None) -> list[tuple[Pool, Device]]:
     """The devices reachable from `node`, in allocation order, incomplete/invalid pools included
     (the search skips them; `All` requests and diagnostics need to see them)."""
-    out = []
-    for p in pools:
-        for s in p.slices:
-            for d in s.devices:
-                if device_targets(d, node):
-                    out.append((p, d))
-    return out
+    return node_index(pools).devices(node)

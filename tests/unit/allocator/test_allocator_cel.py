@@ -5,6 +5,8 @@ import threading
 import pytest
 
 from driver.allocator import cel
+from driver.allocator.cel_cache import SelectorCache
+from driver.allocator.model import read_slice
 
 DEVICE = cel.device_value(
     "gpu.carve.dev",
@@ -112,19 +114,43 @@ def test_bad_quantity_literal_is_a_runtime_error():
         ev('quantity("12GB").isGreaterThan(quantity("1"))')
 
 
-def test_result_cache_keys_by_device_and_generation():
-    cache = cel.SelectorCache()
-    built = []
+def _devices(*attrs_list, generation=1):
+    devices = [{"name": f"d{i}", "attributes": attrs} for i, attrs in enumerate(attrs_list)]
+    s = read_slice({"metadata": {"name": "s"}, "spec": {
+        "driver": "gpu.carve.dev", "nodeName": "n", "devices": devices,
+        "pool": {"name": "p", "generation": generation, "resourceSliceCount": 1}}})
+    return s.devices
 
-    def value():
-        built.append(1)
-        return DEVICE
 
+def test_result_cache_shares_results_between_devices_that_agree_on_what_is_read():
+    mig, mig2, gpu = _devices({"type": {"string": "mig"}, "uuid": {"string": "a"}},
+                              {"type": {"string": "mig"}, "uuid": {"string": "b"}},
+                              {"type": {"string": "gpu"}, "uuid": {"string": "c"}})
+    cache = SelectorCache()
     expr = 'device.attributes["gpu.carve.dev"].type == "mig"'
-    assert cache.matches(expr, ("d", "p", 1, "x"), value)
-    assert cache.matches(expr, ("d", "p", 1, "x"), value)
-    assert cache.matches(expr, ("d", "p", 2, "x"), value)
-    assert (cache.hits, cache.misses, len(built)) == (1, 2, 2)
+    assert [cache.matches(expr, d) for d in (mig, mig2, gpu, mig)] == [True, True, False, True]
+    assert (cache.hits, cache.misses, cache.evaluations) == (2, 2, 2)
+
+
+def test_result_cache_keys_an_expression_that_reads_anything_by_device_and_generation():
+    expr = 'size(device.attributes["gpu.carve.dev"]) > 0 || device.attributes.size() == 0'
+    mig = {"type": {"string": "mig"}}
+    (old,), (new,) = _devices(mig), _devices(mig, generation=2)
+    cache = SelectorCache()
+    assert cache.matches(expr, old) and cache.matches(expr, old) and cache.matches(expr, new)
+    assert (cache.hits, cache.misses) == (1, 2)
+    cache.forget(lambda key: key[2] == 2)
+    assert len(cache) == 1
+
+
+def test_result_cache_keeps_errors_as_results():
+    a, b = _devices({"type": {"string": "gpu"}}, {"type": {"string": "gpu"}})
+    cache = SelectorCache()
+    expr = 'device.attributes["gpu.carve.dev"].profile == "1g.10gb"'
+    for d in (a, b):
+        with pytest.raises(cel.CelError, match="no such key"):
+            cache.matches(expr, d)
+    assert (cache.hits, cache.evaluations) == (1, 1)
 
 
 def test_evaluation_is_thread_safe():

@@ -91,3 +91,53 @@ def test_no_allocation_exceeds_capacity_or_counters_or_reuses_exclusive_devices(
 @given(cluster, st.lists(requests, min_size=1, max_size=8))
 def test_allocation_is_deterministic(shape, reqs):
     assert run(shape, reqs, set())[2] == run(shape, reqs, set())[2]
+
+
+def _multi_node_slices(shape) -> list[dict]:
+    """build_slices' devices on two nodes, so claims without --node walk the nodes in order."""
+    out = []
+    for node in ("n1", "n2"):
+        for s in build_slices(*shape):
+            spec = {**s["spec"], "nodeName": node, "pool": {**s["spec"]["pool"], "name": node}}
+            out.append({**s, "metadata": {"name": f"{node}-a"}, "spec": spec})
+    return out
+
+
+# Few shapes, so that a shape that found no room meets the same node again after a release.
+few_shapes = st.one_of(
+    st.builds(lambda n: exactly("r", cls="gpu", count=n), st.integers(1, 2)),
+    st.builds(lambda m: exactly("r", cls="vgpu", capacity={"memory": f"{m}Mi"}),
+              st.sampled_from([1024, 3000])),
+    st.just(exactly("r", cls="mig")),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cluster, st.lists(few_shapes, min_size=1, max_size=14), st.sets(st.integers(0, 13), max_size=8))
+def test_a_long_lived_allocator_answers_as_a_fresh_one(shape, reqs, releases):
+    # The caches (selector results, class index, candidates, per-device consumption, and the memo of
+    # claim shapes that found no room on an unchanged node) must never change an answer: after every
+    # allocation and release, a fresh Allocator given the same held claims answers the same.
+    slices = _multi_node_slices(shape)
+    a = Allocator(slices, CLASSES)
+    live: dict[str, dict] = {}
+    for i, req in enumerate(reqs):
+        c = claim(f"c{i}", req, uid=f"u{i}")
+        fresh = Allocator(slices, CLASSES)
+        for held in live.values():
+            fresh.add_allocated(held)
+        answers = []
+        for allocator in (a, fresh):
+            try:
+                answers.append(allocator.allocate(c))
+            except Unallocatable as e:
+                answers.append(e.reason)
+        assert answers[0] == answers[1]
+        if isinstance(answers[0], dict):
+            held = {**c, "status": {"allocation": answers[0]}}
+            a.add_allocated(held)
+            live[f"u{i}"] = held
+        if i in releases and live:
+            uid = sorted(live)[0]
+            a.remove_allocated(uid)
+            del live[uid]

@@ -343,3 +343,16 @@ def test_claims_the_api_server_would_reject_are_refused_naming_the_field(spec, m
     c["spec"]["devices"] = spec
     with pytest.raises(Unallocatable, match=message):
         allocate(c, [slice_("a", [dev("g0")])], CLASSES)
+
+
+def test_a_claim_shape_that_found_no_room_is_tried_again_after_a_release():
+    a = Allocator([slice_("a", [dev("g0")], node="n1")], CLASSES)
+    first = claim("a", exactly("r"), uid="ua")
+    a.add_allocated({**first, "status": {"allocation": a.allocate(first, node="n1")}})
+    with pytest.raises(Unallocatable):
+        a.allocate(claim("b", exactly("r")), node="n1")
+    with pytest.raises(Unallocatable):
+        a.allocate(claim("c", exactly("r")), node="n1")
+    assert a.stats["searches_skipped"] == 1  # c's search was known to fail
+    a.remove_allocated("ua")
+    assert devices_of(a.allocate(claim("d", exactly("r")), node="n1")) == [("r", "n1", "g0")]

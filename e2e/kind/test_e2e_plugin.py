@@ -1,6 +1,6 @@
 """End to end on a real cluster: slices are published, and pods get their claims prepared by the plugin.
 
-Run: KUBECONFIG=... make e2e (a kind cluster with fake GPUs works: e2e/README.md).
+Run: KUBECONFIG=... make e2e-kind (a kind cluster with fake GPUs works: e2e/README.md).
 """
 
 from __future__ import annotations

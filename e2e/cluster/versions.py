@@ -1,0 +1,80 @@
+"""What differs between the Kubernetes minors the e2e runs: the pinned patch version (from the minor's
+go.mod), the DRA feature gates and API groups the components need, and kubelet settings a minor adds."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+CLUSTER_DIR = Path(__file__).resolve().parent
+REPO = CLUSTER_DIR.parents[1]
+
+# Alpha in 1.34/1.35 (fields are dropped with the gate off), beta and on by default in 1.36
+# (docs/install.md, "Feature gates per Kubernetes version").
+ALPHA_DRA_GATES = (
+    "DRAConsumableCapacity",
+    "DRAPartitionableDevices",
+    "DRADeviceTaints",
+    "DRAExtendedResource",
+)
+
+
+@dataclass(frozen=True)
+class Version:
+    minor: str  # "1.36"
+    patch: str  # "v1.36.3"
+    gates_on: bool
+
+    @property
+    def minor_int(self) -> int:
+        return int(self.minor.split(".")[1])
+
+    @property
+    def binary(self) -> Path:
+        return REPO / ".tools" / "k8s" / self.patch / "k8s"
+
+    @property
+    def label(self) -> str:
+        return f"{self.patch} gates {'on' if self.gates_on else 'off'}"
+
+    def feature_gates(self) -> dict[str, bool]:
+        """The same map for the API server, scheduler, controller manager and kubelets."""
+        if self.minor_int >= 36:
+            return {} if self.gates_on else dict.fromkeys(ALPHA_DRA_GATES, False)
+        return dict.fromkeys(ALPHA_DRA_GATES, self.gates_on)
+
+    def gates_flag(self) -> list[str]:
+        gates = self.feature_gates()
+        return (
+            ["--feature-gates=" + ",".join(f"{k}={str(v).lower()}" for k, v in gates.items())]
+            if gates
+            else []
+        )
+
+    def runtime_config(self) -> str:
+        # DeviceTaintRule (device-taint-eviction controller) is served only as v1alpha3 before 1.36.
+        groups = ["resource.k8s.io/v1beta1=true", "resource.k8s.io/v1beta2=true"]
+        if self.minor_int < 36:
+            groups.append("resource.k8s.io/v1alpha3=true")
+        return ",".join(groups)
+
+    def kubelet_extra(self) -> dict[str, object]:
+        # From 1.35 the kubelet refuses cgroup v1 unless told otherwise (KEP-5573); 1.34 lacks the field.
+        return {"failCgroupV1": False} if self.minor_int >= 35 else {}
+
+
+def minors() -> list[str]:
+    return sorted((p.name for p in CLUSTER_DIR.iterdir() if re.fullmatch(r"1\.\d+", p.name)), reverse=True)
+
+
+def resolve(minor: str, gates: str = "on") -> Version:
+    gomod = CLUSTER_DIR / minor / "go.mod"
+    if not gomod.exists():
+        raise ValueError(f"no e2e/cluster/{minor}/go.mod: known minors are {', '.join(minors())}")
+    match = re.search(r"^\s*k8s\.io/kubernetes (v\S+)$", gomod.read_text(), re.M)
+    if not match:
+        raise ValueError(f"{gomod}: no k8s.io/kubernetes requirement")
+    if gates not in ("on", "off"):
+        raise ValueError(f"gates must be 'on' or 'off', not {gates!r}")
+    return Version(minor, match.group(1), gates == "on")

@@ -1,0 +1,155 @@
+"""Small helpers the e2e tests share: pods with claims, waiting for their outcome, reading allocations."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client
+
+GROUP, VERSION = "resource.k8s.io", "v1"
+TIMEOUT_S = 90.0
+
+
+def wait(what: str, check, timeout_s: float = TIMEOUT_S, every_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")
+
+
+def template(name: str, requests: list[dict], constraints: list[dict] | None = None) -> dict:
+    devices: dict[str, Any] = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": devices}},
+    }
+
+
+def pod(
+    name: str,
+    claim_template: str | None = None,
+    claim: str | None = None,
+    node: str | None = None,
+    containers: int = 1,
+) -> dict:
+    ref = {"name": "gpu"}
+    if claim_template:
+        ref["resourceClaimTemplateName"] = claim_template
+    else:
+        ref["resourceClaimName"] = claim
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "automountServiceAccountToken": False,
+        "resourceClaims": [ref],
+        "containers": [
+            {
+                "name": f"c{i}",
+                "image": "e2e/busybox",
+                # Imported into each node's containerd (e2e/cluster/images.py); there is no registry.
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sleep", "3600"],
+                "resources": {"claims": [{"name": "gpu"}]},
+            }
+            for i in range(containers)
+        ],
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def create(api, namespace: str, obj: dict) -> dict:
+    kind = obj["kind"]
+    if kind == "Pod":
+        return client.CoreV1Api(api).create_namespaced_pod(namespace, obj).to_dict()
+    plural = {"ResourceClaimTemplate": "resourceclaimtemplates", "ResourceClaim": "resourceclaims"}[kind]
+    return client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, plural, obj
+    )
+
+
+def outcome(api, namespace: str, name: str) -> tuple[str, str] | None:
+    """("scheduled", node) or ("unschedulable", message) once the scheduler decided, else None."""
+    p = client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+    if p.spec.node_name:
+        return ("scheduled", p.spec.node_name)
+    for c in p.status.conditions or []:
+        if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+            return ("unschedulable", c.message or "")
+    return None
+
+
+def wait_outcome(api, namespace: str, name: str, timeout_s: float = TIMEOUT_S) -> tuple[str, str]:
+    return wait(
+        f"the scheduler's decision on pod {namespace}/{name}",
+        lambda: outcome(api, namespace, name),
+        timeout_s,
+    )
+
+
+def wait_running(api, namespace: str, name: str, timeout_s: float = TIMEOUT_S) -> client.V1Pod:
+    core = client.CoreV1Api(api)
+
+    def running():
+        p = core.read_namespaced_pod(name, namespace)
+        return p if p.status.phase == "Running" else None
+
+    return wait(f"pod {namespace}/{name} Running", running, timeout_s)
+
+
+def claim_of(api, namespace: str, pod_name: str) -> dict:
+    """The pod's ResourceClaim (made from its template by the resourceclaim controller)."""
+    p = client.CoreV1Api(api).read_namespaced_pod(pod_name, namespace)
+    statuses = p.status.resource_claim_statuses or []
+    assert statuses and statuses[0].resource_claim_name, (
+        f"{namespace}/{pod_name}: no claim made from its template"
+    )
+    return client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, "resourceclaims", statuses[0].resource_claim_name
+    )
+
+
+def results(claim: dict) -> list[dict]:
+    return ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+
+
+def delete_pod(api, namespace: str, name: str, timeout_s: float = TIMEOUT_S, force: bool = False) -> None:
+    """Delete and wait until it is gone; a graceful delete waits for its kubelet (which unprepares)."""
+    core = client.CoreV1Api(api)
+    core.delete_namespaced_pod(name, namespace, grace_period_seconds=0 if force else None)
+
+    def gone():
+        try:
+            core.read_namespaced_pod(name, namespace)
+        except client.ApiException as e:
+            return e.status == 404
+        return False
+
+    wait(f"pod {namespace}/{name} gone", gone, timeout_s)
+
+
+def delete_namespace(api, name: str, timeout_s: float = 300.0) -> None:
+    core = client.CoreV1Api(api)
+    for p in core.list_namespaced_pod(name).items:
+        core.delete_namespaced_pod(p.metadata.name, name, grace_period_seconds=0)
+    wait(f"pods of namespace {name} gone", lambda: not core.list_namespaced_pod(name).items, timeout_s)
+    # Claims made from templates go with their pods, standalone ones are deleted here; either way the
+    # allocation must be released before the next test.
+    custom = client.CustomObjectsApi(api)
+    custom.delete_collection_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")
+    wait(
+        f"claims of namespace {name} gone",
+        lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")["items"],
+        timeout_s,
+    )
+    core.delete_namespace(name)
