@@ -24,6 +24,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("driver.gpu.command", "print the GPU inventory of this node (NVML or fake GPUs)"),
     "slices": ("driver.devices.command", "print the ResourceSlices a node would publish"),
     "plugin": ("driver.plugin.command", "run the DRA kubelet plugin"),
+    "device-plugin": ("driver.legacy.command", "run the legacy device plugin (clusters without DRA)"),
+    "scheduler-extender": ("driver.legacy.extender.command", "run the legacy scheduler extender"),
     "allocate": ("driver.allocator.command", "allocate ResourceClaims against ResourceSlices (dry run)"),
     "simulate": ("driver.simulate.command", "simulate a workload trace under each sharing strategy"),
     "demo": ("driver.demo", "run the end-to-end demo on fake GPUs"),

@@ -23,6 +23,7 @@ from driver import names
 
 GPUS = "fake:2xA100-80GB,1xT4"
 NODE = "demo-node"
+FAKE_DRIVER_VERSION = "580.95.05"  # what the fake NVML reports by default
 STRATEGY = "0=mig,1=soft,2=exclusive"
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,17 +66,18 @@ def _device_classes() -> list[dict]:
 
 
 def _fake_driver_root(root: Path) -> Path:
-    """Driver files and device nodes as a host has them; the nodes are placeholders (no root needed)."""
+    """Driver files and device nodes as a RHEL host has them; the nodes are placeholders (no root needed)."""
     (root / "dev").mkdir(parents=True)
     for n in ("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
         (root / "dev" / n).touch()
     lib = root / "usr/lib64"
     lib.mkdir(parents=True)
-    for so in ("libcuda.so.1", "libnvidia-ml.so.1"):
-        built = REPO / "native/build/fakes" / so
+    for so in ("libcuda.so", "libnvidia-ml.so"):
+        built = REPO / "native/build/fakes" / f"{so}.1"
         if built.exists():
             # A copy, not a link: a link out of the driver root would point nowhere on a real host.
-            shutil.copy2(built, lib / so)
+            shutil.copy2(built, lib / f"{so}.{FAKE_DRIVER_VERSION}")
+            os.symlink(f"{so}.{FAKE_DRIVER_VERSION}", lib / f"{so}.1")
     return root
 
 
@@ -85,7 +87,8 @@ def _limiter_dir(tmp: Path) -> Path:
         return built.parent
     placeholder = tmp / "limiter"
     placeholder.mkdir()
-    (placeholder / names.LIMITER_LIBRARY).write_bytes(b"")  # `make native` builds the real one
+    for name in (names.LIMITER_LIBRARY, names.HOOK_BINARY, names.LDCONFIG_BINARY):
+        (placeholder / name).write_bytes(b"")  # `make native` builds the real ones
     return placeholder
 
 
@@ -113,6 +116,10 @@ def _print_spec(doc: dict, tmp: Path) -> None:
         for m in ed.get("mounts", []):
             ro = "ro" if "ro" in m.get("options", []) else "rw"
             print(f"    mount  {m['containerPath']} <- {short(m['hostPath'])} ({ro})")
+    for ed in edits:
+        for h in ed.get("hooks", []):
+            what = [a for a in h["args"][2:] if not a.startswith("--") and "/carve-ldconfig" not in a]
+            print(f"    hook   {h['args'][1]} {' '.join(short(a) for a in what)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,13 +130,15 @@ def run(args: argparse.Namespace) -> int:
     plugin_dir = tmp / "plugin"
     plugin_dir.mkdir(mode=0o700)
     os.environ[names.ENV_FAKE_STATE] = str(plugin_dir / "fake-gpus.state")
+    os.environ[names.ENV_FAKE_PROC_ROOT] = str(plugin_dir / "fake-proc")  # MIG capability files
+    os.environ.setdefault("CARVE_FAKE_DRIVER_VERSION", FAKE_DRIVER_VERSION)
 
     from driver.cluster import LocalCluster
     from driver.gpu import discover
-    from driver.plugin.mig import NvmlMig, ensure_mig_mode
+    from driver.plugin.mig import NvmlMig
     from driver.plugin.server import Plugin, PluginConfig
 
-    gpus = ensure_mig_mode(discover(GPUS, NODE), STRATEGY, GPUS, NODE)
+    gpus = discover(GPUS, NODE)  # the plugin turns MIG mode on for the mig GPUs (driver/plugin/modes.py)
     cluster = LocalCluster(version=(1, 36))
     config = PluginConfig(
         node_name=NODE,
@@ -138,12 +147,15 @@ def run(args: argparse.Namespace) -> int:
         cdi_dir=tmp / "cdi",
         driver_root=_fake_driver_root(tmp / "driver-root"),
         limiter_dir=_limiter_dir(tmp),
+        mig_proc_root=plugin_dir / "fake-proc",
+        driver_required=False,  # as `carve plugin --gpus fake:...`
         strategy=STRATEGY,
         k8s_version="1.36",
         publish_interval_s=3600,
         boot_id="demo",
     )
-    plugin = Plugin(config, cluster, gpus, NvmlMig())
+    mig = NvmlMig()
+    plugin = Plugin(config, cluster, gpus, mig, mig)
     plugin.start()
     try:
         print(f"node {NODE}: {', '.join(f'{g.name} {g.product}' for g in gpus)}  (fake GPUs; temp dir {tmp})")

@@ -1,6 +1,6 @@
 """Durable file operations: the one way carve writes and removes state files.
 
-Checkpoints, CDI specs and ld.so.preload files all go through `write_atomic`, so a crash at any instant
+Checkpoints and CDI specs go through `write_atomic`, so a crash at any instant
 leaves either the old content or the new one on disk, never a torn file.
 """
 

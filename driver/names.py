@@ -56,6 +56,13 @@ LIMITER_BUILD_PATH = "native/build/libcarve-limiter.so"
 LIMITER_CONTAINER_DIR = "/usr/local/carve/lib"
 LIMITER_CONTAINER_PATH = f"{LIMITER_CONTAINER_DIR}/{LIMITER_LIBRARY}"
 
+# The CDI createContainer hook (native/hook) and the static ldconfig it runs: installed next to the limiter
+# (--limiter-dir) by the chart's init container; in the image under /usr/local/carve/bin.
+HOOK_BINARY = "carve-cdi-hook"
+HOOK_BUILD_PATH = "native/build/carve-cdi-hook"
+LDCONFIG_BINARY = "carve-ldconfig"
+ENV_FAKE_PROC_ROOT = "CARVE_FAKE_PROC_ROOT"  # where the fake NVML writes MIG capability files
+
 # Kubelet plugin sockets.
 DEFAULT_PLUGIN_DIR = f"/var/lib/kubelet/plugins/{DRIVER_NAME}"
 DEFAULT_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
@@ -87,3 +94,25 @@ ENV_FAKE_STATE = "CARVE_FAKE_STATE"
 
 # `carve allocate`: annotation on a claim that could not be allocated, saying why.
 ALLOCATE_REASON_ANNOTATION = "allocate.carve.dev/reason"
+
+# Legacy shim (driver/legacy, docs/legacy.md): the device plugin's socket and kubelet paths, the node
+# annotation carrying its GPU inventory, the trusted assignment records the extender writes, and the HAMi pod
+# annotations carve honours.
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+DEVICE_PLUGIN_SOCKET = "carve-gpu.sock"
+KUBELET_SOCKET = "kubelet.sock"
+POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+LEGACY_SCHEDULER_NAME = "carve-scheduler"
+LEGACY_NODE_LABEL = "gpu.carve.dev/legacy"  # "true": the node runs the legacy device plugin, not the DRA one
+LEGACY_INVENTORY_ANNOTATION = "gpu.carve.dev/legacy-gpus"
+LEGACY_ASSIGNMENT_ANNOTATION = "gpu.carve.dev/legacy-assignment"  # on the pod: informational only
+LEGACY_RECORD_LABEL = "gpu.carve.dev/legacy-record"
+LEGACY_RECORD_NODE_LABEL = "gpu.carve.dev/node"
+LEGACY_RECORD_PREFIX = "carve-legacy-"
+LEGACY_CDI_PREFIX = "legacy-"  # CDI "claim uid" of an allocation: legacy-<allocation key>
+HAMI_USE_GPUTYPE = "nvidia.com/use-gputype"
+HAMI_NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
+HAMI_USE_GPUUUID = "nvidia.com/use-gpuuuid"
+HAMI_NOUSE_GPUUUID = "nvidia.com/nouse-gpuuuid"
+HAMI_NODE_POLICY = "hami.io/node-scheduler-policy"
+HAMI_GPU_POLICY = "hami.io/gpu-scheduler-policy"

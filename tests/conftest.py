@@ -49,3 +49,9 @@ def apiserver() -> Iterator[ApiServerStandIn]:
     """A started stand-in of the API server (tests/support/apiserver_standin.py), stopped after the test."""
     with ApiServerStandIn() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def stub_cache(tmp_path_factory) -> Path:
+    """Where tests/support/driverroot.py keeps the stub driver libraries it compiles (once per session)."""
+    return tmp_path_factory.mktemp("driver-stubs")

@@ -26,6 +26,12 @@ class DeviceNode:
     path: str  # in the container
     host_path: str | None = None  # on the host, when it differs (driver root not "/")
     permissions: str = "rw"
+    # A fully specified node (type "c" and a major) is created by the runtime without a host file to stat:
+    # MIG capability nodes, which need not exist in the plugin's /dev (driver/plugin/migcaps.py).
+    type: str = ""
+    major: int | None = None
+    minor: int | None = None
+    file_mode: int | None = None  # permission bits, e.g. 0o444
 
 
 @dataclass(frozen=True)
@@ -36,12 +42,23 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class Hook:
+    """An OCI hook the runtime runs; carve's are createContainer hooks of native/hook (carve-cdi-hook)."""
+
+    path: str  # on the host
+    args: tuple[str, ...]  # argv, argv[0] included
+    hook_name: str = "createContainer"
+    env: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ContainerEdits:
     """The subset of CDI container edits carve uses. Env entries are NAME=value strings."""
 
     env: tuple[str, ...] = ()
     device_nodes: tuple[DeviceNode, ...] = ()
     mounts: tuple[Mount, ...] = ()
+    hooks: tuple[Hook, ...] = ()  # run in this order (create the links before the ld cache is written)
 
     def merged(self, other: ContainerEdits) -> ContainerEdits:
         """Self then other, dropping exact duplicates (two devices of a claim share /dev/nvidiactl)."""
@@ -49,6 +66,7 @@ class ContainerEdits:
             env=_unique(self.env + other.env),
             device_nodes=_unique(self.device_nodes + other.device_nodes),
             mounts=_unique(self.mounts + other.mounts),
+            hooks=_unique(self.hooks + other.hooks),
         )
 
     def to_json(self) -> dict:
@@ -62,6 +80,8 @@ class ContainerEdits:
                 {"hostPath": m.host_path, "containerPath": m.container_path, "options": list(m.options)}
                 for m in self.mounts
             ]
+        if self.hooks:
+            out["hooks"] = [_hook_json(h) for h in self.hooks]
         return out
 
 
@@ -76,11 +96,23 @@ def _unique(items: tuple) -> tuple:
 
 
 def _node_json(node: DeviceNode) -> dict:
-    out = {"path": node.path}
+    out: dict = {"path": node.path}
     if node.host_path and node.host_path != node.path:
         out["hostPath"] = node.host_path
+    if node.type:
+        out["type"] = node.type
+    for key, value in (("major", node.major), ("minor", node.minor), ("fileMode", node.file_mode)):
+        if value is not None:
+            out[key] = value
     if node.permissions:
         out["permissions"] = node.permissions
+    return out
+
+
+def _hook_json(hook: Hook) -> dict:
+    out: dict = {"hookName": hook.hook_name, "path": hook.path, "args": list(hook.args)}
+    if hook.env:
+        out["env"] = list(hook.env)
     return out
 
 

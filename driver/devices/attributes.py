@@ -51,6 +51,17 @@ def quantity(value: int) -> str:
 
 
 @lru_cache(maxsize=4096)  # slices repeat the same few values thousands of times
+def quantity_bytes(text: str, what: str) -> int:
+    """A quantity of bytes >= 0 ("512Mi" -> 536870912); ModelError naming `what` (a flag or field) if not."""
+    try:
+        value = parse_quantity(text)
+    except ValueError as e:
+        raise ModelError(f"{what}: {e}, e.g. '512Mi'") from None
+    if value < 0 or value.denominator != 1:
+        raise ModelError(f"{what} {text!r}: must be a whole number of bytes >= 0")
+    return int(value)
+
+
 def parse_quantity(text: str) -> Fraction:
     """A Kubernetes quantity string as an exact number ("256Mi" -> 268435456); ValueError if malformed."""
     m = _QUANTITY.match(text.strip()) if isinstance(text, str) else None

@@ -13,6 +13,12 @@ from driver.gpu.model import Gpu
 
 MI = 1024**2
 GI = 1024**3
+# GPU memory a CUDA context takes that no quota counts (the driver's own allocations, module images):
+# ~300 MiB with lazy module loading (CUDA >= 11.7, default from 12.2; pytorch#107667), 300-700 MiB without
+# (pytorch#20532, #28113), more with cuBLAS/cuDNN handles. 512 MiB per share covers the common case;
+# --soft-context-reserve changes it. See docs/devices.md, "Memory a CUDA context takes".
+DEFAULT_CONTEXT_RESERVE = 512 * MI
+DEFAULT_CONTEXT_RESERVE_QUANTITY = "512Mi"  # the same, as the flags write it (a test keeps them equal)
 
 Device = dict[str, Any]
 CounterSet = dict[str, Any]
@@ -31,16 +37,25 @@ class Settings:
 
     split_count: shares of one GPU (soft: the `slots` capacity; slots: the number of slot devices).
     soft_memory_step: granularity and minimum of a soft memory request, bytes (256Mi).
+    soft_context_reserve: GPU memory kept back per share (soft and slots) for the CUDA context the limiter
+        cannot count, bytes; the shares together offer the GPU's memory less split_count reserves.
     """
 
     split_count: int = 10
     soft_memory_step: int = 256 * MI
+    soft_context_reserve: int = DEFAULT_CONTEXT_RESERVE
+
+    def shared_memory(self, gpu_memory: int) -> int:
+        """What the shares of one GPU may use together: its memory less one context reserve per share."""
+        return gpu_memory - self.split_count * self.soft_context_reserve
 
     def __post_init__(self) -> None:
         # Slots get cores = 100 / split_count percent each, so more than 100 would give slots no cores;
         # the per-slice device limit (128) is the other bound that matters, and 100 is below it.
         if not 1 <= self.split_count <= 100:
             raise ModelError(f"settings.split_count: {self.split_count} is not in 1..100")
+        if self.soft_context_reserve < 0:
+            raise ModelError(f"settings.soft_context_reserve: {self.soft_context_reserve} is negative")
         if self.soft_memory_step <= 0 or self.soft_memory_step % MI:
             raise ModelError(
                 f"settings.soft_memory_step: {self.soft_memory_step} is not a positive multiple of 1Mi"

@@ -12,6 +12,8 @@ import yaml
 from driver import names
 from driver.cli import CliError
 from driver.devices import LIMITS, ModelError, Settings, build_slices, limits_for, parse_strategy_spec
+from driver.devices.attributes import quantity_bytes
+from driver.devices.base import DEFAULT_CONTEXT_RESERVE_QUANTITY
 from driver.gpu import InventoryError, discover
 
 # Strategies whose fields sit behind feature gates that are off by default before 1.36.
@@ -39,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=Settings.split_count,
         help="shares per GPU for soft and slots (default 10)",
     )
+    parser.add_argument(
+        "--soft-context-reserve",
+        default=DEFAULT_CONTEXT_RESERVE_QUANTITY,
+        help=f"GPU memory kept back per share (soft, slots) for its CUDA context, as `carve plugin` "
+        f"({DEFAULT_CONTEXT_RESERVE_QUANTITY})",
+    )
     parser.add_argument("--generation", type=int, default=1, help="pool generation")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format")
 
@@ -47,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     node_name = args.node_name or socket.gethostname()
     try:
         limits = limits_for(args.k8s_version)
-        settings = Settings(split_count=args.split_count)
+        reserve = quantity_bytes(args.soft_context_reserve, "--soft-context-reserve")
+        settings = Settings(split_count=args.split_count, soft_context_reserve=reserve)
         gpus = discover(args.gpus, node_name)
         strategies = parse_strategy_spec(args.strategy, gpus)
         slices = build_slices(node_name, gpus, strategies, settings, limits.version, args.generation)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from driver import names
 from driver.devices.attributes import common_attributes, fixed_capacity
-from driver.devices.base import DeviceSet, Settings
+from driver.devices.base import MI, DeviceSet, ModelError, Settings
 from driver.gpu.model import Gpu
 
 
@@ -20,16 +20,23 @@ class Slots:
     name = names.STRATEGY_SLOTS
 
     def check(self, gpu: Gpu) -> None:
-        """Every GPU can be cut into slots."""
+        """Every GPU can be cut into slots (too little memory for the reserves fails in devices())."""
 
     def devices(self, gpu: Gpu, settings: Settings) -> DeviceSet:
         n = settings.split_count
+        if settings.shared_memory(gpu.memory_bytes) < n * MI:
+            raise ModelError(
+                f"{gpu.name} ({gpu.product}): slots: memory {gpu.memory_bytes} leaves less than 1Mi per slot "
+                f"after {n} x soft context reserve {settings.soft_context_reserve}"
+            )
         devices = []
         for k in range(n):
             attributes = common_attributes(gpu, names.TYPE_SLOT)
             attributes["slot"] = {"int": k}
             attributes["slotCount"] = {"int": n}
-            # Rounded down, so N slots never promise more than the GPU has.
-            capacity = fixed_capacity(gpu.memory_bytes // n, gpu.multiprocessors // n, 100 // n)
+            # Rounded down, so N slots never promise more than the GPU has; each keeps a context reserve back.
+            capacity = fixed_capacity(
+                settings.shared_memory(gpu.memory_bytes) // n, gpu.multiprocessors // n, 100 // n
+            )
             devices.append({"name": slot_name(gpu, k), "attributes": attributes, "capacity": capacity})
         return DeviceSet(gpu=gpu, strategy=self.name, devices=tuple(devices))

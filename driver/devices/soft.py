@@ -17,7 +17,7 @@ from driver.gpu.model import Gpu
 def memory_policy(total: int, step: int, split_count: int) -> dict[str, object]:
     """Requests from `step` to the whole GPU in `step`s; default: 1/split_count of the GPU, rounded down."""
     if total < step:
-        raise ModelError(f"memory {total} bytes is below the soft memory step {step}")
+        raise ModelError(f"shareable memory {total} bytes is below the soft memory step {step}")
     maximum = step * (total // step)  # a GPU of 81559Mi offers at most 81408Mi in 256Mi steps
     default = max(step, step * ((total // split_count) // step))
     return {
@@ -33,16 +33,21 @@ class Soft:
         """Every GPU with at least one memory step can be soft-sliced (checked in devices())."""
 
     def devices(self, gpu: Gpu, settings: Settings) -> DeviceSet:
+        # Each share's CUDA context takes memory the limiter does not count: keep one reserve per slot back.
+        memory = settings.shared_memory(gpu.memory_bytes)
         try:
-            mem_policy = memory_policy(gpu.memory_bytes, settings.soft_memory_step, settings.split_count)
+            mem_policy = memory_policy(memory, settings.soft_memory_step, settings.split_count)
         except ModelError as e:
-            raise ModelError(f"{gpu.name} ({gpu.product}): soft: {e}") from None
+            raise ModelError(
+                f"{gpu.name} ({gpu.product}): soft: {e} (GPU memory {gpu.memory_bytes} less "
+                f"{settings.split_count} x soft context reserve {settings.soft_context_reserve})"
+            ) from None
         device = {
             "name": gpu.name,
             "attributes": common_attributes(gpu, names.TYPE_VGPU),
             "allowMultipleAllocations": True,
             "capacity": {
-                "memory": {"value": quantity(gpu.memory_bytes), "requestPolicy": mem_policy},
+                "memory": {"value": quantity(memory), "requestPolicy": mem_policy},
                 # default 0: a share that asks for no cores is neither reserved nor throttled.
                 "cores": {
                     "value": "100",

@@ -1,10 +1,12 @@
 """MIG operations the kubelet plugin performs at prepare/unprepare time, through pynvml.
 
-create_mig_instance is idempotent (an instance of the same profile at the same placement is reused,
-also when another process created it a moment earlier); destroy_mig_instance is a no-op for an instance
-that is gone. Errors are InventoryError subclasses naming the GPU and the profile/placement. NVML itself
-serialises concurrent processes (the fake library does so through its state file); the lock here only
-keeps this process's threads from interleaving a check-then-create.
+create_mig_instance is idempotent by default (an instance of the same profile at the same placement is
+reused, also when another process created it a moment earlier); with reuse=False, as the kubelet plugin
+calls it, an instance already there is an error, since carve never adopts an instance it did not record.
+destroy_mig_instance is a no-op for an instance that is gone, and with `uuid` refuses to destroy a GPU
+instance whose MIG device is not the recorded one. Errors are InventoryError subclasses naming the GPU
+and the profile/placement. NVML itself serialises concurrent processes (the fake library does so through
+its state file); the lock here only keeps this process's threads from interleaving a check-then-create.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ class MigProfileError(MigError):
 
 class MigPlacementError(MigError):
     """The placement is taken: it overlaps a live GPU instance."""
+
+
+class MigOwnershipError(MigError):
+    """The instance found is not the one recorded (another UUID at the recorded ids)."""
 
 
 def _profile(gpu_uuid: str, profiles: tuple[MigProfile, ...], wanted: int | str) -> MigProfile:
@@ -108,8 +114,13 @@ def _ensure_compute_instance(what: str, gi: Any, profile: MigProfile) -> None:
         raise MigError(f"{what}: nvmlGpuInstanceCreateComputeInstance: {e}") from None
 
 
-def create_mig_instance(gpu_uuid: str, profile: int | str, placement_start: int) -> MigInstance:
-    """A MIG device of `profile` (id or name) at `placement_start` on the GPU; reuses one already there."""
+def create_mig_instance(
+    gpu_uuid: str, profile: int | str, placement_start: int, reuse: bool = True
+) -> MigInstance:
+    """A MIG device of `profile` (id or name) at `placement_start` on the GPU.
+
+    reuse: an instance of that profile already at that placement is returned (True) or is an error (False).
+    """
     with _lock:
         handle = handle_by_uuid(gpu_uuid)
         _require_mig_mode(gpu_uuid, handle)
@@ -118,6 +129,8 @@ def create_mig_instance(gpu_uuid: str, profile: int | str, placement_start: int)
         placement = _placement(gpu_uuid, prof, placement_start)
         what = f"GPU {gpu_uuid}: MIG {prof.name} at {placement.start}:{placement.size}"
         gi = _existing(what, handle, prof, placement)
+        if gi is not None and not reuse:
+            raise MigPlacementError(f"{what}: an instance is already there and this call did not create it")
         if gi is None:
             c_placement = pynvml.c_nvmlGpuInstancePlacement_t(placement.start, placement.size)
             try:
@@ -126,6 +139,8 @@ def create_mig_instance(gpu_uuid: str, profile: int | str, placement_start: int)
                 gi = pynvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, prof.id, ref)
             except pynvml.NVMLError_InsufficientResources:
                 gi = _existing(what, handle, prof, placement)  # lost a race to an identical request
+                if gi is not None and not reuse:
+                    raise MigPlacementError(f"{what}: another process created an instance there") from None
                 if gi is None:
                     taken = [
                         f"{m.profile_name} at {m.placement.start}:{m.placement.size}"
@@ -160,8 +175,14 @@ def _destroy_gpu_instance(what: str, gi: Any) -> None:
         raise MigError(f"{what}: nvmlGpuInstanceDestroy: {e}") from None
 
 
-def destroy_mig_instance(gpu_uuid: str, gpu_instance_id: int) -> None:
-    """Destroy a GPU instance and its compute instances; nothing happens when it does not exist."""
+def destroy_mig_instance(
+    gpu_uuid: str, gpu_instance_id: int, compute_instance_id: int | None = None, uuid: str | None = None
+) -> None:
+    """Destroy a GPU instance and its compute instances; nothing happens when it does not exist.
+
+    With `uuid` (the MIG device UUID recorded at creation) the instance is destroyed only if its MIG device
+    at (gpu_instance_id, compute_instance_id) still has that UUID; else MigOwnershipError, nothing destroyed.
+    """
     with _lock:
         handle = handle_by_uuid(gpu_uuid)
         what = f"GPU {gpu_uuid}: GPU instance {gpu_instance_id}"
@@ -171,6 +192,18 @@ def destroy_mig_instance(gpu_uuid: str, gpu_instance_id: int) -> None:
             return
         except pynvml.NVMLError as e:
             raise MigError(f"{what}: nvmlDeviceGetGpuInstanceById: {e}") from None
+        if uuid is not None:
+            live = {
+                m.uuid: m
+                for m in read_instances(what, handle, read_profiles(what, handle))
+                if m.gpu_instance_id == gpu_instance_id
+            }
+            found = live.get(uuid)
+            if found is None or compute_instance_id not in (None, found.compute_instance_id):
+                raise MigOwnershipError(
+                    f"{what}: holds {', '.join(sorted(live)) or 'no MIG device'}, not the recorded {uuid} "
+                    f"(compute instance {compute_instance_id}); left alone"
+                )
         _destroy_gpu_instance(what, gi)
 
 
@@ -183,6 +216,38 @@ def list_mig_instances(gpu_uuid: str) -> tuple[MigInstance, ...]:
         if not enabled:
             return ()
         return read_instances(what, handle, read_profiles(what, handle))
+
+
+def get_mig_mode(gpu_uuid: str) -> tuple[bool, bool | None]:
+    """(current, pending or None when no change is pending); MigModeError for a GPU without MIG."""
+    with _lock:
+        what = f"GPU {gpu_uuid}"
+        capable, current, pending = mig_mode(what, handle_by_uuid(gpu_uuid))
+        if not capable:
+            raise MigModeError(f"{what}: has no MIG support")
+        return current, pending if pending != current else None
+
+
+def set_mig_mode(gpu_uuid: str, enabled: bool) -> tuple[bool, bool | None]:
+    """Ask for MIG mode on or off (needs root on real hardware); returns (current, pending or None).
+
+    NVML keeps the change pending while the GPU is in use (or until a reset on some GPUs); the caller sees
+    that as current != enabled. Disabling over live GPU instances is refused by the driver the same way.
+    """
+    with _lock:
+        handle = handle_by_uuid(gpu_uuid)
+        what = f"GPU {gpu_uuid}"
+        capable, current, pending = mig_mode(what, handle)
+        if not capable:
+            raise MigModeError(f"{what}: has no MIG support")
+        if current != enabled or pending != enabled:
+            mode = pynvml.NVML_DEVICE_MIG_ENABLE if enabled else pynvml.NVML_DEVICE_MIG_DISABLE
+            try:
+                pynvml.nvmlDeviceSetMigMode(handle, mode)
+            except pynvml.NVMLError as e:
+                raise MigModeError(f"{what}: nvmlDeviceSetMigMode({int(enabled)}): {e}") from None
+            _capable, current, pending = mig_mode(what, handle)
+        return current, pending if pending != current else None
 
 
 def enable_mig(gpu_uuid: str) -> None:

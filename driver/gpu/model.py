@@ -82,6 +82,9 @@ class Gpu:
     mig_enabled: bool = False  # current MIG mode
     mig_profiles: tuple[MigProfile, ...] = field(default=())
     mig_instances: tuple[MigInstance, ...] = field(default=())
+    # The pending MIG mode when it differs from the current one (a change waits for the GPU to be idle or
+    # reset, nvmlDeviceGetMigMode's pendingMode), else None.
+    mig_pending: bool | None = None
 
     @property
     def name(self) -> str:

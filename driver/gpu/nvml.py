@@ -341,7 +341,7 @@ def read_gpu(i: int, driver_version: str, cuda_version: str) -> Gpu:
     memory = call(what, pynvml.nvmlDeviceGetMemoryInfo, handle).total
     major, minor = call(what, pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     arch = call(what, pynvml.nvmlDeviceGetArchitecture, handle)
-    capable, enabled, _pending = mig_mode(what, handle)
+    capable, enabled, pending = mig_mode(what, handle)
     profiles = read_profiles(what, handle) if capable else ()
     return Gpu(
         uuid=uuid,
@@ -357,6 +357,7 @@ def read_gpu(i: int, driver_version: str, cuda_version: str) -> Gpu:
         pci_bus_id=_pci_bus_id(call(what, pynvml.nvmlDeviceGetPciInfo, handle).busId),
         mig_capable=capable,
         mig_enabled=enabled,
+        mig_pending=pending if pending != enabled else None,
         mig_profiles=profiles,
         mig_instances=read_instances(what, handle, profiles) if enabled else (),
     )

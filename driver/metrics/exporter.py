@@ -72,6 +72,12 @@ class PluginMetrics:
             "Unix time of the last failed publish (0 = none since start).",
             registry=r,
         )
+        self.mode_pending = Gauge(
+            "carve_plugin_gpu_mode_pending",
+            "1 for a GPU not published under its strategy yet, with the reason (driver/plugin/modes.py).",
+            ["gpu_uuid", "index", "strategy", "reason"],
+            registry=r,
+        )
         self.state_collector = StateCollector(state)
         r.register(self.state_collector)
 
@@ -92,6 +98,13 @@ class PluginMetrics:
             max((s.get("spec", {}).get("pool", {}).get("generation", 0) for s in stored), default=0)
         )
 
+    def observe_modes(self, modes: Iterable) -> None:
+        """Each GPU's mode status (modes.GpuMode): one series per GPU that waits, none for the others."""
+        self.mode_pending.clear()
+        for m in modes:
+            if m.pending:
+                self.mode_pending.labels(m.uuid, str(m.index), m.effective, m.pending).set(1)
+
     def observe_publish_failure(self) -> None:
         self.publish_errors.inc()
         self.last_publish_error.set(time.time())
@@ -100,7 +113,7 @@ class PluginMetrics:
 def plugin_state(plugin) -> PluginState:
     """The scrape-time view of a started driver.plugin.server.Plugin."""
     preparer = plugin.preparer
-    effective = plugin.publisher.effective
+    effective = plugin.publisher.applied  # GPUs not published (mode pending) have no strategy
     return PluginState(
         registered=plugin.registration.status == "registered",
         claims=list(preparer.state.values()),  # a copy: prepare may change the dict meanwhile

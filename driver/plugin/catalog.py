@@ -26,6 +26,7 @@ class NodeDevice:
     profile: str | None = None  # MIG profile name (NVML form, e.g. "1g.10gb")
     placement_start: int | None = None
     pci_bus_id: str = ""  # "0000:41:00.0", lower case; CUDA_DEVICE_ORDER=PCI_BUS_ID orders by it
+    mig_capable: bool = False  # a non-MIG device of such a GPU needs MIG mode off (Preparer)
 
     @property
     def is_mig(self) -> bool:
@@ -70,6 +71,7 @@ def device_from_slice(dev: dict) -> NodeDevice:
         profile=_attr(attrs, "profile"),
         placement_start=_attr(attrs, "placementStart"),
         pci_bus_id=str(_attr(attrs, PCI_BUS_ID_ATTRIBUTE) or "").lower(),
+        mig_capable=_attr(attrs, "migCapable") is True,
     )
 
 

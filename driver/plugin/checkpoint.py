@@ -34,6 +34,7 @@ class MigRecord:
     start: int
     gpu_instance_id: int | None = None  # known once created
     uuid: str | None = None
+    compute_instance_id: int | None = None
 
 
 @dataclass

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from driver import names
 from driver.cli import CliError
+from driver.devices.base import DEFAULT_CONTEXT_RESERVE_QUANTITY
 from driver.plugin.logfmt import event, setup
 
 log = logging.getLogger(__name__)
@@ -50,9 +51,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the --driver-root directory as the host sees it: CDI mount sources (default: --driver-root)",
     )
     p.add_argument(
+        "--proc-root",
+        default="/proc",
+        help="the host's /proc: MIG capability files (driver/nvidia/capabilities), devices, host pids",
+    )
+    p.add_argument(
         "--limiter-dir",
         default="",
-        help=f"host dir holding {names.LIMITER_LIBRARY} (default <plugin-dir>/lib)",
+        help=f"host dir holding {names.LIMITER_LIBRARY}, {names.HOOK_BINARY} and {names.LDCONFIG_BINARY} "
+        "(default <plugin-dir>/lib)",
     )
     p.add_argument("--healthz-addr", default="", help="HTTP health endpoint, e.g. ':51515' (default: off)")
     p.add_argument(
@@ -60,6 +67,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--k8s-version", default="", help="Kubernetes minor version for API limits (default: ask)")
     p.add_argument("--split-count", type=int, default=10, help="shares per GPU for soft slices and slots")
+    p.add_argument(
+        "--soft-context-reserve",
+        default=DEFAULT_CONTEXT_RESERVE_QUANTITY,
+        help="GPU memory kept back per share (soft, slots) for the CUDA context the limiter does not count, "
+        f"a quantity (default {DEFAULT_CONTEXT_RESERVE_QUANTITY})",
+    )
     p.add_argument("--publish-interval", type=float, default=60.0, help="seconds between slice reconciles")
     p.add_argument(
         "--region-interval", type=float, default=2.0, help="seconds between passes over the claims' regions"
@@ -88,6 +101,17 @@ def _cluster(args: argparse.Namespace):
         raise CliError(f"--kubeconfig: {e}") from None
 
 
+def context_reserve(args: argparse.Namespace) -> int:
+    """--soft-context-reserve in bytes; CliError for something that is not a whole number of bytes."""
+    from driver.devices.attributes import quantity_bytes
+    from driver.devices.base import ModelError
+
+    try:
+        return quantity_bytes(args.soft_context_reserve, "--soft-context-reserve")
+    except ModelError as e:
+        raise CliError(str(e)) from None
+
+
 def _check_flags(args: argparse.Namespace, gpus) -> None:
     """Usage errors are one line and exit 2, before anything is started or changed on the node."""
     from driver.devices import Settings, limits_for, parse_strategy_spec, strategy
@@ -97,7 +121,7 @@ def _check_flags(args: argparse.Namespace, gpus) -> None:
         chosen = parse_strategy_spec(args.strategy, gpus)
         for gpu in gpus:
             strategy(chosen[gpu.index]).check(gpu)  # e.g. mig on a GPU without MIG
-        Settings(split_count=args.split_count)
+        Settings(split_count=args.split_count, soft_context_reserve=context_reserve(args))
         if args.k8s_version:
             limits_for(args.k8s_version)
     except ModelError as e:
@@ -120,20 +144,23 @@ def run(args: argparse.Namespace) -> int:
     if not args.node_name:
         raise CliError("--node-name is required (or set CARVE_NODE_NAME / NODE_NAME)")
     plugin_dir = Path(args.plugin_dir)
-    if args.gpus.startswith("fake:") and not os.environ.get(names.ENV_FAKE_STATE):
+    fake = args.gpus.startswith("fake:")
+    if fake and not os.environ.get(names.ENV_FAKE_STATE):
         # Fake MIG instances must survive a plugin restart, as they do on hardware.
         plugin_dir.mkdir(parents=True, exist_ok=True)
         os.environ[names.ENV_FAKE_STATE] = str(plugin_dir / "fake-gpus.state")
+    if fake and not os.environ.get(names.ENV_FAKE_PROC_ROOT):
+        # The fake NVML writes MIG capability files there, as the kernel driver does under /proc.
+        os.environ[names.ENV_FAKE_PROC_ROOT] = str(plugin_dir / "fake-proc")
 
     from driver.gpu import InventoryError, discover
     from driver.plugin.checkpoint import read_boot_id
-    from driver.plugin.mig import NvmlMig, ensure_mig_mode
+    from driver.plugin.mig import NvmlMig
     from driver.plugin.server import Plugin, PluginConfig
 
     try:
         gpus = discover(args.gpus, args.node_name)
         _check_flags(args, gpus)
-        gpus = ensure_mig_mode(gpus, args.strategy, args.gpus, args.node_name)
     except InventoryError as e:
         raise CliError(str(e)) from None
     config = PluginConfig(
@@ -144,16 +171,21 @@ def run(args: argparse.Namespace) -> int:
         driver_root=Path(args.driver_root),
         host_driver_root=Path(args.host_driver_root) if args.host_driver_root else None,
         limiter_dir=Path(args.limiter_dir) if args.limiter_dir else None,
+        proc_root=Path(args.proc_root),
+        mig_proc_root=Path(os.environ[names.ENV_FAKE_PROC_ROOT]) if fake else None,
+        driver_required=not fake,
         healthz_addr=args.healthz_addr,
         metrics_addr=args.metrics_addr,
         strategy=args.strategy,
         k8s_version=args.k8s_version,
         split_count=args.split_count,
+        soft_context_reserve=context_reserve(args),
         publish_interval_s=args.publish_interval,
         region_interval_s=args.region_interval,
         boot_id=read_boot_id(Path(args.boot_id_file)),
     )
-    plugin = Plugin(config, _cluster(args), gpus, NvmlMig())
+    mig = NvmlMig()
+    plugin = Plugin(config, _cluster(args), gpus, mig, mig)
     try:
         plugin.start()
     except Exception as e:

@@ -17,7 +17,7 @@ ENV_FAULT = "CARVE_FAULT"
 PREPARE_POINTS = (
     "prepare-after-checkpoint-started",  # claim recorded as PrepareStarted
     "prepare-after-mig",  # MIG instances created
-    "prepare-after-limits",  # shared region and ld.so.preload written
+    "prepare-after-limits",  # shared region written
     "prepare-after-cdi",  # CDI spec written
     "prepare-after-checkpoint-completed",  # claim recorded as PrepareCompleted, before the reply
 )

@@ -1,49 +1,35 @@
-"""MigOps on NVML (driver/gpu/mig.py), and turning MIG mode on for GPUs given the mig strategy."""
+"""MigOps and the MIG mode switch on NVML (driver/gpu/mig.py), as the preparer and modes.py use them."""
 
 from __future__ import annotations
 
-import logging
-
-from driver import names
-from driver.gpu.model import Gpu, MigInstance
-from driver.plugin.logfmt import event
-
-log = logging.getLogger(__name__)
+from driver.gpu.model import MigInstance
 
 
 class NvmlMig:
     def create(self, gpu_uuid: str, profile: str, start: int) -> MigInstance:
         from driver.gpu.mig import create_mig_instance
 
-        return create_mig_instance(gpu_uuid, profile, start)
+        # reuse=False: an instance already at the placement is not ours (the preparer adopts recorded ones).
+        return create_mig_instance(gpu_uuid, profile, start, reuse=False)
 
-    def destroy(self, gpu_uuid: str, gpu_instance_id: int) -> None:
+    def destroy(
+        self, gpu_uuid: str, gpu_instance_id: int, compute_instance_id: int | None, uuid: str
+    ) -> None:
         from driver.gpu.mig import destroy_mig_instance
 
-        destroy_mig_instance(gpu_uuid, gpu_instance_id)
+        destroy_mig_instance(gpu_uuid, gpu_instance_id, compute_instance_id, uuid)
 
     def instances(self, gpu_uuid: str) -> list[MigInstance]:
         from driver.gpu.mig import list_mig_instances
 
         return list(list_mig_instances(gpu_uuid))
 
+    def set_mig_mode(self, gpu_uuid: str, enabled: bool) -> tuple[bool, bool | None]:
+        from driver.gpu.mig import set_mig_mode
 
-def ensure_mig_mode(gpus: list[Gpu], strategy_spec: str, backend: str, node_name: str) -> list[Gpu]:
-    """Enable MIG mode on GPUs whose strategy is mig; returns the re-read inventory when anything changed."""
-    from driver.devices import parse_strategy_spec
+        return set_mig_mode(gpu_uuid, enabled)
 
-    strategies = parse_strategy_spec(strategy_spec, gpus)
-    todo = [
-        g
-        for g in gpus
-        if strategies.get(g.index) == names.STRATEGY_MIG and g.mig_capable and not g.mig_enabled
-    ]
-    if not todo:
-        return gpus
-    from driver.gpu import discover
-    from driver.gpu.mig import enable_mig
+    def mig_mode(self, gpu_uuid: str) -> tuple[bool, bool | None]:
+        from driver.gpu.mig import get_mig_mode
 
-    for g in todo:
-        enable_mig(g.uuid)
-        event(log, logging.INFO, "mig.mode-enabled", gpu=g.name, uuid=g.uuid)
-    return discover(backend, node_name)
+        return get_mig_mode(gpu_uuid)

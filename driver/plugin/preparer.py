@@ -2,12 +2,17 @@
 
 prepare (per claim, under its claim lock and the node lock):
   1. record PrepareStarted in the checkpoint (with the MIG placements it is about to create)
-  2. create MIG instances at their allocated placements (reusing a matching one)
-  3. write the claim directory: shared region and ld.so.preload (soft slices and slots)
-  4. write the CDI spec
+  2. create MIG instances at their allocated placements, each recorded in the MIG journal before and after
+     (driver/plugin/migjournal.py); an instance already at the placement is an error unless the journal
+     names it as this claim's (a retry), never adopted otherwise
+  3. write the claim directory: the shared region (soft slices and slots)
+  4. write the CDI spec (edits from driver/plugin/edits.py claim_edits, host files checked again)
   5. record PrepareCompleted
 A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
-(driver/plugin/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims.
+(driver/plugin/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims;
+it destroys the instances the journal records for that claim, by their recorded ids, after checking that
+the live instance still has the recorded UUID. A PrepareCompleted claim whose CDI spec vanished is prepared
+again (its recorded instances kept), never answered from the checkpoint alone.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from driver import names
-from driver.cdi.spec import CdiDevice, ContainerEdits, claim_spec
+from driver.cdi.spec import claim_spec
 from driver.cdi.store import SpecStore
 from driver.cluster.base import ClusterError, NotFound
-from driver.fsutil import ensure_private_dir, fsync_dir, write_atomic
+from driver.fsutil import ensure_private_dir, fsync_dir
 from driver.gpu.model import MigInstance
 from driver.limits import create_region
 from driver.plugin import faults
@@ -36,23 +41,22 @@ from driver.plugin.checkpoint import (
     DeviceRecord,
     MigRecord,
 )
-from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, PrepareError, claim_limits, plan_claim
-from driver.plugin.edits import ClaimFiles, HostLayout, limiter_edits, region_container_path
+from driver.plugin.claims import ClaimPlan, ClaimRef, PrepareError, claim_limits, plan_claim
+from driver.plugin.edits import (
+    ClaimDevice,
+    ClaimFiles,
+    DriverFilesError,
+    HostLayout,
+    claim_edits,
+    region_container_path,
+)
 from driver.plugin.locks import ClaimLocks, NodeLock
 from driver.plugin.logfmt import event
+from driver.plugin.miginstances import MigKeeper, MigOps, needs_mig_off
+from driver.plugin.migjournal import FILE_NAME, MigJournal
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class MigOps(Protocol):
-    """What prepare needs from MIG management (driver/gpu/mig.py on NVML; a dict in unit tests)."""
-
-    def create(self, gpu_uuid: str, profile: str, start: int) -> MigInstance: ...
-
-    def destroy(self, gpu_uuid: str, gpu_instance_id: int) -> None: ...
-
-    def instances(self, gpu_uuid: str) -> list[MigInstance]: ...
 
 
 class ClaimSource(Protocol):
@@ -95,7 +99,9 @@ class Preparer:
         self.claim_locks = ClaimLocks()
         self.node_lock = NodeLock(Path(settings.plugin_dir) / "plugin.lock")
         self.claims_dir = Path(settings.plugin_dir) / "claims"
+        self.migs = MigKeeper(mig, MigJournal(Path(settings.plugin_dir) / FILE_NAME))
         self.state: dict[str, ClaimRecord] = {}
+        self.after_unprepare: Callable[[ClaimRecord], None] = lambda _record: None
 
     # --- the kubelet's two calls -----------------------------------------------------------------------
 
@@ -127,7 +133,7 @@ class Preparer:
     def _prepare_one(self, ref: ClaimRef) -> Prepared:
         with self.claim_locks.hold(ref.uid):
             done = self.state.get(ref.uid)
-            if done and done.state == STATE_COMPLETED:
+            if self._answerable(done):
                 event(
                     log,
                     logging.INFO,
@@ -145,11 +151,15 @@ class Preparer:
                 raise PrepareError(f"{ref}: reading the claim from the API server: {e}") from None
             plan = plan_claim(ref, claim, self.settings.node_name, self.catalog())
             with self.node_lock.hold():
-                self._sync()
+                self.sync()
                 leftover = self.state.get(ref.uid)
-                if leftover and leftover.state == STATE_COMPLETED:  # prepared by another plugin process
+                if self._answerable(leftover):  # prepared by another plugin process
                     return Prepared(devices=tuple(leftover.devices))
-                if leftover:  # a PrepareStarted left by a failed attempt: start clean
+                if leftover and leftover.state == STATE_COMPLETED:
+                    # Its CDI spec vanished: the container could never start. Prepare it again; the MIG
+                    # journal still names its instances, so they are kept, not recreated.
+                    event(log, logging.WARNING, "cdi.missing", uid=ref.uid, action="preparing it again")
+                elif leftover:  # a PrepareStarted left by a failed attempt: start clean
                     self._undo(leftover, inject=False)
                 record = self._record(plan)
                 try:
@@ -158,6 +168,10 @@ class Preparer:
                     # Roll back this claim only; the error goes to the kubelet, which retries later.
                     self._undo(record, inject=False)
                     raise
+
+    def _answerable(self, record: ClaimRecord | None) -> bool:
+        """Prepared, and its CDI spec is still there: the checkpoint's answer is the truth."""
+        return bool(record and record.state == STATE_COMPLETED and self.specs.path(record.uid).exists())
 
     def _record(self, plan: ClaimPlan) -> ClaimRecord:
         devices = []
@@ -192,28 +206,38 @@ class Preparer:
         self._save()
         faults.reached("prepare-after-checkpoint-started")
 
+        for gpu_uuid in sorted({p.device.gpu_uuid for p in plan.devices if needs_mig_off(p.device)}):
+            self.migs.whole_gpu(ref, gpu_uuid)
         instances: dict[str, MigInstance] = {}
         for p, rec in zip(plan.devices, record.devices, strict=True):
             if rec.mig:
-                instances[p.device.name] = inst = self._create_mig(ref, p)
+                instances[p.device.name] = inst = self.migs.create(ref, p.device)
                 rec.mig.gpu_instance_id, rec.mig.uuid = inst.gpu_instance_id, inst.uuid
+                rec.mig.compute_instance_id = inst.compute_instance_id
         faults.reached("prepare-after-mig")
 
         files = ClaimFiles(self.claims_dir / ref.uid)
-        common = self.layout.base_edits()
         limits = claim_limits(plan, region_container_path(ref.uid))
         if limits is not None:
-            common = common.merged(self._write_claim_files(ref, files, limits))
+            self._write_claim_files(ref, files, limits)
         faults.reached("prepare-after-limits")
 
-        devices = [
-            CdiDevice(
-                names.cdi_device_name(ref.uid, p.device.name, p.share_id),
-                self._device_edits(p, instances.get(p.device.name)),
+        devices = []
+        for p in plan.devices:
+            inst = instances.get(p.device.name)
+            devices.append(
+                ClaimDevice(
+                    names.cdi_device_name(ref.uid, p.device.name, p.share_id),
+                    p.device.minor,
+                    inst.gpu_instance_id if inst else None,
+                    inst.compute_instance_id if inst else None,
+                )
             )
-            for p in plan.devices
-        ]
-        self.specs.write(ref.uid, claim_spec(ref.uid, devices, common))
+        try:
+            edits = claim_edits(self.layout, devices, limits, files, self.settings.limiter_dir)
+        except DriverFilesError as e:
+            raise PrepareError(f"{ref}: {e}") from None
+        self.specs.write(ref.uid, claim_spec(ref.uid, edits.devices, edits.common))
         faults.reached("prepare-after-cdi")
 
         record.state = STATE_COMPLETED
@@ -231,51 +255,25 @@ class Preparer:
         faults.reached("prepare-after-checkpoint-completed")
         return record.devices
 
-    def _create_mig(self, ref: ClaimRef, p: PlannedDevice) -> MigInstance:
-        d = p.device
-        try:
-            inst = self.mig.create(d.gpu_uuid, str(d.profile), int(d.placement_start or 0))
-        except Exception as e:
-            raise PrepareError(
-                f"{ref}: device {d.name}: MIG instance {d.profile} at placement {d.placement_start} on "
-                f"{d.gpu_uuid}: {type(e).__name__}: {e}"
-            ) from None
-        event(
-            log,
-            logging.INFO,
-            "mig.ready",
-            uid=ref.uid,
-            device=d.name,
-            mig=inst.uuid,
-            gi=inst.gpu_instance_id,
-            ci=inst.compute_instance_id,
-        )
-        return inst
-
-    def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> ContainerEdits:
+    def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> None:
         limiter = Path(self.settings.limiter_dir) / names.LIMITER_LIBRARY
         if not limiter.is_file():
             raise PrepareError(f"{ref}: limiter: {limiter} does not exist (set --limiter-dir)")
+        hook = Path(self.settings.limiter_dir) / names.HOOK_BINARY
+        if not hook.is_file():
+            raise PrepareError(f"{ref}: limiter: {hook} (the ld.so.preload hook) does not exist")
         ensure_private_dir(self.claims_dir)
         ensure_private_dir(files.root)
         # The region directory is mounted into the claim's containers, which may run as any uid.
         files.region_dir.mkdir(mode=0o755, exist_ok=True)
         files.region_dir.chmod(0o755)
         create_region(files.region, limits)
-        write_atomic(files.preload, (names.LIMITER_CONTAINER_PATH + "\n").encode(), mode=0o644)
-        return limiter_edits(files, self.settings.limiter_dir, limits)
-
-    def _device_edits(self, p: PlannedDevice, inst: MigInstance | None) -> ContainerEdits:
-        if inst is not None:
-            nodes = self.layout.mig_nodes(p.device.minor, inst.gpu_instance_id, inst.compute_instance_id)
-            return ContainerEdits(device_nodes=nodes)
-        return ContainerEdits(device_nodes=self.layout.gpu_nodes(p.device.minor))
 
     # --- unprepare -------------------------------------------------------------------------------------
 
     def _unprepare_one(self, ref: ClaimRef) -> None:
         with self.claim_locks.hold(ref.uid), self.node_lock.hold():
-            self._sync()
+            self.sync()
             record = self.state.get(ref.uid)
             if record is None:
                 # Unknown claim: nothing to do, but never leave a stray spec behind for it.
@@ -286,6 +284,7 @@ class Preparer:
                 )
                 return
             self._undo(record, inject=True)
+            self.after_unprepare(record)
             event(
                 log,
                 logging.INFO,
@@ -300,9 +299,7 @@ class Preparer:
         point = faults.reached if inject else (lambda _p: None)
         self.specs.remove(record.uid)
         point("unprepare-after-cdi")
-        for d in record.devices:
-            if d.mig:
-                self._destroy_mig(record, d.mig)
+        self.migs.destroy_claims(record)
         point("unprepare-after-mig")
         self.remove_claim_dir(record.uid)
         point("unprepare-after-files")
@@ -310,26 +307,13 @@ class Preparer:
             self._save()
         point("unprepare-after-checkpoint")
 
-    def _destroy_mig(self, record: ClaimRecord, mig: MigRecord) -> None:
-        for other in self.state.values():
-            if other.uid != record.uid and any(
-                d.mig and d.mig.gpu_uuid == mig.gpu_uuid and d.mig.start == mig.start for d in other.devices
-            ):
-                return  # still used by another prepared claim (should not happen; never pull it away)
-        for inst in self.mig.instances(mig.gpu_uuid):
-            if inst.placement.start == mig.start and inst.profile_name == mig.profile:
-                self.mig.destroy(mig.gpu_uuid, inst.gpu_instance_id)
-                event(
-                    log, logging.INFO, "mig.destroyed", uid=record.uid, mig=inst.uuid, gi=inst.gpu_instance_id
-                )
-
     def remove_claim_dir(self, uid: str) -> None:
         root = self.claims_dir / uid
         if root.exists():
             shutil.rmtree(root)
             fsync_dir(self.claims_dir)
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         """Adopt the checkpoint another plugin process wrote (rolling update); call with the node lock held.
 
         Without this, our next save would drop the claims the other process prepared meanwhile.

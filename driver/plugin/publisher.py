@@ -12,6 +12,10 @@ the publisher asks with a dry-run create of each slice (the server admits it, dr
 stores nothing), so the scheduler never sees devices the node cannot serve. Should the dry run fail, the
 same comparison is made on what a real write stored. The affected GPUs fall back (soft -> slots,
 timeslice -> exclusive, mig -> exclusive), with a warning naming the gates and the GPUs.
+
+The gate probe builds the requested strategies and changes nothing on the node; only then does `select`
+(driver/plugin/modes.py through the plugin) turn the effective strategies into the ones each GPU's real
+MIG mode can serve now, switching modes where it may: the fallback is decided before any mode change.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ FALLBACKS: dict[str, dict[str, str]] = {
 }
 
 BuildSlices = Callable[[dict[int, str], int], list[dict[str, Any]]]
+# effective strategies -> the strategies to publish now (GPUs left out are not published)
+Select = Callable[[dict[int, str]], dict[int, str]]
 
 
 class PublishError(Exception):
@@ -96,12 +102,15 @@ class Publisher:
         attempts: int = 6,
         backoff_s: float = 0.1,
         sleep: Callable[[float], None] = time.sleep,
+        select: Select | None = None,
     ):
         self.cluster = cluster
         self.node_name = node_name
         self.build = build
         self.requested = dict(strategies)
         self.effective = dict(strategies)  # after fallbacks
+        self.select: Select = select or dict
+        self.applied = dict(strategies)  # what was last built for publishing: select(effective)
         self.gates_off: set[str] = set()
         self.attempts = attempts
         self.backoff_s = backoff_s
@@ -111,13 +120,17 @@ class Publisher:
         self._probed = False
 
     def desired(self) -> list[dict]:
-        """The slices for the effective strategies (what prepare's catalog is built from)."""
-        return self.build(self.effective, max(self.generation, 1))
+        """The slices for the applied strategies (what prepare's catalog is built from)."""
+        return self.build(self.applied, max(self.generation, 1))
+
+    def probe(self) -> None:
+        """Detect disabled gates (dry-run creates) and set `effective`; once per process, changes nothing."""
+        if not self._probed:
+            self._probe_gates()
 
     def publish(self) -> list[dict]:
         """Reconcile until the server holds our pool; raises PublishError after the last attempt."""
-        if not self._probed:
-            self._probe_gates()
+        self.probe()
         delay = self.backoff_s
         for attempt in range(1, self.attempts + 1):
             try:
@@ -184,19 +197,20 @@ class Publisher:
         )
 
     def _reconcile(self) -> tuple[list[dict], list[dict]]:
+        self.applied = self.select(dict(self.effective))
         existing = {
             s["metadata"]["name"]: s
             for s in self.cluster.list_resource_slices(names.DRIVER_NAME, self.node_name)
         }
         current = max((s["spec"].get("pool", {}).get("generation", 0) for s in existing.values()), default=0)
-        desired = self.build(self.effective, max(current, 1))
+        desired = self.build(self.applied, max(current, 1))
         if existing and _content(list(existing.values())) == _content(desired) and current:
             self.generation = current
             return sorted(existing.values(), key=lambda s: s["metadata"]["name"]), desired
         # One past what the server has (a partial write of a failed attempt included): consumers then
         # only trust the complete pool we are about to write.
         generation = current + 1
-        desired = self.build(self.effective, generation)
+        desired = self.build(self.applied, generation)
         stored = []
         for obj in desired:
             name = obj["metadata"]["name"]
@@ -223,6 +237,6 @@ class Publisher:
             generation=generation,
             slices=len(desired),
             devices=sum(len(s["spec"].get("devices") or []) for s in desired),
-            strategies=",".join(f"{i}={s}" for i, s in sorted(self.effective.items())),
+            strategies=",".join(f"{i}={s}" for i, s in sorted(self.applied.items())) or "none",
         )
         return stored, desired

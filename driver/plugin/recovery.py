@@ -5,7 +5,11 @@
 - node rebooted (boot id differs): every recorded claim is undone; the kubelet prepares again.
 - checkpoint corrupt (moved aside by Checkpoint.load) or missing while spec files exist: the state is
   rebuilt from the CDI directory (a spec file is written only after every other step, so it proves a
-  complete prepare) and from NVML (the MIG instances at the placements those devices name).
+  complete prepare) and from the MIG journal (the ids and UUIDs of the instances carve created for them).
+- then the MIG journal (driver/plugin/migjournal.py) is reconciled: an instance recorded for a claim that is
+  not prepared now (a crash mid-prepare, whatever became of the checkpoint) is destroyed, after checking its
+  UUID; instances no record names are left alone.
+- a prepared claim whose CDI spec is missing is logged; the kubelet's next prepare writes it again.
 Never raises for bad state: the plugin must not crash-loop on its own files.
 """
 
@@ -80,6 +84,7 @@ def recover(preparer: Preparer) -> str:
                         reason="interrupted before PrepareCompleted",
                     )
                     preparer._undo(record, inject=False)
+        _reconcile_journal(preparer)
         _remove_strays(preparer)
         preparer._save()
         event(log, logging.INFO, "checkpoint.loaded", status=loaded.status, claims=len(preparer.state))
@@ -98,7 +103,12 @@ def _remove_strays(preparer: Preparer) -> None:
     for record in preparer.state.values():
         if not preparer.specs.path(record.uid).exists():
             event(
-                log, logging.WARNING, "cdi.missing", uid=record.uid, path=str(preparer.specs.path(record.uid))
+                log,
+                logging.WARNING,
+                "cdi.missing",
+                uid=record.uid,
+                path=str(preparer.specs.path(record.uid)),
+                action="written again at the kubelet's next prepare of the claim",
             )
 
 
@@ -122,16 +132,49 @@ def _rebuild(preparer: Preparer) -> None:
             )
             preparer.specs.remove(uid)
             continue
-        for d in devices:
-            if d.mig:
-                for inst in preparer.mig.instances(d.mig.gpu_uuid):
-                    if inst.placement.start == d.mig.start and inst.profile_name == d.mig.profile:
-                        d.mig.gpu_instance_id, d.mig.uuid = inst.gpu_instance_id, inst.uuid
+        # MIG ids come from the journal (_reconcile_journal), never from whatever is at the placement now.
         # Namespace and name are not in the spec; the kubelet's next call carries them.
         preparer.state[uid] = ClaimRecord(
             uid=uid, namespace="", name="", state=STATE_COMPLETED, devices=devices
         )
         event(log, logging.WARNING, "claim.rebuilt", uid=uid, devices=[d.device for d in devices])
+
+
+def _reconcile_journal(preparer: Preparer) -> None:
+    """Destroy the instances recorded for claims that are not prepared; fill in ids of prepared ones."""
+    for entry in preparer.migs.journal.entries():
+        owner = preparer.state.get(entry.claim)
+        mig = next(
+            (
+                d.mig
+                for d in (owner.devices if owner else [])
+                if d.mig and d.mig.gpu_uuid == entry.gpu_uuid and d.mig.start == entry.start
+            ),
+            None,
+        )
+        if mig is not None:
+            if mig.uuid is None and entry.uuid is not None:  # a rebuilt record
+                mig.gpu_instance_id = entry.gpu_instance_id
+                mig.compute_instance_id = entry.compute_instance_id
+                mig.uuid = entry.uuid
+            continue
+        event(
+            log,
+            logging.WARNING,
+            "mig.orphan",
+            uid=entry.claim,
+            gpu=entry.gpu_uuid,
+            profile=entry.profile,
+            start=entry.start,
+            mig=entry.uuid,
+            state=entry.state,
+            action="destroying: created by carve for a claim that is not prepared",
+        )
+        try:
+            preparer.migs.destroy(entry)
+        except Exception as e:  # NVML trouble must not crash-loop the plugin; the entry stays for next time
+            event(log, logging.ERROR, "mig.orphan-destroy-failed", uid=entry.claim, mig=entry.uuid,
+                  error=f"{type(e).__name__}: {e}")
 
 
 def _device_record(uid: str, cdi_name: str, catalog: dict, pool: str) -> DeviceRecord:

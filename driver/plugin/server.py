@@ -1,7 +1,9 @@
 """The plugin process's lifecycle: state recovery, publishing, the gRPC servers, health; start and stop.
 
-Order at start matters: state is recovered and slices are published before the DRA socket serves, and the
-registration socket appears last, because the kubelet calls us as soon as it sees that socket.
+Order at start matters: feature gates are probed (the fallback decided) first, then state is recovered (so
+the node knows which GPUs hold prepared claims), then MIG modes are applied where a GPU is idle
+(driver/plugin/modes.py) and slices published, all before the DRA socket serves; the registration socket
+appears last, because the kubelet calls us as soon as it sees that socket.
 At stop the registration socket goes first, so the kubelet stops sending work before we close.
 """
 
@@ -19,16 +21,26 @@ import grpc
 from api.grpc import dra_v1_pb2_grpc, dra_v1beta1_pb2_grpc, pluginregistration_pb2_grpc
 from driver import names
 from driver.devices import Settings, build_slices, limits_for, parse_strategy_spec
+from driver.devices.base import DEFAULT_CONTEXT_RESERVE
 from driver.devices.limits import LIMITS
 from driver.fsutil import ensure_private_dir
 from driver.gpu.model import Gpu
 from driver.metrics import MetricsServer, PluginMetrics, plugin_state
 from driver.plugin.catalog import NodeDevice, catalog_from_slices
 from driver.plugin.checkpoint import Checkpoint, read_boot_id
-from driver.plugin.edits import HostLayout
+from driver.plugin.edits import DriverFilesError, HostLayout
 from driver.plugin.health import HealthServer, check_dra_socket
 from driver.plugin.logfmt import event
-from driver.plugin.preparer import MigOps, Preparer, PreparerSettings
+from driver.plugin.miginstances import MigOps
+from driver.plugin.modes import (
+    GpuMode,
+    MigModeSwitch,
+    applied_strategies,
+    apply_modes,
+    prepared_per_gpu,
+    read_modes,
+)
+from driver.plugin.preparer import Preparer, PreparerSettings
 from driver.plugin.publisher import Publisher, PublishError
 from driver.plugin.recovery import recover
 from driver.plugin.regions import DEFAULT_INTERVAL_S, RegionWatcher
@@ -51,7 +63,10 @@ class PluginConfig:
     strategy: str = names.STRATEGY_EXCLUSIVE
     k8s_version: str = ""  # "" = ask the API server
     split_count: int = 10
-    proc_root: Path = Path("/proc")
+    soft_context_reserve: int = DEFAULT_CONTEXT_RESERVE  # bytes per share, see driver/devices/base.py
+    proc_root: Path = Path("/proc")  # host pids; MIG capability files and devices too, unless:
+    mig_proc_root: Path | None = None  # where MIG capability files are read (fake GPUs: their fake proc)
+    driver_required: bool = True  # real GPUs: a missing driver node or library fails the claim
     publish_interval_s: float = 60.0
     region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: host pids, high-priority marks
     workers: int = 16
@@ -76,15 +91,18 @@ def _k8s_version(cluster, configured: str) -> str:
 
 
 class Plugin:
-    def __init__(self, config: PluginConfig, cluster, gpus: list[Gpu], mig: MigOps):
+    def __init__(self, config: PluginConfig, cluster, gpus: list[Gpu], mig: MigOps, switch: MigModeSwitch):
         self.config = config
         self.cluster = cluster
         self.gpus = gpus
         self.mig = mig
+        self.switch = switch
+        self.modes: dict[int, GpuMode] = {}
         self.registration = RegistrationState()
         self.publish_error = ""
         self._catalog: dict[str, NodeDevice] = {}
         self._stop = threading.Event()
+        self._wake = threading.Event()  # publish now: a GPU waiting for a mode change became idle
         self._servers: list[grpc.Server] = []
         self.health: HealthServer | None = None
         self.metrics = PluginMetrics(lambda: plugin_state(self))
@@ -101,30 +119,46 @@ class Plugin:
         c = self.config
         ensure_private_dir(Path(c.plugin_dir))
         Path(c.registry_dir).mkdir(parents=True, exist_ok=True)
-        layout = HostLayout.scan(Path(c.driver_root), Path(c.proc_root), c.host_driver_root)
+        layout = HostLayout.scan(
+            Path(c.driver_root),
+            Path(c.mig_proc_root or c.proc_root),
+            c.host_driver_root,
+            hook_dir=self.limiter_dir,
+            driver_required=c.driver_required,
+        )
+        try:
+            found = layout.driver_files()
+            driver = {"driver": found.version, "driver_files": len(found.libraries)} if found else {}
+        except DriverFilesError as e:  # each prepare checks again and fails its claim with this error
+            event(log, logging.WARNING, "driver.missing", error=str(e))
+            driver = {}
         event(
             log,
             logging.INFO,
             "plugin.starting",
             node=c.node_name,
             gpus=[g.name for g in self.gpus],
-            driver_files=len(layout.driver_files),
             dev_root=str(layout.dev_root),
+            **driver,
         )
 
         version = _k8s_version(self.cluster, c.k8s_version)
-        settings = Settings(split_count=c.split_count)
+        settings = Settings(split_count=c.split_count, soft_context_reserve=c.soft_context_reserve)
         strategies = parse_strategy_spec(c.strategy, self.gpus)
         self.publisher = Publisher(
             self.cluster,
             c.node_name,
+            # Only the GPUs given a strategy are published (modes.py leaves out those not ready).
             lambda chosen, generation: build_slices(
-                c.node_name, self.gpus, chosen, settings, version, generation
+                c.node_name, [g for g in self.gpus if g.index in chosen], chosen, settings, version,
+                generation,
             ),
             strategies,
+            select=self._select_modes,
         )
-        self._catalog = catalog_from_slices(self.publisher.desired())
-        self._publish_once()
+        self.publisher.probe()
+        # Every GPU under its effective strategy: what recovery needs to read back prepared devices.
+        self._catalog = catalog_from_slices(self.publisher.build(self.publisher.effective, 1))
 
         boot_id = c.boot_id if c.boot_id is not None else read_boot_id()
         self.preparer = Preparer(
@@ -135,8 +169,10 @@ class Plugin:
             lambda: self._catalog,
             Checkpoint(Path(c.plugin_dir) / names.CHECKPOINT_FILE, boot_id),
         )
+        self.preparer.after_unprepare = self._after_unprepare
         self.preparer.specs.ensure()
         recover(self.preparer)
+        self._publish_once()
         self.region_watcher = RegionWatcher(
             lambda: self.preparer.state, self.preparer.claims_dir, c.region_interval_s, Path(c.proc_root)
         )
@@ -194,6 +230,7 @@ class Plugin:
 
     def stop(self, grace_s: float = 2.0) -> None:
         self._stop.set()
+        self._wake.set()
         for socket in (self.reg_socket,):
             if socket.exists():
                 socket.unlink()
@@ -214,6 +251,7 @@ class Plugin:
 
     def request_stop(self) -> None:
         self._stop.set()
+        self._wake.set()
 
     # --- publishing ------------------------------------------------------------------------------------
 
@@ -232,8 +270,36 @@ class Plugin:
         self._catalog = catalog_from_slices(stored)
         return True
 
+    def _select_modes(self, _effective: dict[int, str]) -> dict[int, str]:
+        """The publisher's `select`: switch MIG modes of idle GPUs, publish each GPU only as its mode fits.
+
+        Under the node lock, so no claim is prepared on a GPU while its mode changes.
+        """
+        with self.preparer.node_lock.hold():
+            self.preparer.sync()
+            prepared = prepared_per_gpu(self.preparer.state.values())
+            gpus = read_modes(self.gpus, self.switch)
+            # requested + gates_off: modes.py applies the same fallback that gave `effective`.
+            self.gpus, self.modes = apply_modes(
+                gpus, self.publisher.requested, self.switch, self.publisher.gates_off, prepared
+            )
+        self.metrics.observe_modes(list(self.modes.values()))
+        return applied_strategies(self.modes)
+
+    def _after_unprepare(self, record) -> None:
+        """Publish at once when the claim held up a mode change (or had a MIG GPU whole, MIG mode off)."""
+        waiting = {m.uuid for m in self.modes.values() if m.pending}
+        mig = {m.uuid for m in self.modes.values() if m.effective == names.STRATEGY_MIG}
+        whole = {d.gpu_uuid for d in record.devices if d.type == names.TYPE_GPU}
+        if waiting & {d.gpu_uuid for d in record.devices} or whole & mig:
+            self._wake.set()
+
     def _republish_loop(self) -> None:
-        while not self._stop.wait(self.config.publish_interval_s if not self.publish_error else 5.0):
+        while not self._stop.is_set():
+            self._wake.wait(self.config.publish_interval_s if not self.publish_error else 5.0)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             self._publish_once()
 
     # --- health ----------------------------------------------------------------------------------------
@@ -250,8 +316,9 @@ class Plugin:
             "publishing": {
                 "error": self.publish_error,
                 "generation": self.publisher.generation,
-                "strategies": self.publisher.effective,
+                "strategies": self.publisher.applied,
                 "gatesOff": sorted(self.publisher.gates_off),
             },
+            "gpus": [m.status() for _, m in sorted(self.modes.items())],
             "claims": {uid: r.state for uid, r in self.preparer.state.items()},
         }

@@ -13,6 +13,7 @@ import time
 import uuid
 
 import pytest
+from support.driverroot import LAYOUTS, build_driver_root, hook_dir
 from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess, result
 
 from driver import names
@@ -66,10 +67,10 @@ def test_prepare_unprepare_latency_over_socket(tmp_path):
         )
 
 
-def test_fsync_share_of_prepare(tmp_path, monkeypatch):
-    limiter = tmp_path / "lib"
-    limiter.mkdir()
+def test_fsync_share_of_prepare(tmp_path, monkeypatch, stub_cache):
+    limiter = hook_dir(tmp_path / "lib")
     (limiter / names.LIMITER_LIBRARY).touch()
+    driver = build_driver_root(tmp_path / "root", LAYOUTS["rhel"], stub_cache)
     cluster = LocalCluster()
     catalog = {
         f"gpu-{i}": NodeDevice(f"gpu-{i}", names.TYPE_VGPU, f"GPU-{i}", i, {"memory": 80 << 30, "cores": 100})
@@ -78,7 +79,7 @@ def test_fsync_share_of_prepare(tmp_path, monkeypatch):
     preparer = Preparer(
         PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter),
         cluster,
-        HostLayout.scan(tmp_path / "root"),
+        HostLayout.scan(driver, hook_dir=limiter),
         None,
         lambda: catalog,
         Checkpoint(tmp_path / "plugin" / "checkpoint.json", "boot"),

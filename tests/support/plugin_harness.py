@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import grpc
+from support.driverroot import LAYOUTS, build_driver_root, hook_dir
 
 from api.grpc import (
     dra_v1_pb2,
@@ -49,16 +50,10 @@ class FakeNode:
         self.driver_root = self.root / "driver"
         self.limiter_dir = self.root / "limiter"
         self.cluster = FileCluster(self.cluster_dir)
-        dev = self.driver_root / "dev"
-        dev.mkdir(parents=True)
-        # Regular files stand in for character devices: the plugin only checks that they exist.
-        for n in ("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
-            (dev / n).touch()
-        (self.driver_root / "usr/lib64").mkdir(parents=True)
-        (self.driver_root / "usr/bin").mkdir(parents=True)
-        for f in ("usr/lib64/libcuda.so.1", "usr/lib64/libnvidia-ml.so.1", "usr/bin/nvidia-smi"):
-            (self.driver_root / f).write_bytes(b"\0")
-        self.limiter_dir.mkdir()
+        # A RHEL-layout driver (tests/support/driverroot.py); regular files stand in for the device nodes.
+        build_driver_root(self.driver_root, LAYOUTS["rhel"], self.root / ".stubs")
+        (self.driver_root / "dev/nvidia2").touch()
+        hook_dir(self.limiter_dir)  # carve-cdi-hook and carve-ldconfig, as the chart installs them
         (self.limiter_dir / names.LIMITER_LIBRARY).write_bytes(b"\0")
 
     def args(self, strategy: str, *extra: str) -> list[str]:

@@ -77,8 +77,15 @@ own path, so the paths the plugin writes into CDI specs are host paths. For a dr
 {{- if eq (clean .Values.plugin.driverRoot) "/" -}}/host/usr{{- else -}}{{ clean .Values.plugin.driverRoot }}{{- end -}}
 {{- end -}}
 
-{{/* Library directories searched for libnvidia-ml.so.1 under the driver root (same order as the plugin's
-driver/plugin/edits.py LIBRARY_DIRS). */}}
+{{/* Library directories searched for libnvidia-ml.so.1 under the driver root (the plugin's
+driver/plugin/driverfiles.py LIBRARY_SEARCH_DIRS, the container toolkit's list). */}}
 {{- define "carve.nvmlLibDirs" -}}
-usr/lib64 usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu usr/lib
+usr/lib64 usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu usr/lib/x86_64-linux-gnu/nvidia/current usr/lib/aarch64-linux-gnu/nvidia/current lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu lib/x86_64-linux-gnu/nvidia/current lib/aarch64-linux-gnu/nvidia/current usr/lib
+{{- end -}}
+
+{{/* Host directories of a host-installed driver, besides /usr, that the plugin reads (volume name: path). */}}
+{{- define "carve.hostDriverExtras" -}}
+driver-persistenced: /run/nvidia-persistenced
+driver-fabricmanager: /run/nvidia-fabricmanager
+driver-firmware: /lib/firmware/nvidia
 {{- end -}}

@@ -182,8 +182,11 @@ NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpu
         return NVML_ERROR_NOT_SUPPORTED;
     if (fake_state_locked(gpuInstance->gpu, do_create_ci, &op) != 0)
         return NVML_ERROR_UNKNOWN;
-    if (op.rc == NVML_SUCCESS)
+    if (op.rc == NVML_SUCCESS) {
         *computeInstance = fake_nvml_ci_handle(gpuInstance->gpu, gpuInstance->gi_id, op.ci_id);
+        fake_caps_created(fake_nvml_gpu(fake_nvml_device(gpuInstance->gpu))->minor, gpuInstance->gi_id,
+                          (int)op.ci_id);
+    }
     return op.rc;
 }
 
@@ -218,6 +221,9 @@ NVML_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeIn
     struct ci_op op = {.gi_id = computeInstance->gi_id, .ci_id = computeInstance->ci_id};
     if (fake_state_locked(computeInstance->gpu, do_destroy_ci, &op) != 0)
         return NVML_ERROR_UNKNOWN;
+    if (op.rc == NVML_SUCCESS)
+        fake_caps_destroyed(fake_nvml_gpu(fake_nvml_device(computeInstance->gpu))->minor, op.gi_id,
+                            (int)op.ci_id);
     return op.rc;
 }
 

@@ -167,8 +167,10 @@ static nvmlReturn_t create(nvmlDevice_t device, unsigned profileId, const nvmlGp
     }
     if (fake_state_locked(device->gpu, do_create, &op) != 0)
         return NVML_ERROR_UNKNOWN;
-    if (op.rc == NVML_SUCCESS)
+    if (op.rc == NVML_SUCCESS) {
         *gpuInstance = fake_nvml_gi_handle(device->gpu, op.gi_id);
+        fake_caps_created(fake_nvml_gpu(device)->minor, op.gi_id, -1);
+    }
     return op.rc;
 }
 
@@ -216,6 +218,8 @@ NVML_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
     struct gi_op op = {.gi_id = gpuInstance->gi_id};
     if (fake_state_locked(gpuInstance->gpu, do_destroy, &op) != 0)
         return NVML_ERROR_UNKNOWN;
+    if (op.rc == NVML_SUCCESS)
+        fake_caps_destroyed(fake_nvml_gpu(fake_nvml_device(gpuInstance->gpu))->minor, op.gi_id, -1);
     return op.rc;
 }
 

@@ -74,4 +74,8 @@ nvmlReturn_t fake_nvml_copy_str(char *buf, unsigned len, const char *s);
 /* MIG device UUID "MIG-xxxxxxxx-...": deterministic from the parent UUID and the instance ids. */
 void fake_nvml_mig_uuid(const fake_gpu_t *g, unsigned gi_id, unsigned ci_id, char *out, size_t len);
 
+/* capsfiles.c: MIG capability files under $CARVE_FAKE_PROC_ROOT (ci < 0: the GPU instance's own). */
+void fake_caps_created(unsigned gpu_minor, unsigned gi, int ci);
+void fake_caps_destroyed(unsigned gpu_minor, unsigned gi, int ci);
+
 #endif

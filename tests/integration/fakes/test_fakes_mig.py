@@ -272,3 +272,38 @@ def test_a_reboot_drops_instances_and_hopper_mig_mode(fake_run, state_file):
         f.write(b"0" * 36)
     # Ampere keeps MIG mode (InfoROM), Hopper loses it (driver state); instances are gone on both.
     assert fake_run(look, gpus="1xA100-80GB,1xH100-80GB", state=state_file) == [[[1, 1], 7], [[0, 0], None]]
+
+
+CAPS = """
+import pathlib
+root = pathlib.Path(os.environ["CARVE_FAKE_PROC_ROOT"])
+def files():
+    base = root / "driver/nvidia/capabilities"
+    return sorted(str(p.relative_to(base)) + " " + p.read_text().split("\\n")[0]
+                  for p in base.rglob("access")) if base.exists() else []
+h = N.nvmlDeviceGetHandleByIndex(1)
+N.nvmlDeviceSetMigMode(h, N.NVML_DEVICE_MIG_ENABLE)
+gi = N.nvmlDeviceCreateGpuInstance(h, 9)
+gi_id = N.nvmlGpuInstanceGetInfo(gi).id
+ci = N.nvmlGpuInstanceCreateComputeInstance(gi, N.NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE)
+created = files()
+devices = (root / "devices").read_text()
+N.nvmlComputeInstanceDestroy(ci)
+after_ci = files()
+N.nvmlGpuInstanceDestroy(gi)
+out([gi_id, created, after_ci, files(), "237 nvidia-caps" in devices.split("Block devices")[0]])
+"""
+
+
+def test_capability_files_follow_instances_under_the_fake_proc_root(fake_run, tmp_path):
+    proc = tmp_path / "proc"
+    gi_id, created, after_ci, after_gi, major_listed = fake_run(
+        with_create(CAPS), gpus="2xA100-80GB", CARVE_FAKE_PROC_ROOT=str(proc)
+    )
+    gi = 3 + 1 * 135 + gi_id * 9  # the driver's mig-minors numbering for GPU minor 1
+    assert created == [
+        f"gpu1/mig/gi{gi_id}/access DeviceFileMinor: {gi}",
+        f"gpu1/mig/gi{gi_id}/ci0/access DeviceFileMinor: {gi + 1}",
+    ]
+    assert after_ci == created[:1] and after_gi == [] and major_listed
+

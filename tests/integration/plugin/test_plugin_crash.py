@@ -109,3 +109,40 @@ def test_reboot_voids_prepared_state(node, kubelet, plugin_factory, tmp_path):
     assert node.leftovers() == CLEAN
     assert kubelet.prepare([claim])[claim[2]]["error"] == ""  # the kubelet prepares again after a reboot
     assert node.spec_files() == [names.cdi_spec_file_name(claim[2])]
+
+
+def test_a_crash_mid_prepare_then_a_corrupt_checkpoint_leaks_no_mig_instance(node, kubelet, plugin_factory):
+    # The instance exists, no CDI spec names it, and the checkpoint that did is gone: the MIG journal is
+    # carve's remaining record of it, and the restart destroys it.
+    crashing = plugin_factory(MIG_SOFT, env={"CARVE_FAULT": "prepare-after-mig"})
+    claim = mixed_claim(node)
+    with pytest.raises(grpc.RpcError):
+        kubelet.prepare([claim])
+    assert crashing.wait_exit() == -9
+    assert len(node.mig_instances()) == 1
+    checkpoint = node.plugin_dir / names.CHECKPOINT_FILE
+    checkpoint.write_text(checkpoint.read_text()[:-40] + "garbage")
+
+    restarted = plugin_factory(MIG_SOFT)
+    assert "event=checkpoint.corrupt" in restarted.log() and "event=mig.orphan" in restarted.log()
+    assert node.mig_instances() == [] and node.leftovers() == CLEAN
+    assert kubelet.prepare([claim])[claim[2]]["error"] == ""
+    assert_prepared_once(node, claim[2])
+    assert kubelet.unprepare([claim]) == {claim[2]: ""}
+    assert node.leftovers() == CLEAN and node.mig_instances() == []
+
+
+def test_a_prepared_claim_whose_spec_vanished_gets_it_back(node, kubelet, plugin_factory):
+    first = plugin_factory(MIG_SOFT)
+    claim = mixed_claim(node)
+    before = kubelet.prepare([claim])
+    instances = node.mig_instances()
+    first.stop()
+    (node.cdi_dir / names.cdi_spec_file_name(claim[2])).unlink()
+    restarted = plugin_factory(MIG_SOFT)
+    assert "event=cdi.missing" in restarted.log()
+    assert kubelet.prepare([claim]) == before
+    assert_prepared_once(node, claim[2])
+    assert node.mig_instances() == instances  # the same instance, not a new one
+    assert kubelet.unprepare([claim]) == {claim[2]: ""}
+    assert node.leftovers() == CLEAN and node.mig_instances() == []

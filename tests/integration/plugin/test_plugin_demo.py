@@ -21,4 +21,8 @@ def test_demo_prepares_three_claims_and_cleans_up():
     assert text.count("k8s.gpu.carve.dev/claim=") == 3
     assert "unprepared 3/3 claims; MIG instances live: 0; CDI specs: 0; checkpoint claims: 0" in text
     # every claim gets the node's driver libraries, found under the demo's fake driver root
-    assert text.count("mount  /usr/lib64/libcuda.so.1 <- $TMP/driver-root/usr/lib64/libcuda.so.1 (ro)") == 3
+    lib = "/usr/lib64/libcuda.so.580.95.05"
+    assert text.count(f"mount  {lib} <- $TMP/driver-root{lib} (ro)") == 3
+    assert text.count("hook   update-ldcache /usr/lib64") == 3
+    assert text.count("hook   preload /usr/local/carve/lib/libcarve-limiter.so") == 1  # the soft slice only
+    assert "/dev/nvidia-caps/nvidia-cap" in text  # the MIG claim's capability nodes

@@ -29,6 +29,8 @@ def run_plugin(node: FakeNode, *extra: str, env: dict | None = None) -> subproce
         ("--strategy", "2=mig", "gpu-2 (Tesla T4) has no MIG support"),
         ("--healthz-addr", "nonsense", "--healthz-addr 'nonsense'"),
         ("--split-count", "0", "split_count: 0"),
+        ("--soft-context-reserve", "lots", "--soft-context-reserve: 'lots' is not a Kubernetes quantity"),
+        ("--soft-context-reserve", "0.5", "must be a whole number of bytes >= 0"),
         ("--k8s-version", "9.9", "unsupported Kubernetes version '9.9'"),
         ("--publish-interval", "0", "--publish-interval"),
     ],

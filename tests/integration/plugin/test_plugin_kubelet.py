@@ -95,16 +95,25 @@ def test_prepare_and_unprepare_mig_soft_and_whole_gpu(node, kubelet, plugin_fact
     mounts = {m["containerPath"]: m for m in soft_spec["containerEdits"]["mounts"]}
     assert mounts[names.LIMITER_CONTAINER_PATH]["hostPath"] == str(node.limiter_dir / names.LIMITER_LIBRARY)
     assert "ro" in mounts[names.LIMITER_CONTAINER_PATH]["options"]
-    preload = Path(mounts["/etc/ld.so.preload"]["hostPath"])
-    assert preload.read_text() == names.LIMITER_CONTAINER_PATH + "\n"
+    # The image's /etc/ld.so.preload is not mounted over: a createContainer hook merges the limiter in.
+    assert "/etc/ld.so.preload" not in mounts
+    hooks = [h["args"] for h in soft_spec["containerEdits"]["hooks"]]
+    assert [names.HOOK_BINARY, "preload", "--library", names.LIMITER_CONTAINER_PATH] in hooks
+    assert [a[1] for a in hooks] == ["create-symlinks", "update-ldcache", "preload"]
     assert env["CARVE_REGION"] == f"/var/run/carve/{soft[2]}/region"
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert (Path(mounts[f"/var/run/carve/{soft[2]}"]["hostPath"]) / "region").stat().st_size > 0
-    assert "/usr/lib64/libcuda.so.1" in mounts and "/usr/bin/nvidia-smi" in mounts
+    assert "/usr/lib64/libcuda.so.580.95.05" in mounts and "/usr/bin/nvidia-smi" in mounts
     nodes = [n["path"] for n in soft_spec["devices"][0]["containerEdits"]["deviceNodes"]]
     assert nodes == ["/dev/nvidia1"]
     common_nodes = {n["path"] for n in soft_spec["containerEdits"]["deviceNodes"]}
-    assert common_nodes == {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+    assert common_nodes == {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}  # noqa: E501
+    # MIG: the GPU's node and the instance's capability nodes, fully specified from the fake NVML's files.
+    mig_nodes = spec_of(node, mig[2])["devices"][0]["containerEdits"]["deviceNodes"]
+    assert mig_nodes[0]["path"] == "/dev/nvidia0"
+    caps = mig_nodes[1:]
+    assert [(n["type"], n["major"], n["fileMode"]) for n in caps] == [("c", 237, 0o444)] * 2
+    assert [n["path"] for n in caps] == [f"/dev/nvidia-caps/nvidia-cap{n['minor']}" for n in caps]
     # Whole GPU and MIG claims carry no limiter.
     assert "CARVE_REGION" not in env_of(spec_of(node, whole[2]))
     assert len(node.mig_instances()) == 1
@@ -135,8 +144,8 @@ def test_slots_on_one_gpu_add_up_and_timeslice_has_no_limits(node, kubelet, plug
     out = kubelet.prepare([slots, ts])
     assert out[slots[2]]["error"] == "" and out[ts[2]]["error"] == ""
     env = env_of(spec_of(node, slots[2]))
-    gpu_memory = 80 * 1024**3
-    assert env["CARVE_MEMORY_LIMIT_0"] == str(3 * (gpu_memory // 10))
+    shareable = 80 * 1024**3 - 10 * 512 * 1024**2  # less one CUDA context reserve per slot
+    assert env["CARVE_MEMORY_LIMIT_0"] == str(3 * (shareable // 10))
     assert env["CARVE_CORES_LIMIT_0"] == "30"
     assert "CARVE_MEMORY_LIMIT_1" not in env
     assert "CARVE_REGION" not in env_of(spec_of(node, ts[2]))

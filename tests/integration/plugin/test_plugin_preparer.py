@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.driverroot import LAYOUTS, build_driver_root, hook_dir, write_proc_root
 
 from driver import names
 from driver.cluster import LocalCluster
@@ -32,6 +33,16 @@ CATALOG = {
         profile="1g.10gb",
         placement_start=6,
     ),
+    "gpu-0-mig-1g10gb-5": NodeDevice(
+        "gpu-0-mig-1g10gb-5",
+        names.TYPE_MIG,
+        "GPU-0",
+        0,
+        {"memory": 10 * GI},
+        profile="1g.10gb",
+        placement_start=5,
+    ),
+    "gpu-0": NodeDevice("gpu-0", names.TYPE_GPU, "GPU-0", 0, {"memory": 80 * GI}, mig_capable=True),
     "gpu-1": NodeDevice("gpu-1", names.TYPE_VGPU, "GPU-1", 1, {"memory": 80 * GI, "cores": 100}),
 }
 
@@ -42,39 +53,61 @@ class DictMig:
         self.fail = fail
         self.next_gi = 1
         self.created = 0
+        self.mig_mode = {"GPU-0": True}
+        self.mode_calls: list[tuple[str, bool]] = []
 
     def create(self, gpu_uuid, profile, start):
+        # As NvmlMig.create (reuse=False): an instance already at the placement is an error.
         if self.fail:
             raise RuntimeError("NVML_ERROR_INSUFFICIENT_RESOURCES")
         key = (gpu_uuid, start)
-        if key not in self.live:
-            self.created += 1
-            self.live[key] = MigInstance(
-                f"MIG-{gpu_uuid}-{start}", 19, profile, MigPlacement(start, 1), self.next_gi, 0, 10 * GI, 14
-            )
-            self.next_gi += 1
+        if key in self.live:
+            raise RuntimeError(f"MigPlacementError: an instance is already at {start}")
+        self.created += 1
+        self.live[key] = MigInstance(
+            f"MIG-{gpu_uuid}-{start}-{self.next_gi}", 19, profile, MigPlacement(start, 1), self.next_gi, 0,
+            10 * GI, 14,
+        )
+        self.next_gi += 1
         return self.live[key]
 
-    def destroy(self, gpu_uuid, gi):
-        self.live = {k: v for k, v in self.live.items() if not (k[0] == gpu_uuid and v.gpu_instance_id == gi)}
+    def destroy(self, gpu_uuid, gi, ci, uuid):
+        # As destroy_mig_instance with a uuid: refuses an instance whose UUID is not the recorded one.
+        (key,) = [k for k, v in self.live.items() if k[0] == gpu_uuid and v.gpu_instance_id == gi]
+        if self.live[key].uuid != uuid or self.live[key].compute_instance_id != ci:
+            raise RuntimeError(f"MigOwnershipError: gi {gi} is {self.live[key].uuid}, not {uuid}")
+        del self.live[key]
 
     def instances(self, gpu_uuid):
         return [v for k, v in self.live.items() if k[0] == gpu_uuid]
 
+    def set_mig_mode(self, gpu_uuid, enabled):
+        # As NVML: MIG cannot go off over live GPU instances; the change then stays pending.
+        self.mode_calls.append((gpu_uuid, enabled))
+        if not enabled and self.instances(gpu_uuid):
+            return True, False
+        self.mig_mode[gpu_uuid] = enabled
+        return enabled, None
+
 
 @pytest.fixture
-def world(tmp_path):
+def world(tmp_path, stub_cache):
     cluster = LocalCluster()
     mig = DictMig()
-    limiter = tmp_path / "lib"
-    limiter.mkdir()
+    limiter = hook_dir(tmp_path / "lib")  # with carve-cdi-hook and carve-ldconfig, as on a node
     (limiter / names.LIMITER_LIBRARY).touch()
+    driver = build_driver_root(tmp_path / "root", LAYOUTS["rhel"], stub_cache)
+    # The capability files of the GPU instances DictMig hands out (gi 1.., ci 0) on GPU minor 0.
+    proc = write_proc_root(
+        tmp_path / "proc", {(0, gi, ci): (3 + gi * 9 + (0 if ci is None else 1), 292) for gi in range(1, 9)
+                            for ci in (None, 0)}
+    )  # fmt: skip
 
     def make(boot="b1", mig_ops=None):
         return Preparer(
             PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter),
             cluster,
-            HostLayout.scan(tmp_path / "root"),
+            HostLayout.scan(driver, proc, hook_dir=limiter),
             mig_ops or mig,
             lambda: CATALOG,
             Checkpoint(tmp_path / "checkpoint.json", boot),
@@ -110,16 +143,74 @@ MIXED = [
 ]
 
 
-def test_prepare_reuses_an_existing_mig_instance(world):
+def test_an_instance_carve_did_not_record_is_an_error_not_adopted(world):
     cluster, mig, make = world
     p = make()
     recover(p)
-    mig.create("GPU-0", "1g.10gb", 6)  # e.g. created by a previous process that crashed
+    foreign = mig.create("GPU-0", "1g.10gb", 6)  # e.g. made by hand with nvidia-smi
     ref = put(cluster, "a", MIXED)
-    assert p.prepare([ref])[ref.uid].error == ""
-    assert mig.created == 1 and len(mig.live) == 1
-    assert p.unprepare([ref]) == {ref.uid: ""}
-    assert mig.live == {}
+    error = p.prepare([ref])[ref.uid].error
+    assert "carve did not create" in error and foreign.uuid in error and "gpu-0-mig-1g10gb-6" in error
+    assert p.state == {} and p.specs.claim_uids() == set()
+    assert mig.live == {("GPU-0", 6): foreign}  # neither used nor destroyed by the rollback
+    assert recover(make()) == "ok" and mig.live == {("GPU-0", 6): foreign}  # nor by a restart
+
+
+def test_two_mig_claims_on_one_gpu_are_unprepared_separately(world):
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    first = put(cluster, "first", [{"request": "m", "device": "gpu-0-mig-1g10gb-6"}])
+    second = put(cluster, "second", [{"request": "m", "device": "gpu-0-mig-1g10gb-5"}])
+    assert {r.error for r in p.prepare([first, second]).values()} == {""}
+    kept = mig.live[("GPU-0", 5)]
+    assert p.unprepare([first]) == {first.uid: ""}
+    assert mig.live == {("GPU-0", 5): kept}  # the first claim's instance is gone, the second's untouched
+    assert p.unprepare([second]) == {second.uid: ""}
+    assert mig.live == {} and p.migs.journal.entries() == []
+
+
+def test_a_prepared_claim_whose_spec_vanished_is_prepared_again_with_its_instance(world):
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "a", MIXED)
+    before = p.prepare([ref])[ref.uid]
+    instance = mig.live[("GPU-0", 6)]
+    p.specs.path(ref.uid).unlink()  # e.g. /var/run/cdi emptied by hand
+    again = p.prepare([ref])[ref.uid]
+    assert again.error == "" and again.devices == before.devices
+    assert p.specs.path(ref.uid).exists()
+    assert mig.live == {("GPU-0", 6): instance} and mig.created == 1  # kept, not recreated
+    assert p.unprepare([ref]) == {ref.uid: ""} and mig.live == {}
+
+
+def test_an_instance_from_a_prepare_that_crashed_is_destroyed_despite_a_corrupt_checkpoint(world, tmp_path):
+    # A crash after the MIG instance was created, then the checkpoint is lost: no CDI spec names the claim,
+    # only the MIG journal does, and that is enough to destroy the instance at the next start.
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "a", MIXED[:1])
+    p.migs.journal.intend(ref.uid, "GPU-0", "1g.10gb", 6)
+    p.migs.journal.created(ref.uid, "GPU-0", mig.create("GPU-0", "1g.10gb", 6))
+    (tmp_path / "checkpoint.json").write_text("{garbage")
+    q = make()
+    assert recover(q) == "corrupt"
+    assert mig.live == {} and q.migs.journal.entries() == [] and q.state == {}
+    assert q.prepare([ref])[ref.uid].error == "" and len(mig.live) == 1
+
+
+def test_a_creating_record_names_the_instance_at_its_placement(world):
+    # The crash came between NVML's create and the journal's update: the entry has no ids yet.
+    _, mig, make = world
+    p = make()
+    recover(p)
+    p.migs.journal.intend("gone-claim", "GPU-0", "1g.10gb", 6)
+    mig.create("GPU-0", "1g.10gb", 6)
+    foreign = mig.create("GPU-0", "1g.10gb", 5)  # no record: not carve's
+    recover(make())
+    assert mig.live == {("GPU-0", 5): foreign}
 
 
 def test_failure_rolls_back_only_that_claim(world, tmp_path):
@@ -135,6 +226,35 @@ def test_failure_rolls_back_only_that_claim(world, tmp_path):
     assert set(p.state) == {good.uid}
     assert not (tmp_path / "plugin" / "claims" / bad.uid).exists()
     assert p.specs.claim_uids() == {good.uid}
+
+
+def test_a_missing_device_node_fails_only_the_claims_that_need_it(world, tmp_path):
+    cluster, _, make = world
+    p = make()
+    recover(p)
+    (tmp_path / "root/dev/nvidia1").unlink()  # gpu-1's node gone; gpu-0 (the MIG parent) still there
+    soft = put(cluster, "soft", MIXED[1:])
+    whole_mig = put(cluster, "mig", MIXED[:1])
+    out = p.prepare([soft, whole_mig])
+    missing = f"device node /dev/nvidia1 does not exist in {tmp_path}/root/dev"
+    assert out[soft.uid].error == f"claim ns/soft ({soft.uid}): {missing}"
+    assert out[whole_mig.uid].error == ""
+    assert set(p.state) == {whole_mig.uid} and p.specs.claim_uids() == {whole_mig.uid}
+    assert not (tmp_path / "plugin" / "claims" / soft.uid).exists()  # its region was rolled back
+    (tmp_path / "root/dev/nvidia1").touch()  # the node is back: the kubelet's retry succeeds
+    assert p.prepare([soft])[soft.uid].error == ""
+
+
+def test_an_unreadable_mig_capability_file_fails_the_claim_and_frees_the_instance(world, tmp_path):
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    for access in (tmp_path / "proc").rglob("gi1/ci0/access"):
+        access.unlink()
+    ref = put(cluster, "mig", MIXED[:1])
+    error = p.prepare([ref])[ref.uid].error
+    assert "MIG capability nodes of gpu0/gi1/ci0" in error and "gi1/ci0/access" in error
+    assert mig.live == {} and p.state == {}
 
 
 def test_unexpected_exception_is_an_internal_error_for_that_claim(world, caplog):
@@ -221,17 +341,17 @@ def test_unprepare_leaves_an_instance_of_another_profile_at_the_claims_placement
     assert mig.live == {("GPU-0", 6): foreign}
 
 
-def test_a_mig_instance_two_claims_hold_is_destroyed_only_with_the_last_of_them(world):
+def test_an_instance_another_prepared_claim_holds_is_never_shared(world):
     cluster, mig, make = world
     p = make()
     recover(p)
     first, second = put(cluster, "first", MIXED[:1]), put(cluster, "second", MIXED[:1])
-    assert {r.error for r in p.prepare([first, second]).values()} == {""}
-    assert mig.created == 1 and list(mig.live) == [("GPU-0", 6)]
-    assert p.unprepare([first]) == {first.uid: ""}
-    assert list(mig.live) == [("GPU-0", 6)]
-    assert p.unprepare([second]) == {second.uid: ""}
-    assert mig.live == {}
+    assert p.prepare([first])[first.uid].error == ""
+    error = p.prepare([second])[second.uid].error
+    assert f"held by claim {first.uid}" in error and mig.created == 1
+    assert p.unprepare([first]) == {first.uid: ""} and mig.live == {}
+    assert p.prepare([second])[second.uid].error == ""  # the kubelet's retry, once the first is gone
+    assert p.unprepare([second]) == {second.uid: ""} and mig.live == {}
 
 
 def test_a_prepare_another_process_left_half_done_is_undone_before_preparing_again(world, tmp_path):
@@ -240,10 +360,10 @@ def test_a_prepare_another_process_left_half_done_is_undone_before_preparing_aga
     p = make()
     recover(p)
     ref = put(cluster, "a", MIXED[:1])
-    mig.create("GPU-0", "1g.10gb", 5)
+    made = mig.create("GPU-0", "1g.10gb", 5)
     stale = ClaimRecord(ref.uid, "ns", "a", STATE_STARTED, [
         DeviceRecord(["m"], "node-a", "gpu-0-mig-1g10gb-5", None, [], names.TYPE_MIG, "GPU-0",
-                     MigRecord("GPU-0", "1g.10gb", 5, 1, "MIG-GPU-0-5"))
+                     MigRecord("GPU-0", "1g.10gb", 5, made.gpu_instance_id, made.uuid, 0))
     ])
     Checkpoint(tmp_path / "checkpoint.json", "b1").save({ref.uid: stale})
     assert p.prepare([ref])[ref.uid].error == ""
@@ -278,3 +398,48 @@ def test_an_unreadable_cdi_spec_is_removed_when_rebuilding_the_checkpoint(world,
     assert recover(q) == "missing"
     assert set(q.state) == {good.uid}
     assert q.specs.claim_uids() == {good.uid}
+
+
+def test_the_whole_gpu_of_a_mig_gpu_is_prepared_with_mig_mode_off(world):
+    # CUDA cannot use a whole GPU in MIG mode: /dev/nvidia0 alone would give the container nothing usable.
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "whole", [{"request": "g", "device": "gpu-0"}])
+    assert p.prepare([ref])[ref.uid].error == ""
+    assert mig.mig_mode["GPU-0"] is False and mig.mode_calls == [("GPU-0", False)]
+
+
+def test_the_whole_gpu_is_refused_while_mig_instances_are_on_it(world):
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    foreign = mig.create("GPU-0", "1g.10gb", 6)
+    ref = put(cluster, "whole", [{"request": "g", "device": "gpu-0"}])
+    error = p.prepare([ref])[ref.uid].error
+    assert "needs the whole GPU" in error and foreign.uuid in error
+    assert mig.mig_mode["GPU-0"] is True and mig.mode_calls == [] and p.state == {}
+
+
+def test_unprepare_leaves_an_instance_that_replaced_the_claims_own(world):
+    # The claim's instance was destroyed by hand and someone made a new one, same profile and placement:
+    # its UUID is not the recorded one, so it is not carve's to destroy.
+    cluster, mig, make = world
+    p = make()
+    recover(p)
+    ref = put(cluster, "a", MIXED[:1])
+    assert p.prepare([ref])[ref.uid].error == ""
+    mig.live.clear()
+    replacement = mig.create("GPU-0", "1g.10gb", 6)
+    assert p.unprepare([ref]) == {ref.uid: ""}
+    assert mig.live == {("GPU-0", 6): replacement} and p.migs.journal.entries() == []
+
+
+def test_a_corrupt_mig_journal_is_moved_aside_not_fatal(world, tmp_path):
+    _, _, make = world
+    p = make()
+    journal = tmp_path / "plugin" / "mig-journal.json"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_text("{not json")
+    assert recover(p) == "missing" and p.migs.journal.entries() == []
+    assert list(journal.parent.glob("mig-journal.json.corrupt-*"))

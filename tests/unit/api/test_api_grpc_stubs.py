@@ -15,6 +15,7 @@ STUB_MODULES = [
     "pluginregistration",
     "deviceplugin_v1beta1",
     "dra_health_v1alpha1",
+    "podresources_v1",
 ]
 
 
@@ -62,6 +63,7 @@ def test_relative_import_rewrite_leaves_other_imports_alone() -> None:
         ("deviceplugin_v1beta1", "Registration", "v1beta1.Registration"),
         ("deviceplugin_v1beta1", "DevicePlugin", "v1beta1.DevicePlugin"),
         ("dra_health_v1alpha1", "DRAResourceHealth", "v1alpha1.DRAResourceHealth"),
+        ("podresources_v1", "PodResourcesLister", "v1.PodResourcesLister"),
     ],
 )
 def test_services_have_the_kubelet_full_names(stem: str, service: str, full_name: str) -> None:
@@ -91,6 +93,7 @@ def test_services_have_the_kubelet_full_names(stem: str, service: str, full_name
             ],
         ),
         ("dra_health_v1alpha1", "DRAResourceHealth", ["NodeWatchResources"]),
+        ("podresources_v1", "PodResourcesLister", ["List", "GetAllocatableResources", "Get"]),
     ],
 )
 def test_services_have_the_kubelet_methods(stem: str, service: str, methods: list[str]) -> None:
@@ -118,6 +121,14 @@ WIRE = [
     ("dra_v1beta1", "Device", {"request_names": 1, "pool_name": 2, "device_name": 3, "cdi_device_ids": 4}),
     ("dra_v1beta1", "Claim", {"namespace": 1, "uid": 2, "name": 3}),
     ("pluginregistration", "PluginInfo", {"type": 1, "name": 2, "endpoint": 3, "supported_versions": 4}),
+    ("podresources_v1", "ListPodResourcesResponse", {"pod_resources": 1}),
+    ("podresources_v1", "PodResources", {"name": 1, "namespace": 2, "containers": 3}),
+    (
+        "podresources_v1",
+        "ContainerResources",
+        {"name": 1, "devices": 2, "cpu_ids": 3, "memory": 4, "dynamic_resources": 5},
+    ),
+    ("podresources_v1", "ContainerDevices", {"resource_name": 1, "device_ids": 2, "topology": 3}),
     ("pluginregistration", "RegistrationStatus", {"plugin_registered": 1, "error": 2}),
     (
         "deviceplugin_v1beta1",

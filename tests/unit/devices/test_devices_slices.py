@@ -75,7 +75,7 @@ def test_from_1_35_counters_live_in_their_own_slices_first():
 def test_slices_preserve_device_order_and_count():
     gpus = fake_node("3xH100-80GB,2xL4", "n1")
     strategies = {0: "mig", 1: "slots", 2: "soft", 3: "slots", 4: "timeslice"}
-    split = Settings(split_count=50)
+    split = Settings(split_count=50, soft_context_reserve=0)  # 50 reserves would not fit an L4
     expected = [
         d["name"]
         for g in gpus
@@ -88,7 +88,9 @@ def test_slices_preserve_device_order_and_count():
 
 def test_many_slots_spill_over_slices():
     gpus = fake_node("3xT4", "n1")
-    slices = build_slices("n1", gpus, {i: "slots" for i in range(3)}, Settings(split_count=100))
+    slices = build_slices(
+        "n1", gpus, {i: "slots" for i in range(3)}, Settings(split_count=100, soft_context_reserve=0)
+    )
     assert [len(s["spec"]["devices"]) for s in slices] == [100, 100, 100]
     one = build_slices("n1", fake_node("1xT4", "n1"), {0: "exclusive"})
     assert len(one) == 1
@@ -137,7 +139,8 @@ def test_slices_never_exceed_limits(spec, strategy_choice, split_count, version)
         g.index: (s if s != "mig" or g.mig_capable else "soft")
         for g, s in zip(gpus, strategy_choice, strict=False)
     }
-    slices = build_slices("n1", gpus, strategies, Settings(split_count=split_count), k8s_version=version)
+    settings = Settings(split_count=split_count, soft_context_reserve=0)  # limits, not memory, are tested
+    slices = build_slices("n1", gpus, strategies, settings, k8s_version=version)
     limits = limits_for(version)
     validate_slices(slices, limits)
     devices = all_devices(slices)

@@ -67,9 +67,9 @@ def test_soft_device_is_shared_with_consumable_memory_cores_and_slots():
     assert device["allowMultipleAllocations"] is True
     assert device["attributes"]["type"] == {"string": "vgpu"}
     memory = device["capacity"]["memory"]
-    assert memory["value"] == "80Gi"
-    assert memory["requestPolicy"]["validRange"] == {"min": "256Mi", "max": "80Gi", "step": "256Mi"}
-    assert memory["requestPolicy"]["default"] == "10Gi"  # 80Gi / 8
+    assert memory["value"] == "76Gi"  # 80Gi less 8 shares x 512Mi of CUDA context the limiter cannot count
+    assert memory["requestPolicy"]["validRange"] == {"min": "256Mi", "max": "76Gi", "step": "256Mi"}
+    assert memory["requestPolicy"]["default"] == "9728Mi"  # 76Gi / 8 = 9.5Gi
     cores = device["capacity"]["cores"]
     assert cores["value"] == "100"
     assert cores["requestPolicy"] == {"default": "0", "validRange": {"min": "0", "max": "100", "step": "1"}}
@@ -86,9 +86,10 @@ def test_soft_memory_policy_is_aligned_to_steps_when_memory_is_not():
     ]
     step, lo, hi = q("256Mi"), q(policy["validRange"]["min"]), q(policy["validRange"]["max"])
     default = q(policy["default"])
-    assert hi <= 81559 * MI < hi + step
+    shared = 81559 * MI - 3 * Settings().soft_context_reserve
+    assert hi <= shared < hi + step
     assert (hi - lo) % step == 0 and (default - lo) % step == 0
-    assert default <= Fraction(81559 * MI, 3)
+    assert default <= Fraction(shared, 3)
 
 
 def test_slots_split_memory_and_cores_and_share_parent_uuid():
@@ -98,9 +99,32 @@ def test_slots_split_memory_and_cores_and_share_parent_uuid():
     for d in devices:
         assert d["attributes"]["parentUUID"] == {"string": gpu.uuid}
         assert d["attributes"]["type"] == {"string": "slot"}
-        assert q(d["capacity"]["memory"]["value"]) == gpu.memory_bytes // 4
+        assert q(d["capacity"]["memory"]["value"]) == (gpu.memory_bytes - 4 * 512 * MI) // 4
         assert d["capacity"]["cores"]["value"] == "25"
     assert sum(q(d["capacity"]["memory"]["value"]) for d in devices) <= gpu.memory_bytes
+
+
+@pytest.mark.parametrize("strategy", ["soft", "slots"])
+def test_every_share_keeps_room_for_its_cuda_context(strategy):
+    # The limiter counts allocations, not the context each process creates: with every share taken and
+    # every quota used, the GPU must still hold one context per share.
+    gpu = fake_gpu("A100-80GB", 0)
+    for reserve in (0, 300 * MI, 512 * MI, 1024 * MI):
+        settings = Settings(split_count=7, soft_context_reserve=reserve)
+        devices = devices_for(gpu, strategy, settings).devices
+        if strategy == "soft":
+            offered = q(devices[0]["capacity"]["memory"]["requestPolicy"]["validRange"]["max"])
+        else:
+            offered = sum(q(d["capacity"]["memory"]["value"]) for d in devices)
+        assert offered + 7 * reserve <= gpu.memory_bytes
+        assert offered + 7 * reserve > gpu.memory_bytes - 7 * MI - 256 * MI  # and not much more is held back
+
+
+def test_a_reserve_that_leaves_no_memory_is_an_error_naming_the_gpu():
+    with pytest.raises(ModelError, match=r"gpu-0 \(Tesla T4\): soft: .*soft context reserve"):
+        devices_for(fake_gpu("T4", 0), "soft", Settings(split_count=30, soft_context_reserve=512 * MI))
+    with pytest.raises(ModelError, match=r"settings\.soft_context_reserve"):
+        Settings(soft_context_reserve=-1)
 
 
 def test_timeslice_is_shared_and_publishes_no_capacity():
@@ -152,3 +176,11 @@ def test_strategy_spec_per_index_and_default():
 def test_malformed_strategy_specs_name_the_bad_token(spec, message):
     with pytest.raises(ModelError, match=message.replace("(", r"\(")):
         parse_strategy_spec(spec, fake_node("2xA100-80GB,1xT4"))
+
+
+def test_the_flags_default_is_the_model_default():
+    from driver.devices.attributes import parse_quantity
+    from driver.devices.base import DEFAULT_CONTEXT_RESERVE, DEFAULT_CONTEXT_RESERVE_QUANTITY
+
+    reserve = Settings().soft_context_reserve
+    assert parse_quantity(DEFAULT_CONTEXT_RESERVE_QUANTITY) == DEFAULT_CONTEXT_RESERVE == reserve

@@ -24,7 +24,7 @@ from helm_render import (
 
 from driver import cli
 from driver.plugin import command as plugin_command
-from driver.plugin.edits import LIBRARY_DIRS
+from driver.plugin.driverfiles import LIBRARY_SEARCH_DIRS
 
 # Flags the chart leaves at the plugin's own default, and why.
 NOT_FROM_CHART = {
@@ -87,6 +87,7 @@ CUSTOM_VALUES = {
     "plugin.gpus": ("fake:1xH100-80GB", "gpus", "fake:1xH100-80GB"),
     "plugin.strategy": ("0=mig,soft", "strategy", "0=mig,soft"),
     "plugin.splitCount": (7, "split_count", 7),
+    "plugin.softContextReserve": ("1Gi", "soft_context_reserve", "1Gi"),
     "plugin.publishInterval": (12.5, "publish_interval", 12.5),
     "plugin.regionInterval": (0.5, "region_interval", 0.5),
     "plugin.k8sVersion": ("1.35", "k8s_version", "1.35"),
@@ -136,6 +137,7 @@ def test_defaults_match_the_plugin_defaults_where_the_chart_does_not_decide(monk
         "gpus",
         "strategy",
         "split_count",
+        "soft_context_reserve",
         "publish_interval",
         "plugin_dir",
         "registry_dir",
@@ -223,7 +225,8 @@ def test_gpu_operator_driver_root_is_mounted_at_its_own_path_and_awaited():
     wait = next(c for c in pod["initContainers"] if c["name"] == "wait-for-driver")
     assert env_of(wait)["ROOT"] == "/run/nvidia/driver"
     script = wait["command"][-1]
-    for d in LIBRARY_DIRS:  # the plugin's own search list, so a driver it would use is never missed
+    # the plugin's own search list, so a driver it would use is never missed
+    for d in filter(None, LIBRARY_SEARCH_DIRS):
         assert f" {d} " in script or f" {d};" in script, d
 
 

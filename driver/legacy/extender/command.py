@@ -1,0 +1,147 @@
+"""`carve scheduler-extender`: the HTTP scheduler extender (filter, prioritize, bind) for legacy clusters.
+
+Every flag has an env twin (`--addr` <-> CARVE_ADDR), applied by driver/cli.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+
+from driver import names
+from driver.cli import CliError
+from driver.plugin.logfmt import event, setup
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--addr", default=":8888", help="HTTP listen address [host]:port")
+    p.add_argument(
+        "--kubeconfig", default="", help="kubeconfig file (default: in-cluster, else ~/.kube/config)"
+    )
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", "carve-system"),
+        help="namespace of the assignment records and the leader Lease (default $POD_NAMESPACE)",
+    )
+    p.add_argument(
+        "--default-memory", type=int, default=0, help="MiB per GPU when a pod names no memory (0: whole GPU)"
+    )
+    p.add_argument("--default-cores", type=int, default=0, help="percent of SMs when a pod names no cores")
+    p.add_argument(
+        "--default-gpu-num", type=int, default=1, help="GPUs for a container that asks memory/cores only"
+    )
+    p.add_argument("--node-scheduler-policy", default="binpack", help="binpack or spread, between nodes")
+    p.add_argument(
+        "--gpu-scheduler-policy", default="spread", help="binpack or spread, between a node's GPUs"
+    )
+    p.add_argument(
+        "--resync-interval", type=float, default=10.0, help="seconds between full re-reads of the API"
+    )
+    p.add_argument("--leader-elect", action="store_true", help="elect a leader among replicas (Lease)")
+    p.add_argument("--lease-name", default="carve-scheduler-extender", help="the leader election Lease")
+    p.add_argument(
+        "--identity", default=os.environ.get("POD_NAME", socket.gethostname()), help="this replica's name"
+    )
+    p.add_argument(
+        "--webhook-addr",
+        default="",
+        help="HTTPS address of the mutating webhook, e.g. ':8443' (default: off)",
+    )
+    p.add_argument("--webhook-cert-file", default="", help="TLS certificate of the webhook (PEM)")
+    p.add_argument("--webhook-key-file", default="", help="TLS key of the webhook (PEM)")
+    p.add_argument(
+        "--scheduler-name", default=names.LEGACY_SCHEDULER_NAME, help="schedulerName the webhook sets"
+    )
+    p.add_argument("--log-level", default="info", help="error, warn, info or debug")
+
+
+def _check(args: argparse.Namespace):
+    from driver.legacy.request import POLICIES, Defaults
+
+    _host, sep, port = args.addr.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise CliError(f"--addr {args.addr!r}: expected [host]:port, e.g. ':8888'")
+    for flag, value in (
+        ("--node-scheduler-policy", args.node_scheduler_policy),
+        ("--gpu-scheduler-policy", args.gpu_scheduler_policy),
+    ):
+        if value not in POLICIES:
+            raise CliError(f"{flag} {value!r}: expected one of {', '.join(POLICIES)}")
+    if args.default_memory < 0 or not 0 <= args.default_cores <= 100 or args.default_gpu_num < 0:
+        raise CliError("--default-memory >= 0, --default-cores 0..100, --default-gpu-num >= 0")
+    if args.webhook_addr and not (args.webhook_cert_file and args.webhook_key_file):
+        raise CliError(
+            "--webhook-addr needs --webhook-cert-file and --webhook-key-file (the API server calls HTTPS)"
+        )
+    if not args.resync_interval > 0:
+        raise CliError(f"--resync-interval {args.resync_interval}: must be more than 0 seconds")
+    return Defaults(
+        args.default_memory,
+        args.default_cores,
+        args.default_gpu_num,
+        args.node_scheduler_policy,
+        args.gpu_scheduler_policy,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    setup(args.log_level)
+    defaults = _check(args)
+    from driver.cluster.base import ClusterError
+    from driver.cluster.kube import load_api_client
+    from driver.legacy.extender.http import ExtenderServer
+    from driver.legacy.extender.leader import LeaderElector
+    from driver.legacy.extender.state import ExtenderState
+    from driver.legacy.extender.verbs import Extender
+    from driver.legacy.kubeapi import KubeLegacyApi
+
+    try:
+        api = KubeLegacyApi(load_api_client(args.kubeconfig or None))
+    except ClusterError as e:
+        raise CliError(f"--kubeconfig: {e}") from None
+    state = ExtenderState(api, args.namespace)
+    elector = (
+        LeaderElector(api, args.namespace, args.lease_name, args.identity) if args.leader_elect else None
+    )
+    server = ExtenderServer(
+        Extender(state, defaults), args.addr, ready=lambda: "" if state.synced else "first resync pending"
+    )
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            leading = elector.try_acquire() if elector else True
+            try:
+                state.resync(collect=leading)
+            except ClusterError as e:
+                event(log, logging.WARNING, "resync.failed", error=str(e), action="retrying")
+            stop.wait(args.resync_interval)
+
+    threading.Thread(target=loop, name="resync", daemon=True).start()
+    server.start()
+    webhook = None
+    if args.webhook_addr:
+        from driver.legacy.webhook import WebhookServer
+
+        webhook = WebhookServer(
+            args.webhook_addr,
+            args.scheduler_name,
+            args.default_gpu_num,
+            args.webhook_cert_file,
+            args.webhook_key_file,
+        )
+        webhook.start()
+    event(log, logging.INFO, "extender.started", addr=args.addr, port=server.port, namespace=args.namespace)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+    if webhook:
+        webhook.stop()
+    return 0

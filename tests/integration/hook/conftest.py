@@ -1,0 +1,53 @@
+"""Running native/hook's carve-cdi-hook as a runtime does: OCI state on stdin, config.json naming the root.
+
+The hook chroot()s, which needs root: as root it runs directly, otherwise in a user namespace
+(`unshare -r`), where it is root of its own namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+HOOK = REPO / "native/build/carve-cdi-hook"
+
+
+class Container:
+    """A container root (the image's files) and its bundle."""
+
+    def __init__(self, tmp: Path, config: dict | None = None):
+        self.bundle = tmp / "bundle"
+        self.root = self.bundle / "rootfs"
+        self.root.mkdir(parents=True)
+        config = config if config is not None else {"ociVersion": "1.2.0", "root": {"path": "rootfs"}}
+        (self.bundle / "config.json").write_text(json.dumps(config))
+
+    def state(self) -> str:
+        return json.dumps(
+            {"ociVersion": "1.2.0", "id": "c1", "status": "creating", "pid": 1, "bundle": str(self.bundle)}
+        )
+
+    def hook(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        prefix = [] if os.geteuid() == 0 else ["unshare", "-r"]
+        return subprocess.run(
+            [*prefix, str(HOOK), *args],
+            input=self.state() if stdin is None else stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def path(self, p: str) -> Path:
+        return self.root / p.lstrip("/")
+
+
+@pytest.fixture
+def container(tmp_path) -> Container:
+    if not HOOK.exists():
+        pytest.fail(f"{HOOK} missing: run `make native`")
+    return Container(tmp_path)

@@ -1,0 +1,141 @@
+"""The extender's state comes from the API (restart = resync), finished pods' records are collected by the
+leader only, unreadable records are skipped, and the Lease elects one leader that another takes over on
+expiry."""
+
+from __future__ import annotations
+
+import datetime
+
+from support.legacy_node import NAMESPACE, gpu_pod, inventory_node
+
+from driver import names
+from driver.cluster.base import ClusterError
+from driver.legacy.extender.leader import LeaderElector
+from driver.legacy.extender.state import ExtenderState
+from driver.legacy.extender.verbs import Extender
+from driver.legacy.kubeapi import MemoryLegacyApi
+
+GPU, MEM = names.LEGACY_GPU, names.LEGACY_GPUMEM
+
+
+def cluster():
+    api = MemoryLegacyApi()
+    api.add_node(inventory_node("n0", gpus=1, memory_mib=10000, split=10))
+    state = ExtenderState(api, NAMESPACE)
+    state.resync()
+    return api, Extender(state)
+
+
+def bind(api, ext, name: str, mem: int, node: str = "n0") -> dict:
+    api.add_pod(gpu_pod(name, [("main", {GPU: 1, MEM: mem})]))
+    return ext.bind({"PodName": name, "PodNamespace": "team", "PodUID": f"uid-{name}", "Node": node})
+
+
+def test_a_restarted_extender_sees_the_earlier_assignments():
+    api, ext = cluster()
+    assert bind(api, ext, "a", 6000) == {"Error": ""}
+    fresh = Extender(ExtenderState(api, NAMESPACE))
+    fresh.state.resync()
+    pod = gpu_pod("b", [("main", {GPU: 1, MEM: 6000})])
+    got = fresh.filter({"Pod": pod, "NodeNames": ["n0"]})
+    assert got["NodeNames"] == [] and "4000 MiB free < 6000" in got["FailedNodes"]["n0"]
+
+
+def test_pod_annotations_never_count_as_usage():
+    api, ext = cluster()
+    forged = gpu_pod("x", [("main", {GPU: 1, MEM: 100})])
+    forged["metadata"]["annotations"][names.LEGACY_ASSIGNMENT_ANNOTATION] = '{"main": ["GPU-n0-0:10000:100"]}'
+    forged["spec"]["nodeName"] = "n0"
+    api.add_pod(forged)
+    ext.state.resync()
+    assert bind(api, ext, "a", 9000) == {"Error": ""}
+
+
+def test_only_the_leader_collects_records_of_finished_pods():
+    api, ext = cluster()
+    bind(api, ext, "a", 1000)
+    bind(api, ext, "b", 1000)
+    api.pods[("team", "a")]["status"]["phase"] = "Succeeded"
+    api.delete_pod("team", "b")
+    ext.state.resync(collect=False)
+    assert ext.state.view("n0").usage == {}  # not counted any more
+    assert len(api.configmaps) == 2  # but a follower deletes nothing
+    ext.state.resync(collect=True)
+    assert not api.configmaps
+
+
+def test_record_of_a_pod_being_bound_is_kept():
+    api, ext = cluster()
+    bind(api, ext, "a", 1000)
+    api.pods[("team", "a")]["spec"]["nodeName"] = ""  # the Binding not visible yet
+    ext.state.resync(collect=True)
+    assert len(api.configmaps) == 1
+
+
+def test_unreadable_record_is_skipped():
+    api, ext = cluster()
+    bind(api, ext, "a", 1000)
+    api.create_configmap(
+        {
+            "metadata": {
+                "name": "carve-legacy-junk",
+                "namespace": NAMESPACE,
+                "labels": {names.LEGACY_RECORD_LABEL: "true", names.LEGACY_RECORD_NODE_LABEL: "n0"},
+            },
+            "data": {"assignment": "{not json"},
+        }
+    )
+    ext.state.resync()
+    assert set(ext.state.assignments) == {"uid-a"}
+
+
+def test_bind_of_the_same_pod_again_replaces_its_record():
+    api, ext = cluster()
+    bind(api, ext, "a", 1000)
+    api.pods[("team", "a")]["spec"]["nodeName"] = ""  # the scheduler retries after a lost Binding
+    api.bindings.clear()
+    assert ext.bind({"PodName": "a", "PodNamespace": "team", "PodUID": "uid-a", "Node": "n0"}) == {
+        "Error": ""
+    }
+    assert len(api.configmaps) == 1 and api.bindings == [("team", "a", "uid-a", "n0")]
+
+
+def test_leader_election_one_leader_and_takeover_after_expiry():
+    api = MemoryLegacyApi()
+    a = LeaderElector(api, NAMESPACE, "lease", "a", lease_s=15)
+    b = LeaderElector(api, NAMESPACE, "lease", "b", lease_s=15)
+    assert a.try_acquire() is True
+    assert b.try_acquire() is False
+    assert a.try_acquire() is True  # renewal
+    lease = api.leases[(NAMESPACE, "lease")]
+    old = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=60)
+    lease["spec"]["renewTime"] = old.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert b.try_acquire() is True
+    assert api.leases[(NAMESPACE, "lease")]["spec"]["holderIdentity"] == "b"
+    assert api.leases[(NAMESPACE, "lease")]["spec"]["leaseTransitions"] == 1
+    assert a.try_acquire() is False and not a.leading.is_set()
+
+
+def test_a_binding_that_landed_despite_an_error_keeps_its_record():
+    api, ext = cluster()
+    api.add_pod(gpu_pod("a", [("main", {GPU: 1, MEM: 1000})]))
+    real = api.create_binding
+
+    def lost_answer(*args):
+        real(*args)
+        raise ClusterError("Binding team/a: API server unreachable: read timed out", "Binding", "a", "team")
+
+    api.create_binding = lost_answer
+    assert ext.bind({"PodName": "a", "PodNamespace": "team", "PodUID": "uid-a", "Node": "n0"}) == {
+        "Error": ""
+    }
+    assert len(api.configmaps) == 1 and "uid-a" in ext.state.assignments
+
+
+def test_repeated_bind_of_a_bound_pod_is_a_no_op():
+    api, ext = cluster()
+    bind(api, ext, "a", 1000)
+    again = {"PodName": "a", "PodNamespace": "team", "PodUID": "uid-a"}
+    assert ext.bind({**again, "Node": "n0"}) == {"Error": ""}
+    assert "already bound to n0" in ext.bind({**again, "Node": "n1"})["Error"]
+    assert len(api.configmaps) == 1 and len(api.bindings) == 1
