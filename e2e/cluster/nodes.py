@@ -40,6 +40,10 @@ class Node:
     plugin: Proc | None = None
     plugin_kubeconfig: Path | None = None
     extra_plugin_args: list[str] = field(default_factory=list)
+    # The kubelet's node labels, and a command line its argv is appended to (e2e/cluster/legacy.py runs
+    # the legacy node's kubelet in a mount namespace of its own).
+    labels: dict[str, str] = field(default_factory=lambda: {PLUGIN_LABEL: "true"})
+    kubelet_wrapper: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -117,6 +121,7 @@ class Node:
         self.kubelet = self.sup.start(
             f"{self.name}-kubelet",
             [
+                *self.kubelet_wrapper,
                 self.version.binary,
                 "kubelet",
                 f"--config={cfg}",
@@ -124,7 +129,7 @@ class Node:
                 f"--root-dir={self.kubelet_dir}",
                 f"--hostname-override={self.name}",
                 "--node-ip=127.0.0.1",
-                f"--node-labels={PLUGIN_LABEL}=true",
+                "--node-labels=" + ",".join(f"{k}={v}" for k, v in self.labels.items()),
             ],
         )
 
