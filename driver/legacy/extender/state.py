@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -50,6 +51,8 @@ class ExtenderState:
         self.assignments: dict[str, Assignment] = {}  # pod uid -> assignment
         self._by_node: dict[str, dict[str, Assignment]] = {}  # node -> uid -> assignment (the same values)
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> its usage, until an assignment there changes
+        self._gone: set[str] = set()  # uids whose pod is gone, their records not yet collected (drop_gone)
+        self._gone_checked: dict[str, float] = {}  # node -> when drop_gone last read its pods
         self.synced = False
 
     # --- reads -----------------------------------------------------------------------------------------
@@ -95,6 +98,28 @@ class ExtenderState:
             self._by_node.get(old.node, {}).pop(uid, None)
             self._usage.pop(old.node, None)
 
+    def drop_gone(self, node: str, force: bool = False, min_interval_s: float = 2.0) -> int:
+        """Drop the node's assignments whose pod is gone or finished; returns how many. At most once per
+        `min_interval_s` per node unless `force`.
+
+        Called when a pod does not fit. The records of deleted pods stay until the leader's next resync
+        collects them, and the scheduler does not retry a pod the extender turned down until a pod or
+        node changes (or 5 minutes pass): a pod pending for a share that was just freed would otherwise
+        wait that long.
+        """
+        now = time.monotonic()
+        with self._lock:
+            if not force and now - self._gone_checked.get(node, -min_interval_s) < min_interval_s:
+                return 0
+            self._gone_checked[node] = now
+            candidates = list(self._by_node.get(node, {}).values())
+        gone = [a for a in candidates if not self._pod_alive(a)]
+        with self._lock:
+            for a in gone:
+                self._gone.add(a.uid)
+                self._drop(a.uid)
+        return len(gone)
+
     def refresh_node(self, node: str) -> None:
         """Re-read one node's inventory and records (call under node_lock, before reserving on it)."""
         self._set_node(node, self._read_node(node))
@@ -104,6 +129,8 @@ class ExtenderState:
                 self._drop(uid)
             for a in records.values():
                 self._drop(a.uid)
+                if a.uid in self._gone:
+                    continue
                 self.assignments[a.uid] = a
                 self._by_node.setdefault(a.node, {})[a.uid] = a
             self._usage.pop(node, None)
@@ -124,7 +151,7 @@ class ExtenderState:
             pod = pods.get(uid)
             if pod is not None and (pod.get("status") or {}).get("phase") not in TERMINAL:
                 continue
-            if pod is None and self._pod_alive_unscheduled(a):
+            if pod is None and self._pod_alive(a):
                 continue  # bound a moment ago, or bind still in flight
             del records[uid]
             if collect:
@@ -135,6 +162,7 @@ class ExtenderState:
             self.assignments = records
             self._by_node = {}
             self._usage = {}
+            self._gone = set()
             for a in records.values():
                 self._by_node.setdefault(a.node, {})[a.uid] = a
             self.synced = True
@@ -153,7 +181,7 @@ class ExtenderState:
 
     # --- helpers ---------------------------------------------------------------------------------------
 
-    def _pod_alive_unscheduled(self, a: Assignment) -> bool:
+    def _pod_alive(self, a: Assignment) -> bool:
         try:
             pod = self.api.get_pod(a.namespace, a.name)
         except NotFound:

@@ -139,3 +139,34 @@ def test_repeated_bind_of_a_bound_pod_is_a_no_op():
     assert ext.bind({**again, "Node": "n0"}) == {"Error": ""}
     assert "already bound to n0" in ext.bind({**again, "Node": "n1"})["Error"]
     assert len(api.configmaps) == 1 and len(api.bindings) == 1
+
+
+def test_a_deleted_pods_share_is_free_before_the_next_resync():
+    """The scheduler retries a pending pod when another pod is deleted, not when the leader's resync
+    collects its record: the extender must not turn the pending pod down again with the stale usage."""
+    api, ext = cluster()
+    assert bind(api, ext, "a", 6000) == {"Error": ""}
+    api.delete_pod("team", "a")
+    pod = api.add_pod(gpu_pod("b", [("main", {GPU: 1, MEM: 6000})]))
+    got = ext.filter({"Pod": pod, "NodeNames": ["n0"]})
+    assert got["NodeNames"] == ["n0"], got
+    assert ext.bind({"PodName": "b", "PodNamespace": "team", "PodUID": "uid-b", "Node": "n0"}) == {
+        "Error": ""
+    }
+    # Only dropped from the view: the record is the leader's to delete.
+    assert (NAMESPACE, names.LEGACY_RECORD_PREFIX + "uid-a") in api.configmaps
+    pod_c = api.add_pod(gpu_pod("c", [("main", {GPU: 1, MEM: 6000})]))
+    got = ext.filter({"Pod": pod_c, "NodeNames": ["n0"]})
+    assert got["NodeNames"] == [] and "4000 MiB free < 6000" in got["FailedNodes"]["n0"], got
+
+
+def test_bind_rechecks_deleted_pods_at_once():
+    api, ext = cluster()
+    assert bind(api, ext, "a", 6000) == {"Error": ""}
+    pod = api.add_pod(gpu_pod("b", [("main", {GPU: 1, MEM: 6000})]))
+    assert ext.filter({"Pod": pod, "NodeNames": ["n0"]})["NodeNames"] == []  # a alive: checked, fails
+    api.delete_pod("team", "a")
+    # Within the filter's recheck interval, but bind re-reads under the node's lock regardless.
+    assert ext.bind({"PodName": "b", "PodNamespace": "team", "PodUID": "uid-b", "Node": "n0"}) == {
+        "Error": ""
+    }
