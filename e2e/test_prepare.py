@@ -7,6 +7,7 @@ import json
 
 from driver import names
 from e2e import kube
+from e2e.cluster.versions import REPO
 
 N1 = "e2e-n1"
 
@@ -52,9 +53,17 @@ def test_prepare_writes_cdi_and_the_kubelet_passes_it_to_the_runtime(cluster, ap
     env = _edits(spec, "env")
     assert any(e.startswith("CARVE_MEMORY_LIMIT_0=") for e in env), env
     mounts = {m["containerPath"]: m["hostPath"] for m in _edits(spec, "mounts")}
-    assert "/etc/ld.so.preload" in mounts, mounts
+    assert mounts.get(names.LIMITER_CONTAINER_PATH) == str(
+        REPO / "native" / "build" / names.LIMITER_LIBRARY
+    ), mounts
+    # The limiter gets into the container's /etc/ld.so.preload through carve's createContainer hook.
+    hooks = [h for h in _edits(spec, "hooks") if h.get("hookName") == "createContainer"]
+    assert any("preload" in h.get("args", []) and names.LIMITER_CONTAINER_PATH in h["args"] for h in hooks), (
+        hooks
+    )
     # The fake driver's libcuda.so.1 from the node's driver root, as a real driver's would be.
-    assert mounts.get("/usr/lib64/libcuda.so.1", "").startswith(str(node.driver_root)), mounts
+    cuda = [c for c, h in mounts.items() if "libcuda.so" in c and h.startswith(str(node.driver_root))]
+    assert cuda, mounts
     created = [c for c in node.created_containers() if c["namespace"] == namespace and c["pod"] == "prep"]
     assert created, "the kubelet created no container for the pod"
     kind = spec["kind"]

@@ -13,6 +13,7 @@ CARVE_CI_E2E=0 skips the step (with a message), CARVE_CI_E2E_BUILD=0 skips build
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +36,10 @@ def main() -> int:
     if os.environ.get("CARVE_CI_E2E", "1") == "0":
         return skipped("CARVE_CI_E2E=0")
     version = resolve(minor)
+    if os.geteuid() != 0:
+        return skipped("the kubelets need root and this CI user is not root")
+    if not version.binary.exists() and not shutil.which("go"):
+        return skipped(f"{version.binary} is not built and there is no Go to build it")
     if not version.binary.exists():
         if os.environ.get("CARVE_CI_E2E_BUILD", "1") == "0":
             return skipped(f"{version.binary} is not built and CARVE_CI_E2E_BUILD=0")

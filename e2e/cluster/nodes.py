@@ -20,6 +20,7 @@ from e2e.cluster.procs import Proc, Supervisor, free_port
 from e2e.cluster.versions import REPO, Version
 
 PLUGIN_LABEL = "nvidia.com/gpu.present"
+FAKE_DRIVER_VERSION = "580.95.05"
 
 
 @dataclass(frozen=True)
@@ -147,10 +148,14 @@ class Node:
         for name, (major, minor) in nodes.items():
             if not (dev / name).exists():
                 os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+        # Installed as a driver installs them: lib<name>.so.<version>, and the .so.1 soname link.
         lib = self.driver_root / "usr" / "lib64"
         lib.mkdir(parents=True, exist_ok=True)
-        for name in ("libcuda.so.1", "libnvidia-ml.so.1"):
-            shutil.copy2(REPO / "native" / "build" / "fakes" / name, lib / name)
+        for name in ("libcuda.so", "libnvidia-ml.so"):
+            versioned = lib / f"{name}.{FAKE_DRIVER_VERSION}"
+            shutil.copy2(REPO / "native" / "build" / "fakes" / f"{name}.1", versioned)
+            if not (lib / f"{name}.1").is_symlink():
+                (lib / f"{name}.1").symlink_to(versioned.name)
 
     def plugin_argv(self) -> list[str]:
         assert self.plugin_kubeconfig
