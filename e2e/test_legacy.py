@@ -138,13 +138,21 @@ def check_gets_exactly(shim, api, namespace: str, name: str, mem: int, cores: in
     got = sorted(p for p in view["device_nodes"] if p.removeprefix("/dev/nvidia").isdigit())
     assert got == want, (name, view["device_nodes"])
     assert any(m.endswith(names.LIMITER_LIBRARY) for m in view["mounts"]), view["mounts"]
+    # The kubelet called PreStartContainer for these devices, and the plugin found this pod behind them.
+    allocation = view["cdi"][0].partition("=")[2].rsplit("-", 1)[0]
+    done = [
+        line
+        for line in shim.device_plugin.log.read_text().splitlines()
+        if "event=prestart.done" in line and f" pod={namespace}/{name} " in line
+    ]
+    assert any(f" allocation={allocation} " in line for line in done), (name, allocation, done)
 
 
 def test_sizes_bound_together_never_swapped(legacy, api, namespace):
     """Two pods of different sizes created at the same moment onto one node, several rounds: each
     container gets its own limits, through the extender's bind and the plugin's PreStartContainer."""
     sizes = {"small": (4096, 20), "big": (30000, 70)}
-    for rnd in range(3):
+    for rnd in range(5):
         for label, (mem, cores) in sizes.items():
             kube.create(api, namespace, gpu_pod(f"{label}-{rnd}", 1, mem, cores))
         for label, (mem, cores) in sizes.items():
