@@ -192,3 +192,36 @@ def test_pod_not_bound_by_the_extender_never_starts(legacy, api, namespace):
     assert "carve" in messages[0], messages
     assert core.read_namespaced_pod("by-hand", namespace).status.phase == "Pending"
     assert not [e for e in legacy.node.created_containers() if e["pod"] == "by-hand"]
+
+
+def test_kubelet_restart_reregisters_and_keeps_pods(legacy, api, namespace):
+    """The kubelet restarts (its device-plugin dir is wiped, kubelet.sock re-created): the plugin registers
+    again, the running pod keeps its allocation, and a new pod is admitted with its own limits on GPU
+    device IDs the running pod does not hold."""
+    kube.create(api, namespace, gpu_pod("before", 1, 8000, 30))
+    check_gets_exactly(legacy, api, namespace, "before", 8000, 30)
+    held = record(api, kube.wait_running(api, namespace, "before"))["containers"][0]["devices"]
+    registered = "event=registration.accepted"
+    before = legacy.device_plugin.log.read_text().count(registered)
+    node = legacy.node
+    old = node.kubelet
+    old.stop()
+    legacy.cluster.sup.procs.remove(old)
+    node.kubelet = legacy.cluster.sup.start(old.name, old.argv)
+    kube.wait(
+        "the device plugin registered with the restarted kubelet",
+        lambda: legacy.device_plugin.log.read_text().count(registered) > before,
+        120,
+    )
+    # The restarted kubelet reports 0 nvidia.com/gpu until the plugin's devices are back; a pod created in
+    # that window would wait for the scheduler's 5-minute flush (docs/legacy.md, "Kubelet restarts").
+    core = client.CoreV1Api(api)
+    kube.wait(
+        f"{names.LEGACY_GPU} allocatable on {NODE} again",
+        lambda: (core.read_node(NODE).status.allocatable or {}).get(names.LEGACY_GPU) == "30",
+        120,
+    )
+    kube.create(api, namespace, gpu_pod("after", 1, 2000, 5))
+    check_gets_exactly(legacy, api, namespace, "after", 2000, 5)
+    assert kube.wait_running(api, namespace, "before")
+    assert record(api, kube.wait_running(api, namespace, "before"))["containers"][0]["devices"] == held

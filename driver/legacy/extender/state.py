@@ -52,7 +52,8 @@ class ExtenderState:
         self._by_node: dict[str, dict[str, Assignment]] = {}  # node -> uid -> assignment (the same values)
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> its usage, until an assignment there changes
         self._gone: set[str] = set()  # uids whose pod is gone, their records not yet collected (drop_gone)
-        self._gone_checked: dict[str, float] = {}  # node -> when drop_gone last read its pods
+        # node -> when drop_gone last read its pods, and whether one of them was terminating
+        self._gone_checked: dict[str, tuple[float, bool]] = {}
         self.synced = False
 
     # --- reads -----------------------------------------------------------------------------------------
@@ -100,25 +101,27 @@ class ExtenderState:
 
     def drop_gone(self, node: str, force: bool = False, min_interval_s: float = 2.0) -> int:
         """Drop the node's assignments whose pod is gone or finished; returns how many. At most once per
-        `min_interval_s` per node unless `force`.
+        `min_interval_s` per node, unless `force` or the last look saw a pod terminating there.
 
         Called when a pod does not fit. The records of deleted pods stay until the leader's next resync
         collects them, and the scheduler does not retry a pod the extender turned down until a pod or
         node changes (or 5 minutes pass): a pod pending for a share that was just freed would otherwise
-        wait that long.
+        wait that long. A terminating pod still holds its share; its final deletion is the scheduler's
+        next retry, which must look again however soon it comes.
         """
         now = time.monotonic()
         with self._lock:
-            if not force and now - self._gone_checked.get(node, -min_interval_s) < min_interval_s:
+            last, terminating = self._gone_checked.get(node, (-min_interval_s, False))
+            if not force and not terminating and now - last < min_interval_s:
                 return 0
-            self._gone_checked[node] = now
             candidates = list(self._by_node.get(node, {}).values())
-        gone = [a for a in candidates if not self._pod_alive(a)]
+        states = {a.uid: self._pod_state(a) for a in candidates}
         with self._lock:
-            for a in gone:
-                self._gone.add(a.uid)
-                self._drop(a.uid)
-        return len(gone)
+            self._gone_checked[node] = (now, "terminating" in states.values())
+            for uid in [u for u, st in states.items() if st == "gone"]:
+                self._gone.add(uid)
+                self._drop(uid)
+        return sum(st == "gone" for st in states.values())
 
     def refresh_node(self, node: str) -> None:
         """Re-read one node's inventory and records (call under node_lock, before reserving on it)."""
@@ -151,7 +154,7 @@ class ExtenderState:
             pod = pods.get(uid)
             if pod is not None and (pod.get("status") or {}).get("phase") not in TERMINAL:
                 continue
-            if pod is None and self._pod_alive(a):
+            if pod is None and self._pod_state(a) != "gone":
                 continue  # bound a moment ago, or bind still in flight
             del records[uid]
             if collect:
@@ -181,13 +184,16 @@ class ExtenderState:
 
     # --- helpers ---------------------------------------------------------------------------------------
 
-    def _pod_alive(self, a: Assignment) -> bool:
+    def _pod_state(self, a: Assignment) -> str:
+        """ "gone" (deleted, recreated under another uid, or finished), "terminating" or "alive"."""
         try:
             pod = self.api.get_pod(a.namespace, a.name)
         except NotFound:
-            return False
+            return "gone"
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-        return meta.get("uid") == a.uid and status.get("phase") not in TERMINAL
+        if meta.get("uid") != a.uid or status.get("phase") in TERMINAL:
+            return "gone"
+        return "terminating" if meta.get("deletionTimestamp") else "alive"
 
     def _read_node(self, node: str) -> tuple[NodeGpus | None, str]:
         try:

@@ -170,3 +170,27 @@ def test_bind_rechecks_deleted_pods_at_once():
     assert ext.bind({"PodName": "b", "PodNamespace": "team", "PodUID": "uid-b", "Node": "n0"}) == {
         "Error": ""
     }
+
+
+def test_a_terminating_pod_holds_its_share_until_it_is_gone_however_soon():
+    """Graceful deletion: the scheduler retries on the update (still terminating: the share is held) and
+    again on the delete a moment later, which must see the share free (no recheck interval then)."""
+    api, ext = cluster()
+    assert bind(api, ext, "a", 6000) == {"Error": ""}
+    api.pods[("team", "a")]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    pod = api.add_pod(gpu_pod("b", [("main", {GPU: 1, MEM: 6000})]))
+    assert ext.filter({"Pod": pod, "NodeNames": ["n0"]})["NodeNames"] == []
+    api.delete_pod("team", "a")
+    assert ext.filter({"Pod": pod, "NodeNames": ["n0"]})["NodeNames"] == ["n0"]
+
+
+def test_unfit_pods_do_not_read_every_pod_on_each_try():
+    api, ext = cluster()
+    assert bind(api, ext, "a", 6000) == {"Error": ""}
+    reads = []
+    real_get = api.get_pod
+    api.get_pod = lambda ns, name: reads.append(name) or real_get(ns, name)
+    pod = api.add_pod(gpu_pod("b", [("main", {GPU: 1, MEM: 6000})]))
+    for _ in range(5):
+        assert ext.filter({"Pod": pod, "NodeNames": ["n0"]})["NodeNames"] == []
+    assert reads == ["a"]  # once per recheck interval and node
