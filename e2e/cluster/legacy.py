@@ -49,6 +49,7 @@ def legacy_objects(cluster: Cluster, gpus: str) -> list[dict[str, Any]]:
         "legacy.enabled=true",
         "legacy.devicePlugin.gpus=" + gpus.replace(",", r"\,"),  # helm --set splits on commas
         "legacy.extender.resyncInterval=2",
+        "legacy.extender.logLevel=debug",
     )
     docs = []
     for text in rendered.split("\n---"):

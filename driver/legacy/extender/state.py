@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -52,8 +51,6 @@ class ExtenderState:
         self._by_node: dict[str, dict[str, Assignment]] = {}  # node -> uid -> assignment (the same values)
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> its usage, until an assignment there changes
         self._gone: set[str] = set()  # uids whose pod is gone, their records not yet collected (drop_gone)
-        # node -> when drop_gone last read its pods, and whether one of them was terminating
-        self._gone_checked: dict[str, tuple[float, bool]] = {}
         self.synced = False
 
     # --- reads -----------------------------------------------------------------------------------------
@@ -99,25 +96,20 @@ class ExtenderState:
             self._by_node.get(old.node, {}).pop(uid, None)
             self._usage.pop(old.node, None)
 
-    def drop_gone(self, node: str, force: bool = False, min_interval_s: float = 2.0) -> int:
-        """Drop the node's assignments whose pod is gone or finished; returns how many. At most once per
-        `min_interval_s` per node, unless `force` or the last look saw a pod terminating there.
+    def drop_gone(self, node: str) -> int:
+        """Drop the node's assignments whose pod is gone or finished (one pod read each); returns how many.
 
         Called when a pod does not fit. The records of deleted pods stay until the leader's next resync
         collects them, and the scheduler does not retry a pod the extender turned down until a pod or
         node changes (or 5 minutes pass): a pod pending for a share that was just freed would otherwise
-        wait that long. A terminating pod still holds its share; its final deletion is the scheduler's
-        next retry, which must look again however soon it comes.
+        wait that long. No caching: a pod deleted a moment after any earlier look must count as gone at
+        the scheduler's next try, which that deletion triggers. A terminating pod still holds its share.
         """
-        now = time.monotonic()
         with self._lock:
-            last, terminating = self._gone_checked.get(node, (-min_interval_s, False))
-            if not force and not terminating and now - last < min_interval_s:
-                return 0
             candidates = list(self._by_node.get(node, {}).values())
         states = {a.uid: self._pod_state(a) for a in candidates}
+        event(log, logging.DEBUG, "recheck.done", node=node, pods=sorted(states.items()))
         with self._lock:
-            self._gone_checked[node] = (now, "terminating" in states.values())
             for uid in [u for u, st in states.items() if st == "gone"]:
                 self._gone.add(uid)
                 self._drop(uid)

@@ -55,10 +55,10 @@ class Extender:
                 failed[node] = fit.reason
         return _filter_result(names_given, nodes_given, [n for n in candidates if n not in failed], failed)
 
-    def _fit(self, request: PodRequest, node: str, force_recheck: bool = False) -> Fit:
+    def _fit(self, request: PodRequest, node: str) -> Fit:
         fit = self._fit_view(request, node)
         # Not fitting may be the usage of pods deleted since the last resync: drop those and fit again.
-        if not fit.ok and self.state.drop_gone(node, force=force_recheck):
+        if not fit.ok and self.state.drop_gone(node):
             fit = self._fit_view(request, node)
         return fit
 
@@ -122,7 +122,7 @@ class Extender:
                 self.state.refresh_node(node)
             except ClusterError as e:
                 return {"Error": f"bind pod {ns}/{name} to {node}: reading the node's assignments: {e}"}
-            fit = self._fit(request, node, force_recheck=True)
+            fit = self._fit(request, node)
             if not fit.ok:
                 return {"Error": f"bind pod {ns}/{name} to {node}: no longer fits: {fit.reason}"}
             a = Assignment(namespace=ns, name=name, uid=uid, node=node, containers=fit.containers)
