@@ -134,7 +134,9 @@ class LegacyShim:
         c = self.cluster
         self.device_plugin_dir.mkdir(parents=True, exist_ok=True)
         KUBELET_DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
-        bind = f'mount --bind "$0" {KUBELET_DEVICE_PLUGIN_DIR} && exec "$@"'
+        # cwd: the node's root. On the fake CRI the kubelet removes container "log" paths relative to its
+        # working directory (seen: `remove .ci`), which must not be the repository.
+        bind = f'mount --bind "$0" {KUBELET_DEVICE_PLUGIN_DIR} && cd "$0/.." && exec "$@"'
         self.node = Node(
             self.spec,
             self.root,
@@ -261,7 +263,8 @@ class LegacyShim:
         c = self.cluster
         kc = self._kubeconfig("scheduler", self._token(SCHEDULER_SA))
         cfg = self.root / "carve-scheduler.yaml"
-        cfg.write_text(yaml.safe_dump(self.scheduler_config(kc)))
+        config = self.scheduler_config(kc)
+        cfg.write_text(yaml.safe_dump(config))
         self.scheduler = c.sup.start(
             "carve-scheduler",
             [
@@ -275,8 +278,7 @@ class LegacyShim:
             ],
         )
         coord = client.CoordinationV1Api(c.api())
-        lease = self.rendered("ConfigMap", "legacy-scheduler")  # the Lease is named after the profile
-        name = yaml.safe_load(lease["data"]["config.yaml"])["leaderElection"]["resourceName"]
+        name = config["leaderElection"]["resourceName"]
 
         def leading():
             if not self.scheduler.alive():
