@@ -134,9 +134,10 @@ class LegacyShim:
         c = self.cluster
         self.device_plugin_dir.mkdir(parents=True, exist_ok=True)
         KUBELET_DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
-        # cwd: the node's root. On the fake CRI the kubelet removes container "log" paths relative to its
-        # working directory (seen: `remove .ci`), which must not be the repository.
-        bind = f'mount --bind "$0" {KUBELET_DEVICE_PLUGIN_DIR} && cd "$0/.." && exec "$@"'
+        # cwd: an empty directory. On the fake CRI the kubelet removes container "log" paths relative to
+        # its working directory (seen: `remove .ci` in the repository, `remove cdi` in the node's root).
+        (self.root / "kubelet-cwd").mkdir(parents=True, exist_ok=True)
+        bind = f'mount --bind "$0" {KUBELET_DEVICE_PLUGIN_DIR} && cd "$0/../kubelet-cwd" && exec "$@"'
         self.node = Node(
             self.spec,
             self.root,
