@@ -225,3 +225,8 @@ def test_kubelet_restart_reregisters_and_keeps_pods(legacy, api, namespace):
     check_gets_exactly(legacy, api, namespace, "after", 2000, 5)
     assert kube.wait_running(api, namespace, "before")
     assert record(api, kube.wait_running(api, namespace, "before"))["containers"][0]["devices"] == held
+    # Not created again by the restarted kubelet (one CreateContainer), and the new pod's device IDs (so
+    # its CDI devices) are not the running pod's.
+    assert set(container_view(legacy, namespace, "after")["cdi"]).isdisjoint(
+        container_view(legacy, namespace, "before")["cdi"]
+    )
