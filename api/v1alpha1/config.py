@@ -4,6 +4,8 @@ Users put these objects in `spec.devices.config[].opaque.parameters` of a Resour
 DeviceClass) with `driver: gpu.carve.dev`. Two kinds exist, one per family of devices:
 - `GpuConfig` for devices that are a whole GPU or a hardware partition (types gpu, mig, timeslice);
 - `SliceConfig` for soft slices of a GPU enforced by the limiter (types vgpu, slot).
+Each may carry a `claimPolicy` (`GpuClaimPolicy`, `SliceClaimPolicy`), valid only in a DeviceClass's config:
+what the claims of that class may change (policy.py applies it).
 Parsing is strict: unknown fields, wrong types and values outside the enums are errors whose message
 names the field path and the rejected value, because it ends up verbatim in the pod's events.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from driver.names import CONFIG_API_VERSION
 
@@ -69,12 +71,31 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
+# Why a time-slice length other than the driver's cannot be honoured (docs/configuration.md says the same).
+INTERVAL_UNSUPPORTED = (
+    "carve cannot set a time-slice length: NVML (pynvml) has no call for the compute time slice of a "
+    "bare-metal GPU (nvmlDeviceSetVgpuSchedulerState is for vGPU hosts; `nvidia-smi compute-policy "
+    "--set-timeslice` uses a private driver interface); only Default (the driver's own) is accepted"
+)
+
+
 class TimeSlicingSettings(_Strict):
     """How long each process on a time-shared GPU may run before the GPU switches to another."""
 
     interval: TimeSliceInterval = Field(
-        "Default", description="Time-slice length: Default (driver default), Short, Medium or Long."
+        "Default",
+        description="Time-slice length. Only Default (the driver's) is accepted: Short, Medium and Long "
+        "are reserved, because NVML offers no call to set the time slice of a bare-metal GPU.",
+        json_schema_extra={"enum": ["Default"]},
     )
+
+    @field_validator("interval")
+    @classmethod
+    def _only_the_driver_default(cls, value: str) -> str:
+        # Accepting a value carve cannot apply would promise a behaviour the GPU never gets.
+        if value != "Default":
+            raise ValueError(f"{value!r}: {INTERVAL_UNSUPPORTED}")
+        return value
 
 
 # The JSON Schema twin of Sharing's validator below, so schema users (docs, editors, Helm) see the rule.
@@ -105,6 +126,43 @@ class Sharing(_Strict):
         return self
 
 
+_CLAIM_POLICY_DOC = (
+    "Only in a DeviceClass's config: what the config of a claim of this class may change. A field listed "
+    "here may be set by a claim to one of the listed values (or the class's own value); a field left out "
+    "follows the safe rule (docs/configuration.md)."
+)
+
+
+class SharingPolicy(_Strict):
+    """The `sharing` fields a claim's GpuConfig may choose."""
+
+    strategy: list[SharingStrategy] | None = Field(
+        None, description="Sharing strategies a claim may choose. Default rule: any."
+    )
+
+
+class GpuClaimPolicy(_Strict):
+    """What a claim's GpuConfig may change (set in a DeviceClass's GpuConfig)."""
+
+    sharing: SharingPolicy | None = Field(None, description="Bounds of `sharing`.")
+
+
+class SliceClaimPolicy(_Strict):
+    """What a claim's SliceConfig may change (set in a DeviceClass's SliceConfig)."""
+
+    corePolicy: list[CorePolicy] | None = Field(
+        None,
+        description="Core policies a claim may choose. Default rule: the class's or a tighter one "
+        "(disable < default < force); never disable unless the class's own is disable.",
+    )
+    priority: list[Priority] | None = Field(
+        None, description="Priorities a claim may choose. Default rule: the class's or lower (low < high)."
+    )
+    oomPolicy: list[OomPolicy] | None = Field(
+        None, description="OOM policies a claim may choose. Default rule: any."
+    )
+
+
 # Defaults make `GpuConfig()` handy in code, but a user's object must say what it is: parse_config
 # requires both keys, and the exported schema says so too.
 _TYPE_KEYS_REQUIRED = {"required": ["apiVersion", "kind"]}
@@ -119,6 +177,7 @@ class GpuConfig(_Strict):
     apiVersion: Literal["gpu.carve.dev/v1alpha1"] = Field(CONFIG_API_VERSION, description=_API_VERSION_DOC)
     kind: Literal["GpuConfig"] = Field(KIND_GPU_CONFIG, description="GpuConfig.")
     sharing: Sharing = Field(default_factory=Sharing, description="How users of the claim share the device.")
+    claimPolicy: GpuClaimPolicy | None = Field(None, description=_CLAIM_POLICY_DOC)
 
 
 class SliceConfig(_Strict):
@@ -141,6 +200,7 @@ class SliceConfig(_Strict):
         description="error: an allocation beyond the memory limit fails with CUDA_ERROR_OUT_OF_MEMORY; "
         "kill: the process is killed.",
     )
+    claimPolicy: SliceClaimPolicy | None = Field(None, description=_CLAIM_POLICY_DOC)
 
 
 Config = GpuConfig | SliceConfig
@@ -179,6 +239,8 @@ def _describe(err: dict[str, Any]) -> tuple[str, str, Any]:
     field = _path(loc)
     if kind == "extra_forbidden":
         return field, "unknown field", value
+    if kind == "value_error":  # our own validators: their message is the whole story
+        return field, str(err["ctx"]["error"]), value
     if kind == "literal_error":
         return field, f"{value!r} is not one of {err['ctx']['expected']}", value
     if kind == "missing":

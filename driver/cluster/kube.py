@@ -80,6 +80,7 @@ class KubeCluster:
     def __init__(self, api_client: client.ApiClient, request_timeout: float = 15.0) -> None:
         self.api_client = api_client
         self.resource = client.ResourceV1Api(api_client)
+        self.core = client.CoreV1Api(api_client)  # Events only
         self.request_timeout = request_timeout
 
     @classmethod
@@ -178,6 +179,16 @@ class KubeCluster:
             name,
             "",
             lambda: self.resource.delete_resource_slice(name, _request_timeout=self.request_timeout),
+        )
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        """Record a core/v1 Event (driver/plugin/enforcement.py: about a claim the limiter does not hold)."""
+        name = (body.get("metadata") or {}).get("generateName", "")
+        self._call(
+            "Event",
+            name,
+            namespace,
+            lambda: self.core.create_namespaced_event(namespace, body, _request_timeout=self.request_timeout),
         )
 
     def server_version(self) -> tuple[int, int]:

@@ -45,6 +45,7 @@ class LocalCluster:
         self._rv = 0
         self._slices: dict[str, dict[str, Any]] = {}
         self._claims: dict[tuple[str, str], dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []  # core/v1 Events, in the order they were created
 
     # -- ResourceClaims -------------------------------------------------------------------------------
 
@@ -86,6 +87,12 @@ class LocalCluster:
                 raise NotFound(
                     f"resourceclaims {namespace}/{name} not found", KIND_RESOURCE_CLAIM, name, namespace, 404
                 )
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        with self._lock:
+            stored = copy.deepcopy(body)
+            stored.setdefault("metadata", {})["namespace"] = namespace
+            self.events.append(stored)
 
     # -- ResourceSlices -------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """The Python side of a claim's shared accounting region (native/include/carve_region.h).
 
-The plugin creates the region file when it prepares a claim (`create_region`), reads usage back for metrics
-and writes live compute shares into it (`Region`). The ctypes structures below mirror the C layout field for
+The plugin creates the region file when it prepares a claim (`create_region`) and reads usage back for
+metrics and the NVML cross-check (`Region`). The container can write this file: nothing in it is a limit the
+limiter enforces (the plugin-owned limits file is, driver/limits/limitsfile.py), and the plugin opens it as
+untrusted (`open_untrusted`). The ctypes structures below mirror the C layout field for
 field; tests/unit/limits/test_limits_region_layout.py compares every offset and size with a compiled probe.
 """
 
@@ -11,6 +13,7 @@ import contextlib
 import ctypes
 import mmap
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +21,7 @@ from driver.fsutil import write_atomic
 from driver.limits.env import CORE_POLICIES, MAX_DEVICES, OOM_POLICIES, PRIORITIES, ClaimLimits, validate
 
 MAGIC = int.from_bytes(b"CARVEREG", "little")
-VERSION = 1
+VERSION = 2  # 2: the limits moved to the plugin-owned limits file; the copies here are informational
 MAX_PROCS = 1024
 FROM_PLUGIN = 1
 FROM_ENV = 2
@@ -27,6 +30,39 @@ REGION_MODE = 0o666  # containers run as any uid; the claim's directory (0700 + 
 
 class RegionError(Exception):
     """A region file that is missing, foreign or corrupt; the message names the file and the field."""
+
+
+def open_untrusted(
+    path: Path, flags: int, size: int, what: str = "region", cut_oversized: bool = False
+) -> int:
+    """Open a file a container can write or replace, as untrusted: relative to its directory's descriptor,
+    never following a symlink, never blocking on a fifo or device node, regular files only, and never larger
+    than `size` (a bigger file is refused, or cut back to `size` with `cut_oversized`: the host space a
+    container can fill through it stays bounded). Returns the descriptor; RegionError names the problem."""
+    path = Path(path)
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as e:
+        raise RegionError(f"{what} {path}: cannot open its directory: {e.strerror}") from None
+    try:
+        fd = os.open(path.name, flags | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as e:
+        problem = "is a symlink" if e.errno == 40 else f"cannot open: {e.strerror}"  # ELOOP
+        raise RegionError(f"{what} {path}: {problem}") from None
+    finally:
+        os.close(dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RegionError(f"{what} {path}: not a regular file (mode {st.st_mode:#o})")
+        if st.st_size > size and cut_oversized:
+            os.ftruncate(fd, size)
+        elif st.st_size != size:
+            raise RegionError(f"{what} {path}: size is {st.st_size} bytes, expected {size}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class DeviceStruct(ctypes.Structure):
@@ -112,6 +148,7 @@ class ProcessUsage:
     pid: int
     host_pid: int
     used: tuple[int, ...]  # bytes per device
+    pid_ns: int = 0  # inode of the process's pid namespace (0 when the limiter could not tell)
 
 
 HostPids = dict[tuple[int, int], int]  # (pid namespace inode, pid inside it) -> host pid
@@ -138,7 +175,8 @@ def scan_host_pids(proc: Path = Path("/proc")) -> HostPids:
 
 
 class Region:
-    """A mapped region file: read usage, change limits live. Writes are single aligned stores."""
+    """A mapped region file: usage, process slots and measured utilization. Its limit fields are the copy
+    written at create (informational): the limits the limiter enforces are in the limits file."""
 
     def __init__(self, path: Path, mapping: mmap.mmap, struct: RegionStruct):
         self.path = Path(path)
@@ -146,16 +184,12 @@ class Region:
         self._struct = struct
 
     @classmethod
-    def open(cls, path: Path) -> Region:
+    def open(cls, path: Path, cut_oversized: bool = False) -> Region:
+        """Map a region file, opened as untrusted (open_untrusted); `cut_oversized`: a file a container grew
+        is cut back to the layout's size instead of refused."""
         path = Path(path)
+        fd = open_untrusted(path, os.O_RDWR, REGION_SIZE, "region", cut_oversized)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except OSError as e:
-            raise RegionError(f"region {path}: cannot open: {e.strerror}") from None
-        try:
-            size = os.fstat(fd).st_size
-            if size != REGION_SIZE:
-                raise RegionError(f"region {path}: size is {size} bytes, expected {REGION_SIZE}")
             mapping = mmap.mmap(fd, REGION_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)
@@ -221,24 +255,14 @@ class Region:
         """The claim's SM utilization (percent) the limiter measured at its last tick."""
         return self._device(device).utilization
 
-    def set_cores_limit(self, device: int, percent: int) -> None:
-        """Change a running claim's compute share; limiters pick it up at their next tick."""
-        if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
-            raise RegionError(f"region {self.path}: devices[{device}].cores_limit: {percent!r} not in 0..100")
-        self._device(device).cores_limit = percent
-        self._struct.generation += 1
-
-    def set_high_neighbours(self, device: int, count: int) -> None:
-        """How many high-priority claims share this GPU; a low-priority claim yields while they are busy."""
-        if count < 0:
-            raise RegionError(f"region {self.path}: devices[{device}].high_neighbours: {count} is negative")
-        self._device(device).high_neighbours = count
-        self._struct.generation += 1
-
     def processes(self) -> list[ProcessUsage]:
         """Processes currently holding a slot (possibly dead ones not reclaimed yet)."""
         n = self._struct.device_count
-        return [ProcessUsage(p.pid, p.host_pid, tuple(p.used[:n])) for p in self._struct.procs if p.pid > 0]
+        return [
+            ProcessUsage(p.pid, p.host_pid, tuple(p.used[:n]), p.pid_ns)
+            for p in self._struct.procs
+            if p.pid > 0
+        ]
 
     def needs_host_pids(self) -> bool:
         """Whether a process of the claim waits for the node to tell its host pid."""

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from driver.limits import RegionError
 from driver.metrics.regions import ClaimUsage, is_limited, read_claim_usage, region_path
 from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord
+from driver.plugin.enforcement import Findings
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class PluginState:
     # Whether a claim is still prepared now: a region that vanished because the claim was just unprepared
     # is not an error.
     still_prepared: Callable[[str], bool] = lambda _uid: True
+    # The region watcher's last NVML cross-check (driver/plugin/enforcement.py); None: not checked.
+    findings: Findings | None = None
 
 
 class StateCollector(Collector):
@@ -63,6 +66,7 @@ class StateCollector(Collector):
         yield from self._plugin(state)
         yield from self._inventory(state)
         yield from self._claims(state)
+        yield from self._enforcement(state)
 
     # --- plugin and inventory --------------------------------------------------------------------------
 
@@ -158,6 +162,35 @@ class StateCollector(Collector):
         )
         errors.add_metric([], self.region_errors)
         yield errors
+
+    # --- the NVML cross-check ----------------------------------------------------------------------------
+
+    def _enforcement(self, state: PluginState) -> Iterator[Metric]:
+        f = state.findings
+        unenforced = GaugeMetricFamily(
+            "carve_unenforced_processes",
+            "Processes on a soft-sliced GPU that no claim's region knows (they escape the limiter), at the "
+            "region watcher's last pass.",
+            labels=["gpu_uuid"],
+        )
+        over = GaugeMetricFamily(
+            "carve_claim_memory_over_quota_bytes",
+            "Memory NVML counts for a claim's processes on a GPU beyond its quota, when over the margin.",
+            labels=[*CLAIM_LABELS, "gpu_uuid"],
+        )
+        kills = CounterMetricFamily(
+            "carve_enforcement_kills", "Processes killed by --kill-unenforced since the plugin started."
+        )
+        if f is not None:
+            for gpu in f.soft_gpus:
+                unenforced.add_metric([gpu], sum(1 for u in f.unenforced if u.gpu_uuid == gpu))
+            refs = {c.uid: c for c in state.claims}
+            for o in f.over_quota:
+                c = refs.get(o.claim_uid)
+                if c is not None:
+                    over.add_metric([c.namespace, c.name, c.uid, o.gpu_uuid], o.used_bytes - o.limit_bytes)
+            kills.add_metric([], f.kills)
+        yield from (unenforced, over, kills)
 
     def _read(self, state: PluginState, record: ClaimRecord) -> ClaimUsage | None:
         path = region_path(state.claims_dir, record.uid)

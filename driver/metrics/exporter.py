@@ -123,6 +123,9 @@ def plugin_state(plugin) -> PluginState:
             for g in plugin.gpus
         ],
         still_prepared=lambda uid: uid in preparer.state,
+        findings=plugin.region_watcher.enforcer.findings
+        if plugin.region_watcher is not None and plugin.region_watcher.enforcer is not None
+        else None,
     )
 
 

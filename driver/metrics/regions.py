@@ -1,9 +1,10 @@
 """What a soft-slice or slot claim uses, read from its shared region at scrape time.
 
-The limiter keeps every number in the claim's region file (driver/limits/region.py); reading it is a
-mapping and a few loads, so the exporter reads it on each scrape instead of caching anything. The region
-numbers its devices in CUDA order and names each by GPU UUID; this module puts the carve device names of
-the claim's checkpoint record next to them.
+The limiter keeps the usage in the claim's region file (driver/limits/region.py); reading it is a mapping
+and a few loads, so the exporter reads it on each scrape instead of caching anything. The quota and the
+share come from the plugin's limits file (driver/limits/limitsfile.py), which the container cannot write;
+it numbers the devices as the region does and names each by GPU UUID; this module puts the carve device
+names of the claim's checkpoint record next to them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from driver import names
-from driver.limits import Region
+from driver.limits import Region, read_limits
 from driver.plugin.checkpoint import ClaimRecord
 from driver.plugin.edits import ClaimFiles
 
@@ -56,21 +57,23 @@ def _device_names(record: ClaimRecord) -> dict[str, str]:
 
 
 def read_claim_usage(record: ClaimRecord, path: Path) -> ClaimUsage:
-    """The claim's usage per device; raises RegionError for a missing, foreign or corrupt region file."""
+    """The claim's usage per device; raises RegionError for a missing, foreign or corrupt region or limits
+    file. `path` is the region file, <claims>/<uid>/region/region."""
     names_by_gpu = _device_names(record)
+    limits = read_limits(ClaimFiles(Path(path).parent.parent).limits)
     with Region.open(path) as region:
         devices = []
-        for i in range(region.device_count):
-            uuid = region.uuid(i)
+        for i in range(min(region.device_count, len(limits.uuids))):
+            uuid = limits.uuids[i]
             devices.append(
                 DeviceUsage(
                     device=names_by_gpu.get(uuid, ""),
                     gpu_uuid=uuid,
                     memory_used_bytes=region.used_bytes(i),
-                    memory_limit_bytes=region.memory_limit(i),
+                    memory_limit_bytes=limits.memory_limits[i],
                     memory_peak_bytes=region.peak_bytes(i),
                     oom_refusals=region.oom_refusals(i),
-                    cores_limit_percent=region.cores_limit(i),
+                    cores_limit_percent=limits.cores_limits[i],
                     sm_utilization_percent=region.utilization(i),
                 )
             )

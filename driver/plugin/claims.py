@@ -1,19 +1,32 @@
 """From a ResourceClaim to what this node must prepare: pure, values in and values out.
 
-`plan_claim` checks the claim (UID, allocation, driver, pool), finds each allocated device in the node's
-catalog, resolves its opaque config and reads what it consumed. Every failure is a PrepareError whose
+`plan_claim` checks the claim (UID, allocation, driver, pool, shareID), finds each allocated device in the
+node's catalog, resolves its opaque config within what its DeviceClass allows (api/v1alpha1/policy.py)
+and reads what it consumed; nothing later reads the raw claim again. Every failure is a PrepareError whose
 message names the claim (ns/name/uid), the device and the field, because it is shown in the pod's events.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-from api.v1alpha1 import Config, ConfigError, resolve_configs, split_allocation_config
+from api.v1alpha1 import (
+    Config,
+    ConfigError,
+    claim_config_indices,
+    request_class,
+    resolve_configs,
+    split_allocation_config,
+)
 from driver import names
 from driver.limits import ClaimLimits, DeviceLimit, LimitsError
 from driver.limits.env import validate
 from driver.plugin.catalog import NodeDevice, quantity_int
+
+# Kubernetes' own format for shareID (a lowercase UUID, 8-4-4-4-12). It becomes part of CDI device names
+# and file names, so anything else is refused before a file is written.
+_SHARE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 class PrepareError(Exception):
@@ -68,6 +81,8 @@ def plan_claim(ref: ClaimRef, claim: dict, pool: str, catalog: dict[str, NodeDev
             f"{ref}: status.allocation.devices.results: no device of driver {names.DRIVER_NAME}"
         )
     class_configs, claim_configs = split_allocation_config(alloc_devices.get("config") or [])
+    spec_devices = (claim.get("spec") or {}).get("devices") or {}
+    claim_indices = claim_config_indices(spec_devices.get("config"), claim_configs)
     planned = []
     for i, result in enumerate(results):
         where = f"{ref}: status.allocation.devices.results[{i}]"
@@ -80,8 +95,19 @@ def plan_claim(ref: ClaimRef, claim: dict, pool: str, catalog: dict[str, NodeDev
         device = catalog.get(device_name)
         if device is None:
             raise PrepareError(f"{where}: device: {device_name!r} is not a device this node publishes")
+        share_id = result.get("shareID")
+        if share_id is not None and not (isinstance(share_id, str) and _SHARE_ID.fullmatch(share_id)):
+            raise PrepareError(f"{where}: shareID: {share_id!r} is not a lowercase UUID (8-4-4-4-12)")
+        request = result.get("request", "")
         try:
-            config = resolve_configs(class_configs, claim_configs, result.get("request", ""), device.type)
+            config = resolve_configs(
+                class_configs,
+                claim_configs,
+                request,
+                device.type,
+                class_name=request_class(spec_devices.get("requests"), request),
+                claim_indices=claim_indices,
+            )
         except ConfigError as e:
             raise PrepareError(f"{ref}: device {device_name}: {e}") from None
         consumed = {}
@@ -95,7 +121,7 @@ def plan_claim(ref: ClaimRef, claim: dict, pool: str, catalog: dict[str, NodeDev
                 request=result.get("request", ""),
                 pool=pool,
                 device=device,
-                share_id=result.get("shareID") or None,
+                share_id=share_id or None,
                 config=config,
                 consumed=consumed,
             )

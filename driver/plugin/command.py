@@ -78,6 +78,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--region-interval", type=float, default=2.0, help="seconds between passes over the claims' regions"
     )
     p.add_argument(
+        "--kill-unenforced",
+        action="store_true",
+        help="SIGKILL GPU processes on soft-sliced GPUs that escape the limiter or exceed their claim's "
+        "quota by NVML's count (default: report them only: Event on the claim, metrics)",
+    )
+    p.add_argument(
         "--boot-id-file",
         default="/proc/sys/kernel/random/boot_id",
         help="file holding the node's boot id (prepared state is void after a reboot)",
@@ -182,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         soft_context_reserve=context_reserve(args),
         publish_interval_s=args.publish_interval,
         region_interval_s=args.region_interval,
+        kill_unenforced=args.kill_unenforced,
         boot_id=read_boot_id(Path(args.boot_id_file)),
     )
     mig = NvmlMig()

@@ -19,10 +19,13 @@ from driver.plugin.hostlayout import HostLayout
 
 __all__ = ["ClaimDevice", "ClaimEdits", "ClaimFiles", "DriverFilesError", "HostLayout", "claim_edits"]
 
-# Each claim's region directory is mounted at /var/run/carve/<claim-uid>, so two soft claims in one
-# container never mount onto the same path (see docs/plugin.md, "Several soft claims in one container").
+# Each claim's files are mounted under /var/run/carve/<claim-uid>, so two soft claims in one container never
+# mount onto the same path (see docs/plugin.md, "Several soft claims in one container"): the region file
+# read-write (usage accounting only) and the limits directory read-only (what the limiter enforces).
 REGION_CONTAINER_DIR = "/var/run/carve"
 REGION_FILE = "region"
+LIMITS_DIR = "limits"
+LIMITS_FILE = "limits"
 # The limiter indexes limits by CUDA ordinal; PCI order is the one the plugin can predict (claim_limits).
 DEVICE_ORDER_ENV = "CUDA_DEVICE_ORDER=PCI_BUS_ID"
 
@@ -34,7 +37,8 @@ def region_container_path(claim_uid: str) -> str:
 
 @dataclass(frozen=True)
 class ClaimFiles:
-    """The per-claim directory <plugin-dir>/claims/<uid>: the shared region."""
+    """The per-claim directory <plugin-dir>/claims/<uid> (0700): the shared region (the one file a container
+    may write, fixed-size) and the plugin-owned limits directory (read-only to containers)."""
 
     root: Path
 
@@ -46,21 +50,33 @@ class ClaimFiles:
     def region(self) -> Path:
         return self.region_dir / REGION_FILE
 
+    @property
+    def limits_dir(self) -> Path:
+        return self.root / LIMITS_DIR
+
+    @property
+    def limits(self) -> Path:
+        return self.limits_dir / LIMITS_FILE
+
 
 def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> ContainerEdits:
     """Mounts, env and the preload hook that put the claim's processes under the limiter.
 
-    The region directory goes where `limits.region_path` says (region_container_path of the claim).
+    The region file goes where `limits.region_path` says (region_container_path of the claim), read-write:
+    only the file, so a container gets no writable host directory and cannot delete or replace it (a mount
+    point). The limits directory goes next to it, read-only: the limiter reads <region dir>/limits/limits.
+    A directory, not the file, so the plugin's atomic rewrites (a new inode) reach running containers.
     The image's own /etc/ld.so.preload is kept: carve-cdi-hook (installed in `limiter_dir`) puts the
     limiter's line first in the container's file instead of a mount hiding the image's lines.
     """
     env = limiter_env(limits)
-    region_dir = str(Path(limits.region_path).parent)
+    limits_at = str(Path(limits.region_path).parent / LIMITS_DIR)
     return ContainerEdits(
         env=(*(f"{k}={v}" for k, v in sorted(env.items())), DEVICE_ORDER_ENV),
         mounts=(
             Mount(str(Path(limiter_dir) / names.LIMITER_LIBRARY), names.LIMITER_CONTAINER_PATH),
-            Mount(str(files.region_dir), region_dir, ("rw", "nosuid", "nodev", "bind")),
+            Mount(str(files.region), limits.region_path, ("rw", "nosuid", "nodev", "noexec", "bind")),
+            Mount(str(files.limits_dir), limits_at, ("ro", "nosuid", "nodev", "noexec", "bind")),
         ),
         hooks=(preload_hook(limiter_dir),),
     )

@@ -82,6 +82,12 @@ class FileCluster:
                 f"resourceclaims {namespace}/{name} not found", KIND_RESOURCE_CLAIM, name, namespace, 404
             )
 
+    def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        """Events go to <root>/events/<namespace>.<uuid>.json (what `kubectl get events` would list)."""
+        (self.root / "events").mkdir(exist_ok=True)
+        stored = {**copy.deepcopy(body), "metadata": {**body.get("metadata", {}), "namespace": namespace}}
+        write_atomic(self.root / "events" / f"{namespace}.{uuid.uuid4()}.json", json.dumps(stored).encode())
+
     # -- ResourceSlices -------------------------------------------------------------------------------
 
     def _slice_path(self, name: str) -> Path:

@@ -5,7 +5,7 @@ prepare (per claim, under its claim lock and the node lock):
   2. create MIG instances at their allocated placements, each recorded in the MIG journal before and after
      (driver/plugin/migjournal.py); an instance already at the placement is an error unless the journal
      names it as this claim's (a retry), never adopted otherwise
-  3. write the claim directory: the shared region (soft slices and slots)
+  3. write the claim directory: the shared region and the limits file (soft slices and slots)
   4. write the CDI spec (edits from driver/plugin/edits.py claim_edits, host files checked again)
   5. record PrepareCompleted
 A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
@@ -30,7 +30,7 @@ from driver.cdi.store import SpecStore
 from driver.cluster.base import ClusterError, NotFound
 from driver.fsutil import ensure_private_dir, fsync_dir
 from driver.gpu.model import MigInstance
-from driver.limits import create_region
+from driver.limits import create_region, write_limits
 from driver.plugin import faults
 from driver.plugin.catalog import NodeDevice
 from driver.plugin.checkpoint import (
@@ -54,6 +54,7 @@ from driver.plugin.locks import ClaimLocks, NodeLock
 from driver.plugin.logfmt import event
 from driver.plugin.miginstances import MigKeeper, MigOps, needs_mig_off
 from driver.plugin.migjournal import FILE_NAME, MigJournal
+from driver.plugin.regions import claim_runtime
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -268,6 +269,8 @@ class Preparer:
         files.region_dir.mkdir(mode=0o755, exist_ok=True)
         files.region_dir.chmod(0o755)
         create_region(files.region, limits)
+        # what the limiter enforces: plugin-owned, read-only to the container (the watcher keeps it current)
+        write_limits(files.limits, limits, claim_runtime(ref.uid, limits, self.state, self.claims_dir))
 
     # --- unprepare -------------------------------------------------------------------------------------
 

@@ -1,27 +1,44 @@
 """The region watcher: the plugin's side of the limiter's feedback loop, for the claims prepared on this node.
 
-Every few seconds a background thread opens the region of each prepared soft-slice or slot claim and
- - fills in the host pids of the claim's processes (Region.resolve_host_pids): NVML reports host pids, a
-   containerised process cannot see its own, and the limiter needs them to attribute SM utilization to its
-   claim rather than to the whole GPU. Seeing them needs the host's pid namespace (hostPID: true);
- - marks high-priority neighbours: each device of a low-priority claim gets the number of OTHER
-   high-priority claims with a device on the same GPU (by UUID), so the limiter knows whom to yield to.
-`high_neighbour_marks` is the pure rule; `RegionWatcher` applies it to the files. A missing or corrupt
-region is logged once and skipped; nothing the watcher meets stops it or the plugin.
+Every few seconds a background thread, for each prepared soft-slice or slot claim:
+ - keeps its plugin-owned limits file current (driver/limits/limitsfile.py): the effective compute share of
+   each device (`effective_shares`: reserved cores are guaranteed, best-effort claims share what is left)
+   and the number of high-priority neighbours on its GPU (`high_neighbour_marks`, a low-priority claim
+   yields to them). Priority and GPU UUIDs come from the plugin's records (the checkpoint's GPU of each
+   device, the limits file the plugin wrote), never from the region a container can write;
+ - opens its region as untrusted (O_NOFOLLOW|O_NONBLOCK, regular file, relative to the claim directory;
+   a region a container grew is cut back to its fixed size) and fills in the host pids of the claim's
+   processes (Region.resolve_host_pids): NVML reports host pids, a containerised process cannot see its own.
+   Seeing them needs the host's pid namespace (hostPID: true);
+ - cross-checks the regions with NVML (driver/plugin/enforcement.py): processes no region knows, claims over
+   their quota.
+A missing or corrupt file is logged once and skipped; nothing the watcher meets stops it or the plugin.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from driver import names
-from driver.limits import Region, RegionError, scan_host_pids
+from driver.limits import (
+    ClaimLimits,
+    ClaimRuntime,
+    DeviceLimit,
+    LimitsView,
+    Region,
+    RegionError,
+    read_limits,
+    scan_host_pids,
+    write_limits,
+)
 from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord
-from driver.plugin.edits import ClaimFiles
+from driver.plugin.edits import ClaimFiles, region_container_path
+from driver.plugin.enforcement import ClaimView, Enforcer
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
@@ -32,11 +49,17 @@ LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT)
 
 @dataclass(frozen=True)
 class ClaimRegion:
-    """What the marking rule needs of one claim's region."""
+    """What the sharing rules need of one claim, from the plugin's own records (never the writable region)."""
 
     uid: str
     priority: str  # high | low
-    gpus: tuple[str, ...]  # the GPU UUID of each region device, "" when the region does not say
+    gpus: tuple[str, ...]  # the GPU UUID of each device, "" when unknown
+    cores: tuple[int, ...] = ()  # the cores percent each device reserved; 0 = best effort
+
+
+MIN_BEST_EFFORT_SHARE = (
+    1  # what a best-effort claim keeps when reservations take the whole GPU (0 = no limit)
+)
 
 
 Marks = dict[tuple[str, int], int]  # (claim uid, region device index) -> high-priority neighbours
@@ -63,6 +86,80 @@ def high_neighbour_marks(claims: Iterable[ClaimRegion]) -> Marks:
     }
 
 
+def effective_shares(claims: Iterable[ClaimRegion]) -> dict[tuple[str, int], int]:
+    """The compute share each device's limiter enforces (0 = no compute limit).
+
+    Reserved cores are guaranteed: a device that reserved cores keeps exactly its reservation. A device that
+    reserved none (best effort) shares only what the reservations on its GPU leave, so while reserved claims
+    are busy it is held to 100 - reserved (at least MIN_BEST_EFFORT_SHARE); with no reservation on its GPU
+    it is not limited. (Its limiter throttles only while a neighbour is busy, so an idle GPU is still used.)
+    """
+    claims = list(claims)
+    reserved: dict[str, int] = {}
+    for c in claims:
+        for gpu, cores in zip(c.gpus, c.cores, strict=False):
+            if gpu and cores:
+                reserved[gpu] = reserved.get(gpu, 0) + cores
+    shares = {}
+    for c in claims:
+        for i, gpu in enumerate(c.gpus):
+            cores = c.cores[i] if i < len(c.cores) else 0
+            if cores or not gpu or not reserved.get(gpu):
+                shares[(c.uid, i)] = cores
+            else:
+                shares[(c.uid, i)] = max(MIN_BEST_EFFORT_SHARE, 100 - min(100, reserved[gpu]))
+    return shares
+
+
+def runtime_of(uid: str, device_count: int, claims: Iterable[ClaimRegion]) -> ClaimRuntime:
+    """The effective shares and neighbour marks of one claim among all the claims of the node."""
+    claims = list(claims)
+    shares, marks = effective_shares(claims), high_neighbour_marks(claims)
+    return ClaimRuntime(
+        shares=tuple(shares.get((uid, i), 0) for i in range(device_count)),
+        high_neighbours=tuple(marks.get((uid, i), 0) for i in range(device_count)),
+    )
+
+
+def limits_of(uid: str, view: LimitsView) -> ClaimLimits:
+    """The claim's own limits, as its limits file records them (to rewrite the file with a new runtime)."""
+    devices = tuple(
+        DeviceLimit(memory, cores, uuid)
+        for memory, cores, uuid in zip(view.memory_limits, view.cores_reserved, view.uuids, strict=True)
+    )
+    return ClaimLimits(devices, region_container_path(uid), view.core_policy, view.priority, view.oom_policy)
+
+
+def claim_region(uid: str, view: LimitsView) -> ClaimRegion:
+    return ClaimRegion(uid, view.priority, view.uuids, view.cores_reserved)
+
+
+def claim_runtime(
+    uid: str, limits: ClaimLimits, state: Mapping[str, ClaimRecord], claims_dir: Path
+) -> ClaimRuntime:
+    """At prepare: the runtime of a new claim next to the claims already prepared on the node."""
+    others = []
+    for other in limited_claims(state):
+        if other == uid:
+            continue
+        try:
+            others.append(claim_region(other, read_limits(ClaimFiles(Path(claims_dir) / other).limits)))
+        except RegionError:
+            continue  # the watcher reports it; this claim's share is corrected at its next pass
+    mine = ClaimRegion(
+        uid,
+        limits.priority,
+        tuple(d.uuid for d in limits.devices),
+        tuple(d.cores_percent for d in limits.devices),
+    )
+    return runtime_of(uid, len(limits.devices), [*others, mine])
+
+
+def checkpoint_gpus(record: ClaimRecord) -> set[str]:
+    """The GPUs of a claim's limited devices, as the plugin recorded them at prepare."""
+    return {d.gpu_uuid for d in record.devices if d.type in LIMITED_TYPES and d.gpu_uuid}
+
+
 def limited_claims(state: Mapping[str, ClaimRecord]) -> list[str]:
     """UIDs of the prepared claims that run under the limiter (they have a region file)."""
     return sorted(
@@ -73,7 +170,7 @@ def limited_claims(state: Mapping[str, ClaimRecord]) -> list[str]:
 
 
 class RegionWatcher:
-    """Applies host pids and neighbour marks to the regions of the prepared claims, every `interval_s`."""
+    """Keeps limits files current, fills host pids, and cross-checks with NVML, every `interval_s`."""
 
     def __init__(
         self,
@@ -81,11 +178,17 @@ class RegionWatcher:
         claims_dir: Path,
         interval_s: float = DEFAULT_INTERVAL_S,
         proc_root: Path = Path("/proc"),
+        enforcer: Enforcer | None = None,
     ):
         self._state = state
         self._claims_dir = Path(claims_dir)
         self.interval_s = interval_s
         self._proc = Path(proc_root)
+        self.enforcer = enforcer  # None: no NVML cross-check (no GPU access, or tests of the rest)
+        try:
+            self._own_ns = os.stat(self._proc / "self" / "ns" / "pid").st_ino
+        except OSError:
+            self._own_ns = -1
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reported: dict[str, str] = {}  # uid (or "" for the watcher) -> problem logged last
@@ -118,26 +221,76 @@ class RegionWatcher:
             self._reported.pop("", None)
 
     def tick(self) -> None:
-        """One pass over the prepared claims' regions."""
+        """One pass over the prepared claims."""
+        state = dict(self._state())
+        uids = limited_claims(state)
+        views = self._read_limits(uids, state)
+        self._update_limits(views)
         regions: dict[str, Region] = {}
-        uids = limited_claims(dict(self._state()))
         try:
-            for uid in uids:
+            for uid in views:
                 path = ClaimFiles(self._claims_dir / uid).region
                 try:
-                    regions[uid] = Region.open(path)
+                    regions[uid] = self._open_region(uid, path)
                 except RegionError as e:
                     self._report_once(uid, "regions.skipped", str(e))
                     continue
                 if self._reported.pop(uid, None) is not None:
                     event(log, logging.INFO, "regions.recovered", uid=uid, region=str(path))
             self._resolve_pids(regions)
-            self._mark(regions)
+            if self.enforcer is not None:
+                self._cross_check(state, views, regions)
         finally:
             for region in regions.values():
                 region.close()
         for uid in set(self._reported) - set(uids) - {""}:
             del self._reported[uid]  # the claim is gone: report it afresh if it comes back broken
+
+    def _read_limits(self, uids: list[str], state: Mapping[str, ClaimRecord]) -> dict[str, LimitsView]:
+        """Each claim's limits file, checked against the checkpoint: the GPUs it names are the claim's."""
+        views = {}
+        for uid in uids:
+            path = ClaimFiles(self._claims_dir / uid).limits
+            try:
+                view = read_limits(path)
+            except RegionError as e:
+                self._report_once(uid, "regions.limits-unreadable", str(e))
+                continue
+            strange = set(filter(None, view.uuids)) - checkpoint_gpus(state[uid])
+            if strange:
+                self._report_once(
+                    uid,
+                    "regions.limits-mismatch",
+                    f"limits {path}: GPUs {sorted(strange)} are not the claim's in the checkpoint",
+                )
+                continue
+            views[uid] = view
+        return views
+
+    def _update_limits(self, views: dict[str, LimitsView]) -> None:
+        claims = [claim_region(uid, v) for uid, v in views.items()]
+        for uid, view in views.items():
+            runtime = runtime_of(uid, len(view.uuids), claims)
+            if (runtime.shares, runtime.high_neighbours) == (view.cores_limits, view.high_neighbours):
+                continue  # a rewrite bumps the generation: only on change
+            write_limits(ClaimFiles(self._claims_dir / uid).limits, limits_of(uid, view), runtime)
+            event(
+                log,
+                logging.INFO,
+                "regions.limits-updated",
+                uid=uid,
+                shares=list(runtime.shares),
+                high_neighbours=list(runtime.high_neighbours),
+            )
+
+    def _open_region(self, uid: str, path: Path) -> Region:
+        size = path.lstat().st_size if path.is_file() and not path.is_symlink() else None
+        region = Region.open(path, cut_oversized=True)
+        if size is not None and size > path.lstat().st_size:
+            self._report_once(
+                uid, "regions.oversized", f"region {path}: {size} bytes, cut back to its layout"
+            )
+        return region
 
     def _resolve_pids(self, regions: dict[str, Region]) -> None:
         waiting = [r for r in regions.values() if r.needs_host_pids()]
@@ -147,16 +300,27 @@ class RegionWatcher:
         for region in waiting:
             region.resolve_host_pids(self._proc, known)
 
-    def _mark(self, regions: dict[str, Region]) -> None:
-        claims = [
-            ClaimRegion(uid, r.priority, tuple(r.uuid(i) for i in range(r.device_count)))
-            for uid, r in regions.items()
-        ]
-        for (uid, device), count in high_neighbour_marks(claims).items():
-            region = regions[uid]
-            if region.high_neighbours(device) != count:  # a write bumps the generation: only on change
-                region.set_high_neighbours(device, count)
-                event(log, logging.INFO, "regions.marked", uid=uid, device=device, high_neighbours=count)
+    def _cross_check(
+        self, state: Mapping[str, ClaimRecord], views: dict[str, LimitsView], regions: dict[str, Region]
+    ) -> None:
+        claims = []
+        for uid, view in views.items():
+            region = regions.get(uid)
+            procs = region.processes() if region else []
+            # a slot in the plugin's own pid namespace may carry no host pid: its pid is the one NVML reports
+            pids = frozenset(
+                p.host_pid or p.pid for p in procs if p.host_pid or p.pid_ns in (0, self._own_ns)
+            )
+            unresolved = any(not p.host_pid and p.pid_ns not in (0, self._own_ns) for p in procs)
+            record = state[uid]
+            claims.append(
+                ClaimView(
+                    uid, record.namespace, record.name, view.uuids, view.memory_limits, pids, unresolved
+                )
+            )
+        refs = {uid: (r.namespace, r.name) for uid, r in state.items()}
+        assert self.enforcer is not None
+        self.enforcer.check(claims, refs)
 
     def _report_once(self, key: str, name: str, problem: str, exc_info: bool = False) -> None:
         if self._reported.get(key) == problem:

@@ -29,6 +29,7 @@ from driver.metrics import MetricsServer, PluginMetrics, plugin_state
 from driver.plugin.catalog import NodeDevice, catalog_from_slices
 from driver.plugin.checkpoint import Checkpoint, read_boot_id
 from driver.plugin.edits import DriverFilesError, HostLayout
+from driver.plugin.enforcement import Enforcer
 from driver.plugin.health import HealthServer, check_dra_socket
 from driver.plugin.logfmt import event
 from driver.plugin.miginstances import MigOps
@@ -68,7 +69,8 @@ class PluginConfig:
     mig_proc_root: Path | None = None  # where MIG capability files are read (fake GPUs: their fake proc)
     driver_required: bool = True  # real GPUs: a missing driver node or library fails the claim
     publish_interval_s: float = 60.0
-    region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: host pids, high-priority marks
+    region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: limits files, host pids, NVML cross-check
+    kill_unenforced: bool = False  # kill processes that escape the limiter or exceed their quota (NVML)
     workers: int = 16
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
 
@@ -173,8 +175,18 @@ class Plugin:
         self.preparer.specs.ensure()
         recover(self.preparer)
         self._publish_once()
+        enforcer = Enforcer(
+            c.node_name,
+            self.cluster if hasattr(self.cluster, "create_event") else None,
+            c.kill_unenforced,
+            proc_root=Path(c.proc_root),
+        )
         self.region_watcher = RegionWatcher(
-            lambda: self.preparer.state, self.preparer.claims_dir, c.region_interval_s, Path(c.proc_root)
+            lambda: self.preparer.state,
+            self.preparer.claims_dir,
+            c.region_interval_s,
+            Path(c.proc_root),
+            enforcer,
         )
         self.region_watcher.start()
 

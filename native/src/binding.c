@@ -1,16 +1,19 @@
 /*
- * binding.c: every claim region a process sees, and which region device each CUDA ordinal is charged to.
+ * binding.c: every claim a process sees, and which claim device each CUDA ordinal is charged to.
  *
  * A container may get several soft slices (or slots) from several claims. The plugin mounts each claim's
- * region directory at /var/run/carve/<claim-uid>/ and writes each GPU's UUID into its region device. At
- * start the limiter maps CARVE_REGION's file (the primary), every <CARVE_REGION_DIR>/<name>/region (tests
- * point it elsewhere) and every /var/run/carve/<name>/region, whatever the environment says; at the first allocation, report or launch after the driver is initialised (the slow
- * path, once) it asks the driver for each ordinal's UUID and binds the ordinal to:
- *   1. the region device carrying that UUID (the primary first, then the others in name order);
- *   2. else, positionally, device <ordinal> of the primary when that device has no UUID (a region the
- *      environment created, or an old plugin's), or when the driver cannot tell the ordinal's UUID; without
- *      a usable CARVE_REGION the primary is the private region of the environment's limits;
- *   3. else nothing: the device is not limited.
+ * region file at /var/run/carve/<claim-uid>/region (read-write: usage accounting) and its limits directory
+ * at /var/run/carve/<claim-uid>/limits/ (read-only: limits.c). At start the limiter maps CARVE_REGION's claim
+ * (the primary), every <CARVE_REGION_DIR>/<name>/ (tests point it elsewhere) and every /var/run/carve/<name>/,
+ * whatever the environment says; at the first allocation, report or launch after the driver is initialised
+ * (the slow path, once) it asks the driver for each ordinal's UUID and binds the ordinal to (choose()):
+ *   1. the claim whose trusted limits file (read-only mount) names that UUID;
+ *   2. else, when any claim's limits file is broken, the closed device: every allocation is refused;
+ *   3. else the claim whose untrusted limits file names it (a tenant's own file can only limit it more);
+ *   4. else, positionally, device <ordinal> of the primary when that device has no UUID (the environment's
+ *      limits, or a limits file without UUIDs) or when the driver cannot tell the ordinal's UUID;
+ *   5. else nothing: the device is not limited.
+ * Limits come only from limits files and the environment, never from a region file.
  * The hot paths read carve_bind[] only after carve_bound is published; they take no lock.
  */
 #include <dirent.h>
@@ -28,34 +31,96 @@
 carve_open_region_t carve_regions[CARVE_MAX_REGIONS];
 int carve_region_count;
 carve_open_region_t carve_private;
+carve_open_region_t carve_closed;
 carve_open_region_t *carve_primary;
 carve_binding_t carve_bind[CARVE_MAX_DEVICES];
 int carve_bound;
+int carve_limits_broken;
 
 static pthread_mutex_t g_bind_lock = PTHREAD_MUTEX_INITIALIZER;
+static const carve_config_t *g_cfg; /* the environment, during carve_region_setup */
 
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int same_file(const struct stat *a, const struct stat *b)
-{
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
-}
-
-/* 1 when `st` is a region file this process has already mapped (the primary, or one found before). */
-static int already_open(const struct stat *st)
+/* 1 when the claim at region `rst` / limits `lst` is one this process already maps. */
+static int already_open(const struct stat *rst, const struct stat *lst)
 {
     for (int i = 0; i < carve_region_count; i++) {
+        const carve_open_region_t *r = &carve_regions[i];
         struct stat o;
-        if (carve_regions[i].fd >= 0 && fstat(carve_regions[i].fd, &o) == 0 && same_file(st, &o))
+        if (rst && r->fd >= 0 && fstat(r->fd, &o) == 0 && rst->st_dev == o.st_dev && rst->st_ino == o.st_ino)
+            return 1;
+        if (lst && r->limits_from == CARVE_LIMITS_FILE && (uint64_t)lst->st_dev == r->limits_dev &&
+            (uint64_t)lst->st_ino == r->limits_ino)
             return 1;
     }
     return 0;
 }
 
-/* <root>/<name>/region for every name, in name order, except files already mapped. */
+/* One claim: its accounting region and its limits. Returns its index in carve_regions, or -1 when there is
+ * nothing of it to use (no region and no limits file). A claim whose limits file is broken is not added;
+ * it sets carve_limits_broken, so every GPU no trusted limits file names is refused (fail closed). */
+static int add_claim(const char *region_path, const carve_config_t *cfg, int create)
+{
+    char limits_path[4096];
+    carve_limits_path(region_path, limits_path, sizeof limits_path);
+    struct stat rst, lst;
+    int have_r = stat(region_path, &rst) == 0, have_l = stat(limits_path, &lst) == 0;
+    if (already_open(have_r ? &rst : NULL, have_l ? &lst : NULL))
+        return -1;
+    if (carve_region_count == CARVE_MAX_REGIONS) {
+        CARVE_LOG(CARVE_LOG_WARN, "more than %d claim regions; %s is not limited", CARVE_MAX_REGIONS, region_path);
+        return -1;
+    }
+    carve_limits_t limits;
+    int trusted = 0;
+    uint64_t dev = 0, ino = 0;
+    const char *problem;
+    int found = carve_limits_read(limits_path, &limits, &trusted, &dev, &ino, &problem);
+    if (found < 0) {
+        CARVE_LOG(CARVE_LOG_ERROR, "limits %s %s: allocations on GPUs no valid limits file names are refused",
+                  limits_path, problem);
+        carve_limits_broken = 1;
+        return -1;
+    }
+    carve_open_region_t *r = &carve_regions[carve_region_count];
+    int closed = 0;
+    if (carve_region_open(r, region_path, cfg, create && !found) != 0) {
+        if (!found)
+            return -1;
+        /* The plugin's claim without usable accounting fails closed: per-process accounting would let each
+         * process take the whole quota. Only the container could have broken it; it only hurts itself. */
+        carve_region_private(r, g_cfg);
+        snprintf(r->path, sizeof r->path, "%s (unusable: closed)", region_path);
+        CARVE_LOG(CARVE_LOG_ERROR, "region %s is unusable: allocations on this claim's GPUs are refused", region_path);
+        closed = 1;
+    }
+    if (found) {
+        r->limits = limits;
+        r->closed = closed;
+        for (unsigned d = 0; closed && d < CARVE_MAX_DEVICES; d++) {
+            r->limits.devices[d].memory_limit = 1; /* with one byte "in use", nothing fits */
+            r->map->devices[d].memory_used = 1;
+        }
+        r->limits_from = CARVE_LIMITS_FILE;
+        r->trusted = trusted;
+        r->limits_dev = dev;
+        r->limits_ino = ino;
+        snprintf(r->limits_path, sizeof r->limits_path, "%s", limits_path);
+    } else if (cfg) {
+        carve_limits_from_config(&r->limits, cfg); /* a region without the plugin: the environment's limits */
+        r->limits_from = CARVE_LIMITS_ENV;
+    } else {
+        carve_region_close(r); /* found by the scan, not the plugin's and not ours: nothing to enforce */
+        return -1;
+    }
+    return carve_region_count++;
+}
+
+/* <root>/<name>/ for every name, in name order, except claims already mapped. */
 static void discover(const char *root)
 {
     DIR *dir = opendir(root);
@@ -73,38 +138,42 @@ static void discover(const char *root)
     qsort(names, (size_t)n, sizeof names[0], by_name);
     for (int i = 0; i < n; i++) {
         char path[4096];
-        struct stat st;
         int len = snprintf(path, sizeof path, "%s/%s/region", root, names[i]);
         free(names[i]);
-        if (len <= 0 || (size_t)len >= sizeof path || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        if (already_open(&st))
-            continue;
-        if (carve_region_count == CARVE_MAX_REGIONS) {
-            CARVE_LOG(CARVE_LOG_WARN, "regions root %s: more than %d regions; %s is not limited", root,
-                      CARVE_MAX_REGIONS, path);
-            continue;
-        }
-        if (carve_region_open(&carve_regions[carve_region_count], path, NULL, 0) == 0)
-            carve_region_count++;
+        if (len > 0 && (size_t)len < sizeof path)
+            add_claim(path, NULL, 0);
     }
+}
+
+static void setup_closed(const carve_config_t *cfg)
+{
+    carve_region_private(&carve_closed, cfg);
+    snprintf(carve_closed.path, sizeof carve_closed.path, "(closed: a claim's limits are unusable)");
+    carve_limits_t *l = &carve_closed.limits;
+    l->core_policy = cfg->core_policy == CARVE_CORE_DISABLE ? CARVE_CORE_FORCE : cfg->core_policy;
+    for (int i = 0; i < CARVE_MAX_DEVICES; i++) {
+        l->devices[i].memory_limit = 1; /* with one byte "in use", every allocation is over the quota */
+        carve_closed.map->devices[i].memory_used = 1;
+    }
+    carve_closed.limits_from = CARVE_LIMITS_CLOSED;
 }
 
 void carve_region_setup(const carve_config_t *cfg)
 {
+    g_cfg = cfg;
     carve_region_private(&carve_private, cfg);
+    setup_closed(cfg);
     carve_primary = &carve_private;
-    if (!cfg->region_path[0]) {
+    if (!cfg->region_path[0])
         CARVE_LOG(CARVE_LOG_INFO, "no CARVE_REGION: the environment's limits are enforced per process");
-    } else if (carve_region_open(&carve_regions[0], cfg->region_path, cfg, 1) == 0) {
+    else if (add_claim(cfg->region_path, cfg, 1) == 0)
         carve_primary = &carve_regions[0];
-        carve_region_count = 1;
-    }
     discover(cfg->region_dir);
     /* The plugin's mounts are always looked at: a process cannot hide its claims' regions from the limiter by
      * pointing CARVE_REGION_DIR elsewhere (or clearing CARVE_REGION) in its own environment. */
     if (strcmp(cfg->region_dir, CARVE_DEFAULT_REGION_DIR) != 0)
         discover(CARVE_DEFAULT_REGION_DIR);
+    g_cfg = NULL;
 }
 
 void carve_uuid_string(const CUuuid *u, char *out, size_t len)
@@ -114,12 +183,16 @@ void carve_uuid_string(const CUuuid *u, char *out, size_t len)
              b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-static int find_uuid(const char *uuid, carve_open_region_t **region, int *index)
+/* The claim whose limits file names `uuid`, among trusted or untrusted files only. */
+static int find_uuid(const char *uuid, int trusted, carve_open_region_t **region, int *index)
 {
     for (int i = 0; i < carve_region_count; i++) {
-        carve_region_t *m = carve_regions[i].map;
-        for (unsigned d = 0; d < m->device_count && d < CARVE_MAX_DEVICES; d++)
-            if (m->devices[d].uuid[0] && strncmp(m->devices[d].uuid, uuid, sizeof m->devices[d].uuid) == 0) {
+        const carve_open_region_t *r = &carve_regions[i];
+        if (r->limits_from != CARVE_LIMITS_FILE || r->trusted != trusted)
+            continue;
+        for (unsigned d = 0; d < r->limits.device_count && d < CARVE_MAX_DEVICES; d++)
+            if (r->limits.devices[d].uuid[0] &&
+                strncmp(r->limits.devices[d].uuid, uuid, sizeof r->limits.devices[d].uuid) == 0) {
                 *region = &carve_regions[i];
                 *index = (int)d;
                 return 1;
@@ -128,11 +201,45 @@ static int find_uuid(const char *uuid, carve_open_region_t **region, int *index)
     return 0;
 }
 
-carve_region_device_t *carve_region_device_by_uuid(const char *uuid)
+/* What limits the GPU `uuid` (may be "") at CUDA ordinal `o` (-1: not known by ordinal): a trusted limits
+ * file first; then, when any claim's limits are broken, nothing may be allocated; then an untrusted limits
+ * file (a claim the tenant made up can only limit itself more); then CARVE_REGION's claim by position. */
+static carve_open_region_t *choose(const char *uuid, int o, int *index)
 {
-    carve_open_region_t *r;
-    int index;
-    return find_uuid(uuid, &r, &index) ? &r->map->devices[index] : NULL;
+    carve_open_region_t *region = NULL;
+    if (uuid[0] && find_uuid(uuid, 1, &region, index))
+        return region;
+    if (carve_limits_broken && o >= 0) {
+        *index = o;
+        return &carve_closed;
+    }
+    if (uuid[0] && find_uuid(uuid, 0, &region, index))
+        return region;
+    const carve_limits_t *pos = &carve_primary->limits;
+    if (o >= 0 && (unsigned)o < pos->device_count && (!uuid[0] || !pos->devices[o].uuid[0])) {
+        *index = o;
+        return carve_primary;
+    }
+    return NULL;
+}
+
+static void fill(carve_binding_t *b, carve_open_region_t *region, int index)
+{
+    b->region = region;
+    b->index = index;
+    b->dev = region ? &region->map->devices[index] : NULL;
+    b->memory_limit = region ? region->limits.devices[index].memory_limit : 0;
+}
+
+int carve_binding_for_uuid(const char *uuid, carve_binding_t *out)
+{
+    int index = 0;
+    carve_open_region_t *region = choose(uuid, -1, &index);
+    memset(out, 0, sizeof *out);
+    if (!region && carve_limits_broken)
+        region = &carve_closed; /* by UUID alone: a broken claim may be this GPU's */
+    fill(out, region, index);
+    return region != NULL;
 }
 
 static void set_mine(carve_binding_t *b)
@@ -151,7 +258,6 @@ static int resolve(void)
         return 0;
     if (rc != CUDA_SUCCESS || count > CARVE_MAX_DEVICES)
         count = CARVE_MAX_DEVICES; /* the driver cannot say: positions are all there is */
-    carve_region_t *pos = carve_primary->map;
     for (int o = 0; o < count; o++) {
         char uuid[96] = "";
         CUuuid u;
@@ -159,16 +265,8 @@ static int resolve(void)
             carve_uuid_string(&u, uuid, sizeof uuid);
         carve_binding_t *b = &carve_bind[o];
         int index = o;
-        carve_open_region_t *region = NULL;
-        if (uuid[0] && find_uuid(uuid, &region, &index)) {
-            /* bound by UUID */
-        } else if ((unsigned)o < pos->device_count && (!uuid[0] || !pos->devices[o].uuid[0])) {
-            region = carve_primary;
-            index = o;
-        }
-        b->region = region;
-        b->index = index;
-        b->dev = region ? &region->map->devices[index] : NULL;
+        carve_open_region_t *region = choose(uuid, o, &index);
+        fill(b, region, index);
         if (region)
             region->bound = 1;
         CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): %s%s%d", o, uuid[0] ? uuid : "uuid unknown",
@@ -177,6 +275,9 @@ static int resolve(void)
     for (int i = 0; i < carve_region_count; i++)
         if (carve_regions[i].bound)
             carve_region_join(&carve_regions[i]);
+    if (carve_limits_broken)
+        CARVE_LOG(CARVE_LOG_WARN, "a claim's limits file is unusable: GPUs that no trusted limits file names "
+                  "refuse every allocation");
     for (int o = 0; o < count; o++)
         set_mine(&carve_bind[o]);
     return 1;

@@ -2,8 +2,8 @@
  * feedback.c: the background thread that turns measured SM utilization into a launch budget.
  *
  * Every 5 ms it refills each throttled device's token bucket at `rate` blocks per second. Every tick
- * (CARVE_TICK_MS, default 100 ms) it reads each device's limits from the region of the claim that device
- * belongs to (binding.c; so the plugin can change a running claim's share), samples NVML's per-process utilization, sums it over the claim's pids, and sets
+ * (CARVE_TICK_MS, default 100 ms) it re-reads the plugin's limits files (limits.c; so the plugin can change a
+ * running claim's share), samples NVML's per-process utilization, sums it over the claim's pids, and sets
  *     rate <- blocks_launched_per_second * (target / measured)
  * The update is a ratio: it holds for any GPU size, kernel length or grid shape, so its gain does not
  * depend on the SM count (HAMi-core's step grows with SMs squared). Policy decides the target:
@@ -170,13 +170,14 @@ static void control(int d, double elapsed_s)
         set_tokens(g, 0);
         return;
     }
-    /* policy and priority are those of the claim this device belongs to */
-    const carve_region_t *region = carve_bind[d].region->map;
+    /* limits, policy and priority are those the plugin wrote for the claim this device belongs to */
+    const carve_limits_t *claim = &carve_bind[d].region->limits;
+    const carve_limits_device_t *lim = &claim->devices[carve_bind[d].index];
 
-    unsigned limit = __atomic_load_n(&rd->cores_limit, __ATOMIC_RELAXED);
-    unsigned policy = __atomic_load_n(&region->core_policy, __ATOMIC_RELAXED);
-    int low = __atomic_load_n(&region->priority, __ATOMIC_RELAXED) == CARVE_PRIORITY_LOW;
-    int high_neighbours = __atomic_load_n(&rd->high_neighbours, __ATOMIC_RELAXED) > 0;
+    unsigned limit = __atomic_load_n(&lim->cores_limit, __ATOMIC_RELAXED);
+    unsigned policy = __atomic_load_n(&claim->core_policy, __ATOMIC_RELAXED);
+    int low = __atomic_load_n(&claim->priority, __ATOMIC_RELAXED) == CARVE_PRIORITY_LOW;
+    int high_neighbours = __atomic_load_n(&lim->high_neighbours, __ATOMIC_RELAXED) > 0;
     sample_t m;
     int fresh = measure(d, launched, &m);
 
@@ -270,6 +271,7 @@ static void *feedback_main(void *arg)
             refill(d, (double)(now - last) / 1e9);
         last = now;
         if (now - last_ctl >= g_tick_ns) {
+            carve_limits_refresh(); /* the plugin rewrites shares and neighbours while the claim runs */
             for (int d = 0; d < g_devices; d++)
                 control(d, (double)(now - last_ctl) / 1e9);
             carve_launch_free_update();
@@ -293,11 +295,12 @@ int carve_gate_decide(void)
         int wanted = 0;
         for (unsigned d = 0; d < CARVE_MAX_DEVICES && !wanted; d++) {
             const carve_binding_t *b = &carve_bind[d];
-            if (!b->dev || b->region->map->core_policy == CARVE_CORE_DISABLE)
+            const carve_limits_t *l = b->dev ? &b->region->limits : NULL;
+            if (!l || l->core_policy == CARVE_CORE_DISABLE)
                 continue;
-            /* a shared region's limits can change while we run; a private one's cannot */
-            wanted = b->region->shared || b->region->map->priority == CARVE_PRIORITY_LOW ||
-                     b->dev->cores_limit > 0;
+            /* the plugin's limits can change while we run; the environment's cannot */
+            wanted = b->region->limits_from == CARVE_LIMITS_FILE || l->priority == CARVE_PRIORITY_LOW ||
+                     l->devices[b->index].cores_limit > 0;
         }
         const char *tick = carve_getenv("CARVE_TICK_MS");
         if (tick && atoi(tick) >= 10 && atoi(tick) <= 1000)
@@ -321,8 +324,9 @@ int carve_gate_decide(void)
         /* count from the first launch on limited devices, so the first tick can calibrate */
         for (unsigned d = 0; wanted && d < CARVE_MAX_DEVICES; d++) {
             const carve_binding_t *b = &carve_bind[d];
-            if (b->dev && b->region->map->core_policy != CARVE_CORE_DISABLE &&
-                (b->dev->cores_limit > 0 || b->region->map->priority == CARVE_PRIORITY_LOW))
+            const carve_limits_t *l = b->dev ? &b->region->limits : NULL;
+            if (l && l->core_policy != CARVE_CORE_DISABLE &&
+                (l->devices[b->index].cores_limit > 0 || l->priority == CARVE_PRIORITY_LOW))
                 carve_gates[d].mode = CARVE_GATE_COUNT;
         }
         s = wanted ? 2 : 1;

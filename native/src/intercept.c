@@ -265,7 +265,7 @@ CARVE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
 
 CARVE_API const char *carveLimiterVersion(void)
 {
-    return "carve-limiter 0.1 (region layout 1)";
+    return "carve-limiter 0.1 (region layout 2, limits layout 1)";
 }
 
 /* Thread blocks this process launched on `device` since it started (0 when compute is not limited). */

@@ -4,6 +4,7 @@
  *   intercept.c  symbol table -> real functions, dlsym override, cuGetProcAddress hooks, initialisation
  *   config.c     environment (CARVE_* and HAMi's names) and logging
  *   region.c     one shared region: open/create/validate, process slots, charge/uncharge, dead reclaim
+ *   limits.c     the plugin's read-only limits file of a claim: read, validate, trust, refresh
  *   binding.c    every region of the container, and which region device each CUDA ordinal is charged to
  *   table.c      per-process lock-free table: allocation -> (device, bytes)
  *   memory.c     allocation and free hooks
@@ -20,6 +21,7 @@
 #include <sys/types.h>
 
 #include "carve_region.h"
+#include "glibc_compat.h"
 #include "hooks.h"
 
 #define CARVE_API __attribute__((visibility("default")))
@@ -72,16 +74,27 @@ static inline int carve_current_device(void)
 #define CARVE_MAX_REGIONS 16 /* claim regions one process maps (one per soft claim of its container) */
 #define CARVE_DEFAULT_REGION_DIR "/var/run/carve" /* <dir>/<claim-uid>/region, as the plugin mounts them */
 
-/* One region this process maps: a claim's file, or the private region built from the environment. */
+/* Where a claim's limits come from (carve_open_region_t.limits_from). */
+enum { CARVE_LIMITS_ENV = 0, CARVE_LIMITS_FILE = 1, CARVE_LIMITS_CLOSED = 2, CARVE_LIMITS_BROKEN = 3 };
+
+/* One claim this process maps: its accounting region (a claim's file, or private memory) and its limits. */
 typedef struct carve_open_region {
     carve_region_t *map;
     int shared;          /* 1: a claim's file, shared with the claim's other processes */
-    int fd;              /* -1 for the private region */
+    int fd;              /* -1 for private accounting */
     int locks;           /* OFD locks work on this file */
     int slot;            /* this process's slot, -1 when it has none */
     int bound;           /* a visible CUDA device is charged to it: this process takes a slot in it */
     uint64_t refusals;   /* this process's refused allocations here (the first one is logged) */
     char path[4096];
+    /* The limits enforced: a private copy of the plugin's limits file or of the environment's values.
+     * Never read from `map`, which the container can write. */
+    carve_limits_t limits;
+    int limits_from;     /* CARVE_LIMITS_* */
+    int trusted;         /* the limits file is on a read-only mount and writable by no one but its owner */
+    int closed;          /* the plugin's claim whose region is unusable: nothing may be allocated */
+    uint64_t limits_dev, limits_ino;
+    char limits_path[4096];
 } carve_open_region_t;
 
 /* What limits one CUDA ordinal of this process. Written once, before carve_bound is published (and again
@@ -91,11 +104,14 @@ typedef struct carve_binding {
     uint64_t *mine;               /* this process's counter for that device in its slot; NULL without one */
     carve_open_region_t *region;
     int index;                    /* the device's index in its region */
+    uint64_t memory_limit;        /* the enforced quota (from region->limits, never from the region file) */
 } carve_binding_t;
 
 extern carve_open_region_t carve_regions[CARVE_MAX_REGIONS]; /* files, CARVE_REGION's first when usable */
 extern int carve_region_count;
 extern carve_open_region_t carve_private;  /* the environment's limits, enforced per process */
+extern carve_open_region_t carve_closed;   /* a claim's limits are unusable: nothing may be allocated */
+extern int carve_limits_broken;            /* a plugin limits file is missing or malformed: fail closed */
 extern carve_open_region_t *carve_primary; /* CARVE_REGION's file, or &carve_private when unset or unusable */
 extern carve_binding_t carve_bind[CARVE_MAX_DEVICES];
 extern int carve_bound;                    /* 1 once carve_bind is complete (needs an initialised driver) */
@@ -105,12 +121,13 @@ void carve_region_exit(void);        /* release this process's usage and slots *
 void carve_region_after_fork(void);  /* child: forget the parent's slots, take new ones */
 int carve_region_open(carve_open_region_t *r, const char *path, const carve_config_t *cfg, int create);
 void carve_region_private(carve_open_region_t *r, const carve_config_t *cfg);
+void carve_region_close(carve_open_region_t *r);
 void carve_region_join(carve_open_region_t *r); /* take a slot and reclaim the dead (slow path, once) */
 int carve_charge_slow(int dev, uint64_t bytes);
 void carve_reclaim_dead(carve_open_region_t *r);
 int carve_host_pid_of_slot(const carve_region_t *map, int slot); /* NVML's pid for a slot, 0 when unknown */
 int carve_bind_slow(int dev);        /* resolve carve_bind; dev when done, -1 while the driver cannot tell */
-carve_region_device_t *carve_region_device_by_uuid(const char *uuid);
+int carve_binding_for_uuid(const char *uuid, carve_binding_t *out); /* 1 when a claim limits that GPU */
 void carve_bind_after_fork(void);
 void carve_uuid_string(const CUuuid *u, char *out, size_t len); /* "GPU-xxxxxxxx-...", as NVML spells it */
 
@@ -137,7 +154,7 @@ static inline int carve_charge(int dev, uint64_t bytes)
     carve_region_device_t *d = b->dev;
     if (!d)
         return 0;
-    uint64_t limit = __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED);
+    uint64_t limit = __atomic_load_n(&b->memory_limit, __ATOMIC_RELAXED);
     uint64_t used = __atomic_load_n(&d->memory_used, __ATOMIC_RELAXED);
     do {
         if (limit && (bytes > limit || used > limit - bytes))
@@ -176,6 +193,15 @@ static inline void carve_uncharge(int dev, uint64_t bytes)
     if (LIKELY(mine != NULL))
         carve_sub_clamped(mine, bytes);
 }
+
+/* --- limits.c ------------------------------------------------------------------------------------- */
+/* Read the plugin's limits file: 1 valid, 0 absent (neither the file nor its directory exists), -1 broken
+ * (`problem` says why). Opened as untrusted (O_NOFOLLOW|O_NONBLOCK, regular file, exact size). */
+int carve_limits_read(const char *path, carve_limits_t *out, int *trusted, uint64_t *dev, uint64_t *ino,
+                      const char **problem);
+void carve_limits_from_config(carve_limits_t *l, const carve_config_t *cfg);
+void carve_limits_path(const char *region_path, char *out, size_t len); /* <dir of region>/limits/limits */
+void carve_limits_refresh(void); /* feedback thread, every tick: apply the plugin's rewrites */
 
 /* --- table.c --------------------------------------------------------------------------------------- */
 enum carve_kind { CARVE_KIND_MEM = 1, CARVE_KIND_ARRAY, CARVE_KIND_MIPMAP, CARVE_KIND_VMM, CARVE_KIND_GRAPH };

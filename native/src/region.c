@@ -8,8 +8,9 @@
  * whose byte is unlocked belongs to a dead process. Where such locks are unavailable, the pid, its start
  * time and its pid namespace decide instead (a reused pid never inherits usage).
  *
+ * Nothing in the region is read as a limit (limits.c owns those): the container can write this file.
  * Failure is never fatal: a missing directory, an unreadable, corrupt or foreign-version file is logged
- * once and the process enforces its limits alone in a private region.
+ * once and the process keeps its accounting alone in a private region.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -120,6 +121,8 @@ void carve_region_private(carve_open_region_t *r, const carve_config_t *cfg)
     r->fd = -1;
     r->slot = 0; /* the private region has exactly one process */
     snprintf(r->path, sizeof r->path, "(environment)");
+    carve_limits_from_config(&r->limits, cfg);
+    r->limits_from = CARVE_LIMITS_ENV;
 }
 
 /* Create the file whole under a temporary name, then link it into place: readers see nothing or all. */
@@ -148,7 +151,7 @@ static int create_file(const char *path, const carve_config_t *cfg)
     ok = ok && fsync(fd) == 0 && (link(tmp, path) == 0 || errno == EEXIST);
     close(fd);
     unlink(tmp);
-    return ok ? open(path, O_RDWR | O_CLOEXEC) : -1;
+    return ok ? open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) : -1;
 }
 
 static const char *validate(const carve_region_t *r)
@@ -275,7 +278,8 @@ int carve_region_open(carve_open_region_t *r, const char *path, const carve_conf
     r->fd = -1;
     r->slot = -1;
     snprintf(r->path, sizeof r->path, "%s", path);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    /* the container can replace this file: never follow a symlink, never block on a fifo or device */
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0 && errno == ENOENT && create)
         fd = create_file(path, cfg);
     if (fd < 0) {
@@ -286,7 +290,9 @@ int carve_region_open(carve_open_region_t *r, const char *path, const carve_conf
     struct stat st;
     const char *problem = NULL;
     void *map = MAP_FAILED;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof(carve_region_t))
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        problem = "not a regular file";
+    else if ((size_t)st.st_size != sizeof(carve_region_t))
         problem = "file size does not match this layout (corrupt or foreign version)";
     else if ((map = mmap(NULL, sizeof(carve_region_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
         problem = "cannot map it";
@@ -306,6 +312,17 @@ int carve_region_open(carve_open_region_t *r, const char *path, const carve_conf
     struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
     r->locks = fcntl(fd, F_OFD_GETLK, &probe) == 0;
     return 0;
+}
+
+void carve_region_close(carve_open_region_t *r)
+{
+    if (r->map && r->shared)
+        munmap(r->map, sizeof(carve_region_t));
+    if (r->fd >= 0)
+        close(r->fd);
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    r->slot = -1;
 }
 
 /* This process starts charging the region: a slot of its own, and whatever dead processes held comes back. */
@@ -348,7 +365,9 @@ void carve_region_after_fork(void)
         carve_open_region_t *r = &carve_regions[i];
         r->slot = -1;
         r->refusals = 0;
-        int fd = open(r->path, O_RDWR | O_CLOEXEC);
+        if (!r->shared)
+            continue;
+        int fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (r->fd >= 0)
             close(r->fd);
         r->fd = fd;
@@ -366,7 +385,7 @@ int carve_charge_slow(int dev, uint64_t bytes)
     carve_open_region_t *r = b->region;
     carve_region_device_t *d = b->dev;
     carve_reclaim_dead(r);
-    uint64_t limit = __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED);
+    uint64_t limit = __atomic_load_n(&b->memory_limit, __ATOMIC_RELAXED);
     uint64_t used = __atomic_load_n(&d->memory_used, __ATOMIC_RELAXED);
     while (!limit || (bytes <= limit && used <= limit - bytes)) {
         if (__atomic_compare_exchange_n(&d->memory_used, &used, used + bytes, 1, __ATOMIC_ACQ_REL,
@@ -379,7 +398,7 @@ int carve_charge_slow(int dev, uint64_t bytes)
     }
     __atomic_add_fetch(&d->oom_refusals, 1, __ATOMIC_RELAXED);
     uint64_t mine = __atomic_add_fetch(&r->refusals, 1, __ATOMIC_RELAXED);
-    if (r->map->oom_policy == CARVE_OOM_KILL) {
+    if (__atomic_load_n(&r->limits.oom_policy, __ATOMIC_RELAXED) == CARVE_OOM_KILL) {
         CARVE_LOG(CARVE_LOG_ERROR, "device %d: allocation of %llu bytes exceeds the memory limit (%llu of %llu "
                   "bytes used, region %s); CARVE_OOM_POLICY=kill: killing this process", dev,
                   (unsigned long long)bytes, (unsigned long long)used, (unsigned long long)limit, r->path);

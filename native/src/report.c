@@ -14,13 +14,13 @@
 static inline uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-/* The region device limiting CUDA ordinal `dev` when it has a memory limit, else NULL. */
-static inline carve_region_device_t *limited(int dev)
+/* The binding of CUDA ordinal `dev` when it has a memory limit, else NULL. */
+static inline const carve_binding_t *limited(int dev)
 {
     if ((unsigned)dev >= CARVE_MAX_DEVICES)
         return NULL;
-    carve_region_device_t *d = carve_bind[dev].dev;
-    return d && __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED) ? d : NULL;
+    const carve_binding_t *b = &carve_bind[dev];
+    return b->dev && __atomic_load_n(&b->memory_limit, __ATOMIC_RELAXED) ? b : NULL;
 }
 
 CARVE_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -29,12 +29,12 @@ CARVE_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     CUresult rc = REAL(cuMemGetInfo_v2)(free_bytes, total);
     if (rc != CUDA_SUCCESS || !free_bytes || !total)
         return rc;
-    carve_region_device_t *d = limited(carve_alloc_device());
-    if (!d)
+    const carve_binding_t *b = limited(carve_alloc_device());
+    if (!b)
         return rc;
-    uint64_t limit = __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED);
+    uint64_t limit = __atomic_load_n(&b->memory_limit, __ATOMIC_RELAXED);
     *total = (size_t)min_u64(limit, *total);
-    *free_bytes = (size_t)min_u64(sub0(limit, __atomic_load_n(&d->memory_used, __ATOMIC_RELAXED)), *free_bytes);
+    *free_bytes = (size_t)min_u64(sub0(limit, __atomic_load_n(&b->dev->memory_used, __ATOMIC_RELAXED)), *free_bytes);
     return rc;
 }
 
@@ -42,71 +42,74 @@ CARVE_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     carve_init();
     CUresult rc = REAL(cuDeviceTotalMem_v2)(bytes, dev);
-    carve_region_device_t *d = rc == CUDA_SUCCESS && bytes ? limited(carve_bind_ordinal(dev)) : NULL;
-    if (d)
-        *bytes = (size_t)min_u64(__atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED), *bytes);
+    const carve_binding_t *b = rc == CUDA_SUCCESS && bytes ? limited(carve_bind_ordinal(dev)) : NULL;
+    if (b)
+        *bytes = (size_t)min_u64(__atomic_load_n(&b->memory_limit, __ATOMIC_RELAXED), *bytes);
     return rc;
 }
 
-/* --- NVML: device handle -> the region device of its GPU ---------------------------------------------- */
+/* --- NVML: device handle -> the claim device of its GPU -------------------------------------------------- */
 
 #define NVML_CACHE 16
 static struct {
     nvmlDevice_t handle;
-    carve_region_device_t *dev; /* NULL: not limited */
+    carve_binding_t bind; /* dev NULL: not limited */
 } g_nvml_map[NVML_CACHE];
 static int g_nvml_map_len;
 
-/* By the UUID the plugin wrote into a region (no CUDA needed: nvidia-smi and pynvml work too); else the CUDA
- * ordinal with that UUID, through the same binding allocations use (positional and environment limits). */
-static carve_region_device_t *resolve_device(nvmlDevice_t handle)
+/* By the UUID a limits file names (no CUDA needed: nvidia-smi and pynvml work too); else the CUDA ordinal
+ * with that UUID, through the same binding allocations use (positional and environment limits). */
+static void resolve_device(nvmlDevice_t handle, carve_binding_t *out)
 {
     char uuid[96];
+    memset(out, 0, sizeof *out);
     if (!REAL(nvmlDeviceGetUUID) || REAL(nvmlDeviceGetUUID)(handle, uuid, sizeof uuid) != NVML_SUCCESS)
-        return NULL;
-    carve_region_device_t *d = carve_region_device_by_uuid(uuid);
-    if (d)
-        return d;
+        return;
+    if (carve_binding_for_uuid(uuid, out))
+        return;
     int count = 0;
-    if (!REAL(cuInit) || REAL(cuInit)(0) != CUDA_SUCCESS || REAL(cuDeviceGetCount)(&count) != CUDA_SUCCESS)
-        return NULL;
-    for (int i = 0; i < count && i < CARVE_MAX_DEVICES; i++) {
-        CUuuid u;
-        char s[96];
-        if (REAL(cuDeviceGetUuid_v2)(&u, i) != CUDA_SUCCESS)
-            continue;
-        carve_uuid_string(&u, s, sizeof s);
-        if (strcmp(s, uuid) == 0)
-            return carve_bind_ordinal(i) < 0 ? NULL : carve_bind[i].dev;
+    if (REAL(cuInit) && REAL(cuInit)(0) == CUDA_SUCCESS && REAL(cuDeviceGetCount)(&count) == CUDA_SUCCESS) {
+        for (int i = 0; i < count && i < CARVE_MAX_DEVICES; i++) {
+            CUuuid u;
+            char s[96];
+            if (REAL(cuDeviceGetUuid_v2)(&u, i) != CUDA_SUCCESS)
+                continue;
+            carve_uuid_string(&u, s, sizeof s);
+            if (strcmp(s, uuid) == 0) {
+                if (carve_bind_ordinal(i) >= 0)
+                    *out = carve_bind[i];
+                return;
+            }
+        }
     }
-    return NULL;
 }
 
-static carve_region_device_t *nvml_device(nvmlDevice_t handle)
+static const carve_binding_t *nvml_device(nvmlDevice_t handle)
 {
     int n = __atomic_load_n(&g_nvml_map_len, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++)
         if (g_nvml_map[i].handle == handle)
-            return g_nvml_map[i].dev;
-    carve_region_device_t *dev = resolve_device(handle);
+            return &g_nvml_map[i].bind;
+    static __thread carve_binding_t fresh;
+    resolve_device(handle, &fresh);
     /* a benign race: two threads may both append the same handle; lookups stay correct */
     int slot = __atomic_fetch_add(&g_nvml_map_len, 0, __ATOMIC_RELAXED);
     if (slot < NVML_CACHE) {
         g_nvml_map[slot].handle = handle;
-        g_nvml_map[slot].dev = dev;
+        g_nvml_map[slot].bind = fresh;
         __atomic_store_n(&g_nvml_map_len, slot + 1, __ATOMIC_RELEASE);
     }
-    return dev;
+    return &fresh;
 }
 
 /* 1 when the device has a memory limit and the report was clamped to it. */
-static int clamp_nvml(carve_region_device_t *d, unsigned long long *total, unsigned long long *free_bytes,
+static int clamp_nvml(const carve_binding_t *b, unsigned long long *total, unsigned long long *free_bytes,
                       unsigned long long *used)
 {
-    uint64_t limit = d ? __atomic_load_n(&d->memory_limit, __ATOMIC_RELAXED) : 0;
+    uint64_t limit = b->dev ? __atomic_load_n(&b->memory_limit, __ATOMIC_RELAXED) : 0;
     if (!limit)
         return 0;
-    uint64_t u = __atomic_load_n(&d->memory_used, __ATOMIC_RELAXED);
+    uint64_t u = __atomic_load_n(&b->dev->memory_used, __ATOMIC_RELAXED);
     *total = min_u64(limit, *total);
     *used = u;
     *free_bytes = sub0(*total, u);

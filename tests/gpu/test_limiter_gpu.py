@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.limits import ClaimLimits, DeviceLimit, create_region
+from driver.limits import ClaimLimits, DeviceLimit, create_region, limits_path_for, write_limits
 
 pytest.importorskip("torch", reason="the GPU limiter tests drive the GPU through PyTorch")
 
@@ -24,11 +24,11 @@ GIB = 1 << 30
 def run_torch(tmp_path: Path, script: str, memory: int = 0, cores: int = 0, **env: str) -> dict:
     if not LIMITER.exists():
         pytest.fail(f"{LIMITER} missing: run `make native`")
-    region = tmp_path / f"region-{memory}-{cores}"
-    create_region(
-        region,
-        ClaimLimits(devices=(DeviceLimit(memory, cores),), region_path=str(region), core_policy="force"),
-    )
+    region = tmp_path / f"claim-{memory}-{cores}" / "region"
+    region.parent.mkdir(exist_ok=True)
+    limits = ClaimLimits(devices=(DeviceLimit(memory, cores),), region_path=str(region), core_policy="force")
+    create_region(region, limits)
+    write_limits(limits_path_for(region), limits)  # what the limiter enforces, as the plugin writes it
     full = dict(os.environ, LD_PRELOAD=str(LIMITER), CARVE_REGION=str(region), CUDA_VISIBLE_DEVICES="0")
     full.update(env)
     out = subprocess.run(

@@ -45,21 +45,15 @@ app.kubernetes.io/component: kubelet-plugin
 {{- default (printf "/var/lib/kubelet/plugins/%s" .Values.driverName) .Values.plugin.pluginDir | clean -}}
 {{- end -}}
 
-{{/* The host directory mounted for the plugin's state: the parent of the plugin dir (the plugin makes its
-own directory in it, as the kubelet expects). */}}
-{{- define "carve.pluginsParentDir" -}}
-{{- include "carve.pluginDir" . | dir -}}
-{{- end -}}
-
 {{/* --limiter-dir: default <plugin-dir>/lib, the plugin's own default made explicit. */}}
 {{- define "carve.limiterDir" -}}
 {{- default (printf "%s/lib" (include "carve.pluginDir" .)) .Values.plugin.limiterDir | clean -}}
 {{- end -}}
 
-{{/* "true" when the limiter dir lies outside the mounted plugins parent dir and needs its own volume. */}}
+{{/* "true" when the limiter dir lies outside the mounted plugin dir and needs its own volume. */}}
 {{- define "carve.limiterNeedsVolume" -}}
-{{- $parent := include "carve.pluginsParentDir" . -}}
-{{- if not (hasPrefix (printf "%s/" (trimSuffix "/" $parent)) (include "carve.limiterDir" .)) -}}true{{- end -}}
+{{- $pluginDir := include "carve.pluginDir" . -}}
+{{- if not (hasPrefix (printf "%s/" (trimSuffix "/" $pluginDir)) (include "carve.limiterDir" .)) -}}true{{- end -}}
 {{- end -}}
 
 {{- define "carve.fakeGpus" -}}

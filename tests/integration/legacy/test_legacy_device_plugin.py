@@ -16,7 +16,7 @@ from api.grpc import deviceplugin_v1beta1_pb2 as pb
 from driver import names
 from driver.legacy.deviceplugin import LegacyDevicePlugin
 from driver.legacy.records import parse_node_gpus
-from driver.limits import Region
+from driver.limits import Region, read_limits
 
 MIB = 1024**2
 GPU, MEM, PCT, CORES, PRIO = (
@@ -85,10 +85,12 @@ def test_allocate_n_gpus_gets_each_gpus_limits_nodes_and_limiter(legacy, count):
     assert by_target["/usr/local/carve/lib/libcarve-limiter.so"].endswith(names.LIMITER_LIBRARY)
     preload = [h for h in started.hooks if h["args"][:2] == [names.HOOK_BINARY, "preload"]]
     assert len(preload) == 1 and names.LIMITER_CONTAINER_PATH in preload[0]["args"]
-    region_dir = by_target[env["CARVE_REGION"].rsplit("/", 1)[0]]
-    with Region.open(Path(region_dir) / "region") as region:
-        assert [region.memory_limit(i) for i in range(count)] == [10000 * MIB] * count
-        assert sorted(region.uuid(i) for i in range(count)) == sorted(d.uuid for d in assigned.devices)
+    with Region.open(Path(by_target[env["CARVE_REGION"]])) as region:
+        assert region.device_count == count
+    # the limits the limiter enforces: the plugin-owned limits file, mounted read-only next to the region
+    limits = read_limits(Path(by_target[env["CARVE_REGION"].rsplit("/", 1)[0] + "/limits"]) / "limits")
+    assert list(limits.memory_limits) == [10000 * MIB] * count
+    assert sorted(limits.uuids) == sorted(d.uuid for d in assigned.devices)
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert not [k for k in env if k.startswith(("CUDA_DEVICE_MEMORY", "CUDA_DEVICE_SM", "GPU_CORE"))]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.limits import ClaimLimits, DeviceLimit, create_region
+from driver.limits import ClaimLimits, ClaimRuntime, DeviceLimit, create_region, limits_path_for, write_limits
 
 REPO = Path(__file__).resolve().parents[3]
 BUILD = REPO / "native" / "build"
@@ -31,6 +31,12 @@ def require_native() -> None:
         pytest.fail(f"native build missing ({', '.join(map(str, missing))}): run `make native`")
 
 
+def write_claim(region: Path, limits: ClaimLimits, **runtime) -> None:
+    """A claim's files as the plugin writes them: the writable region and the limits file next to it."""
+    create_region(region, limits)
+    write_limits(limits_path_for(region), limits, ClaimRuntime(**runtime))
+
+
 @dataclass
 class Claim:
     """One claim on fake GPUs: its region file and the environment of its processes."""
@@ -44,10 +50,22 @@ class Claim:
     def region(self) -> Path:
         return self.tmp / "region"
 
-    def create(self, memory: int = 0, cores: int = 0, **kw: str) -> Claim:
-        limits = ClaimLimits(devices=(DeviceLimit(memory, cores),), region_path=str(self.region), **kw)
-        create_region(self.region, limits)
+    @property
+    def limits(self) -> Path:
+        """The plugin's limits file, where the limiter looks for it: <region dir>/limits/limits."""
+        return self.tmp / "limits" / "limits"
+
+    def create(self, memory: int = 0, cores: int = 0, uuid: str = "", **kw: str) -> Claim:
+        """The claim's region and its limits file, as the plugin writes them at prepare."""
+        self.claim_limits = ClaimLimits(
+            devices=(DeviceLimit(memory, cores, uuid=uuid),), region_path=str(self.region), **kw
+        )
+        write_claim(self.region, self.claim_limits)
         return self
+
+    def rewrite_limits(self, **runtime) -> None:
+        """What the plugin does while the claim runs: effective shares, high-priority neighbours."""
+        write_limits(self.limits, self.claim_limits, ClaimRuntime(**runtime))
 
     def env(self, preload: bool = True, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CARVE_", "CUDA_", "LD_PRELOAD"))}

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from limiter_harness import REPO, Claim, require_native
+from limiter_harness import REPO, Claim, require_native, write_claim
 
-from driver.limits import ClaimLimits, DeviceLimit, Region, create_region
+from driver.limits import ClaimLimits, DeviceLimit, Region
 
 MIB = 1 << 20
 T4_MEMORY = 15360 * MIB
@@ -36,7 +36,7 @@ def node(tmp_path: Path):
         limits = ClaimLimits(
             devices=(DeviceLimit(memory, cores, uuid=uuids[gpu]),), region_path=str(path), core_policy="force"
         )
-        create_region(path, limits)
+        write_claim(path, limits)
         regions[uid] = path
     # what the container's env holds: claim-b's values won (its CARVE_REGION, its ordinal-0 limit)
     base.extra = {

@@ -1,21 +1,32 @@
-"""A container cannot lift its quota from the inside: not by rewriting its environment before the first CUDA
-call, not by starting a child with a cleared environment, and a driver that looks up its own entry points
-neither reaches the hooks nor disturbs the limiter."""
+"""A container cannot lift its quota from the inside.
+
+Not as root: writing, deleting or replacing its writable region, forging a limits file of its own,
+rewriting its environment before the first CUDA call, or starting a child with a cleared environment. The
+limits come only from the plugin's limits file, mounted read-only; a missing or malformed one fails closed.
+A driver that looks up its own entry points neither reaches the hooks nor disturbs the limiter.
+
+The container tests build the plugin's mounts in a private mount namespace (unshare -m, as root): a tmpfs
+on /run, the claim's region file at /var/run/carve/<uid>/region and its limits directory bind-mounted
+read-only at /var/run/carve/<uid>/limits, exactly as the CDI spec mounts them.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from limiter_harness import CLIENT, LIMITER
+from limiter_harness import CLIENT, LIMITER, REPO, write_claim
 
-from driver.limits import ClaimLimits, DeviceLimit, create_region
+from driver.limits import ClaimLimits, DeviceLimit, create_region, limits_path_for, write_limits
 
 MIB = 1 << 20
+UID = "0f0e0d0c-claim"
+MOUNTED = f"/var/run/carve/{UID}"
 
 ALLOC_9_MIB = """
 import ctypes
@@ -26,9 +37,161 @@ assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtx
 print("rc", cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(9 << 20)))
 """
 
+# Root's attacks on the writable region, run inside the "container" before the allocation. What the kernel
+# refuses (a mount point cannot be unlinked or renamed over: EBUSY) is printed and the attack goes on.
+TRY = """
+import os, sys
+def attempt(what, fn):
+    try:
+        fn()
+        print("attack:", what, "done", file=sys.stderr)
+    except OSError as e:
+        print("attack:", what, "refused:", e.strerror, file=sys.stderr)
+"""
+WRITE_REGION = """
+from driver.limits.region import RegionStruct, DeviceStruct
+import os
+fd = os.open("{region}", os.O_RDWR)
+devices = RegionStruct.devices.offset
+os.pwrite(fd, (0).to_bytes(8, "little"), devices + DeviceStruct.memory_limit.offset)  # no memory limit
+os.pwrite(fd, (0).to_bytes(4, "little"), devices + DeviceStruct.cores_limit.offset)
+os.pwrite(fd, (2).to_bytes(4, "little"), RegionStruct.core_policy.offset)  # core_policy=disable
+os.pwrite(fd, (0).to_bytes(8, "little"), devices + DeviceStruct.memory_used.offset)
+"""
+REPLACE_REGION = """
+from driver.limits import ClaimLimits, DeviceLimit, create_region
+create_region("/tmp/forged", ClaimLimits((DeviceLimit(0, 0, uuid="{uuid}"),), "{region}", "disable"))
+forged = open("/tmp/forged", "rb").read()
+attempt("rename over", lambda: os.rename("/tmp/forged", "{region}"))
+attempt("rewrite in place", lambda: open("{region}", "wb").write(forged))
+"""
+FORGE_LIMITS = """
+import os
+from driver.limits import ClaimLimits, DeviceLimit, write_limits
+# a claim of its own, named first, and its limits file, naming the same GPU without a limit
+os.makedirs("/var/run/carve/000-forged/limits")
+forged = ClaimLimits((DeviceLimit(0, 0, uuid="{uuid}"),), "/x")
+write_limits("/var/run/carve/000-forged/limits/limits", forged)
+for attempt in (lambda: open("{limits}", "r+b"), lambda: os.unlink("{limits}"),
+                lambda: os.rename("/var/run/carve/000-forged/limits/limits", "{limits}")):
+    try:
+        attempt()
+    except OSError:
+        continue
+    raise SystemExit("the plugin's limits file could be changed")
+"""
+ATTACKS = {
+    "write-region": WRITE_REGION,
+    # a deleted region would be re-created from the environment; a symlink must not be followed
+    "delete-region": 'attempt("unlink", lambda: os.unlink("{region}"))',
+    "symlink-region": 'attempt("unlink", lambda: os.unlink("{region}")); '
+    'attempt("symlink", lambda: os.symlink("/dev/zero", "{region}"))',
+    "replace-region": REPLACE_REGION,
+    "forge-limits": FORGE_LIMITS,
+}
+
 
 def run_python(script: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+
+
+def require_mount_namespace() -> None:
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode
+    ):
+        pytest.fail("these tests build the plugin's read-only mounts: they need root and unshare -m")
+
+
+def contained(c, tmp_path, attack: str, alloc: int, **env: str) -> subprocess.CompletedProcess:
+    """Mount the claim as the plugin does, run `attack` as root inside, then allocate `alloc` bytes with an
+    environment that asks for no limit at all."""
+    uuid = json.loads(c.run("uuids").stdout)[0]
+    host = tmp_path / "plugin-claim"
+    host.mkdir(parents=True)
+    write_claim(host / "region", ClaimLimits((DeviceLimit(8 * MIB, 0, uuid=uuid),), f"{MOUNTED}/region"))
+    script = tmp_path / "attack.py"
+    attack = attack.format(region=f"{MOUNTED}/region", limits=f"{MOUNTED}/limits/limits", uuid=uuid)
+    script.write_text(TRY + attack)
+    asked = {"CARVE_MEMORY_LIMIT": "1T", "CARVE_REGION": f"{MOUNTED}/region", "CARVE_CORE_POLICY": "disable"}
+    env = c.env(**{**asked, **env})
+    if "CARVE_REGION_DIR" not in env_given(env, c):
+        env.pop("CARVE_REGION_DIR")  # the default, /var/run/carve
+    env["PYTHONPATH"] = str(REPO)
+    # as the CDI spec mounts them: the region file alone read-write, the limits directory read-only
+    setup = (
+        f"mount -t tmpfs tmpfs /run && mkdir -p {MOUNTED}/limits && touch {MOUNTED}/region && "
+        f"mount --bind {host}/region {MOUNTED}/region && "
+        f"mount --bind {host}/limits {MOUNTED}/limits && mount -o remount,bind,ro {MOUNTED}/limits && "
+        f'env -u LD_PRELOAD "{sys.executable}" "{script}" && exec "{CLIENT}" alloc {alloc}'
+    )
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", setup], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def env_given(env: dict[str, str], c) -> dict[str, str]:
+    return {k: v for k, v in c.extra.items() if k in env}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_root_in_the_container_cannot_lift_its_quota(claim, tmp_path, attack):
+    require_mount_namespace()
+    c = claim()
+    out = contained(c, tmp_path, ATTACKS[attack], 64 * MIB)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "2", out.stderr  # CUDA_ERROR_OUT_OF_MEMORY: the plugin's 8 MiB hold
+    if attack in ("delete-region", "symlink-region"):
+        assert "refused: Device or resource busy" in out.stderr  # the region is a mount point
+    within = contained(c, tmp_path / "within", ATTACKS[attack], 4 * MIB)
+    assert within.stdout.strip() == "0", within.stderr  # and the quota is the plugin's, not "refuse all"
+
+
+@pytest.mark.parametrize("damage", ["deleted", "symlink", "garbage"])
+def test_a_claim_whose_region_is_gone_or_broken_fails_closed(claim, damage):
+    # Where the region is not a mount point (outside a container), removing or breaking it must not open the
+    # claim up: each process would otherwise get the whole quota of its own.
+    c = claim().create(memory=64 * MIB)
+    c.region.unlink()
+    if damage == "symlink":
+        c.region.symlink_to("/dev/zero")
+    elif damage == "garbage":
+        c.region.write_bytes(b"x" * 4096)
+    out = c.run("alloc", str(1 * MIB), CARVE_MEMORY_LIMIT="1T")
+    assert out.stdout.strip() == "2", out.stderr
+    assert "is unusable: allocations on this claim's GPUs are refused" in out.stderr
+    assert not c.region.exists() or damage != "deleted"  # never re-created from the environment
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["missing", "truncated", "symlink", "fifo", "bad-version"],
+)
+def test_a_missing_or_malformed_limits_file_fails_closed(claim, damage):
+    c = claim().create(memory=64 * MIB)
+    limits = c.limits
+    data = limits.read_bytes()
+    limits.unlink()
+    if damage == "truncated":
+        limits.write_bytes(data[:100])
+    elif damage == "symlink":
+        (limits.parent / "real").write_bytes(data)
+        limits.symlink_to(limits.parent / "real")
+    elif damage == "fifo":
+        os.mkfifo(limits)
+    elif damage == "bad-version":
+        limits.write_bytes(data[:8] + (99).to_bytes(4, "little") + data[12:])
+    out = c.run("alloc", str(1 * MIB), CARVE_MEMORY_LIMIT="1T", timeout=20)
+    assert out.stdout.strip() == "2", out.stderr  # never open: nothing can be allocated
+    assert f"limits {limits}" in out.stderr and "refused" in out.stderr
+
+
+def test_the_limits_file_wins_over_the_environment_and_the_region(claim):
+    c = claim().create(memory=8 * MIB)
+    create_region(c.region, ClaimLimits((DeviceLimit(0, 0),), str(c.region), "disable"))  # no limit in it
+    assert c.run("alloc", str(9 * MIB), CARVE_MEMORY_LIMIT="1T").stdout.strip() == "2"
+    write_limits(limits_path_for(c.region), ClaimLimits((DeviceLimit(16 * MIB, 0),), str(c.region)))
+    assert c.run("alloc", str(9 * MIB), CARVE_MEMORY_LIMIT="1").stdout.strip() == "0"
 
 
 @pytest.mark.parametrize("plugin_region", [True, False], ids=["plugin-region", "environment-only"])
@@ -51,30 +214,15 @@ def test_rewriting_the_environment_before_the_first_cuda_call_changes_nothing(cl
 
 
 def test_a_child_with_a_rewritten_environment_is_held_by_the_plugins_mounted_regions(claim, tmp_path):
-    # The plugin mounts each claim's region at /var/run/carve/<claim-uid>/region; a private mount namespace
-    # gives this test its own /run. The child's environment has no CARVE_REGION and points CARVE_REGION_DIR
-    # elsewhere, as `env -i CARVE_REGION_DIR=/x app` would (ld.so.preload, not the environment, loads the
-    # limiter in a container: LD_PRELOAD stands in for it here).
-    if shutil.which("unshare") is None or subprocess.run(
-        ["unshare", "-rm", "true"], capture_output=True
-    ).returncode != 0:
-        pytest.skip("needs unshare and a mount namespace (user namespaces or root)")
+    # The child's environment has no CARVE_REGION and points CARVE_REGION_DIR elsewhere, as
+    # `env -i CARVE_REGION_DIR=/x app` would (ld.so.preload, not the environment, loads the limiter in a
+    # container: LD_PRELOAD stands in for it here).
+    require_mount_namespace()
     c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
-    region = tmp_path / "mounted-region"
-    mounted = "/var/run/carve/claim-uid/region"
-    create_region(region, ClaimLimits(devices=(DeviceLimit(8 * MIB, 0, uuid=uuid),), region_path=mounted))
-    env = {k: v for k, v in c.env().items() if not k.startswith("CARVE_") or k.startswith("CARVE_FAKE_")}
-    env["CARVE_REGION_DIR"] = str(tmp_path / "elsewhere")
-    script = (
-        "mount -t tmpfs tmpfs /run && mkdir -p /run/carve/claim-uid && "
-        f'cp "{region}" /run/carve/claim-uid/region && exec "{CLIENT}" alloc {9 * MIB}'
-    )
-    out = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=60
-    )
+    c.extra = {"CARVE_REGION_DIR": str(tmp_path / "elsewhere")}
+    out = contained(c, tmp_path, "pass", 9 * MIB, CARVE_REGION="")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "2", out.stderr  # OUT_OF_MEMORY: the mounted region's 8 MiB hold
+    assert out.stdout.strip() == "2", out.stderr  # OUT_OF_MEMORY: the mounted claim's 8 MiB hold
 
 
 def test_the_drivers_lookups_of_its_own_entry_points_get_the_driver_not_the_hooks(claim):

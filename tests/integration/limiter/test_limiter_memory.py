@@ -11,7 +11,7 @@ import textwrap
 import pytest
 from limiter_harness import PATHS
 
-from driver.limits import Region
+from driver.limits import ClaimLimits, DeviceLimit, Region, write_limits
 
 MIB = 1 << 20
 
@@ -61,8 +61,8 @@ def test_reports_clamp_at_zero_when_usage_exceeds_a_lowered_limit(claim):
     held = c.popen("hold", str(40 * MIB))
     try:
         assert held.stdout.readline().strip() == "ready 0"
-        with Region.open(c.region) as r:  # the plugin shrinks the quota under a running claim
-            r._device(0).memory_limit = 16 * MIB
+        # the plugin shrinks the quota under a running claim
+        write_limits(c.limits, ClaimLimits((DeviceLimit(16 * MIB, 0),), str(c.region)))
         info = c.json("info")
     finally:
         held.kill()

@@ -92,10 +92,10 @@ def test_environment_creates_a_missing_region_shared_by_the_claim(claim):
         holder.wait()
 
 
-def _alloc_with_bad_region(c, content: bytes) -> subprocess.CompletedProcess:
+def _alloc_with_bad_region(c, content: bytes, **env: str) -> subprocess.CompletedProcess:
     c.region.write_bytes(content)
     before = c.region.read_bytes()
-    proc = c.run("alloc", str(9 * MIB), CARVE_MEMORY_LIMIT=str(8 * MIB))
+    proc = c.run("alloc", str(9 * MIB), **{"CARVE_MEMORY_LIMIT": str(8 * MIB), **env})
     assert c.region.read_bytes() == before, "the limiter wrote into a region it does not understand"
     return proc
 
@@ -107,18 +107,18 @@ def test_corrupt_region_falls_back_to_per_process_limits(claim):
     assert "bad magic" in proc.stderr and "enforced per process" in proc.stderr
 
 
-def test_foreign_version_region_is_never_written(claim):
-    c = claim().create(memory=64 * MIB)
+def test_foreign_version_region_is_never_written_and_the_limits_file_still_holds(claim):
+    c = claim().create(memory=8 * MIB)
     data = bytearray(c.region.read_bytes())
-    data[8:12] = (2).to_bytes(4, "little")  # a future layout version
-    proc = _alloc_with_bad_region(c, bytes(data))
-    assert proc.stdout.strip() == "2"
-    assert "foreign layout version" in proc.stderr
+    data[8:12] = (9).to_bytes(4, "little")  # a future layout version
+    proc = _alloc_with_bad_region(c, bytes(data), CARVE_MEMORY_LIMIT="1T")
+    assert proc.stdout.strip() == "2"  # closed: not the environment's terabyte, nor per-process quotas
+    assert "foreign layout version" in proc.stderr and "is unusable" in proc.stderr
 
 
-def test_truncated_region_is_rejected(claim):
-    c = claim().create(memory=64 * MIB)
-    proc = _alloc_with_bad_region(c, c.region.read_bytes()[:4096])
+def test_truncated_region_is_rejected_and_the_limits_file_still_holds(claim):
+    c = claim().create(memory=8 * MIB)
+    proc = _alloc_with_bad_region(c, c.region.read_bytes()[:4096], CARVE_MEMORY_LIMIT="1T")
     assert proc.stdout.strip() == "2" and "file size" in proc.stderr
 
 

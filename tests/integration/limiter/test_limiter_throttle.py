@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 from limiter_harness import Claim, require_native
 
-from driver.limits import Region
-
 TOLERANCE = 5
 KERNEL_NS = 1_000_000  # 1 ms per wave: few enough kernels that the fake GPU's ring covers the whole window
 
@@ -51,16 +49,14 @@ def runs(tmp_path_factory):
         "low": (_claim(root, "low", t4, "j", cores=50, priority="low"), 5, 80, "kernel"),
         "high_of_low": (_claim(root, "high", t4, "j", memory=0), 5, 80, "kernel"),
     }
-    with Region.open(plan["low"][0].region) as r:
-        r.set_high_neighbours(0, 1)  # the plugin marks that a high-priority claim shares this GPU
+    plan["low"][0].rewrite_limits(high_neighbours=(1,))  # the plugin: a high-priority claim shares this GPU
     procs = {}
     start = time.monotonic()
     for name, (c, secs, grid, how) in plan.items():
         path = [how] if how != "kernel" else []
         procs[name] = c.popen("launch", str(secs), str(grid), str(KERNEL_NS), *path)
     time.sleep(max(0.0, 2.0 - (time.monotonic() - start)))
-    with Region.open(plan["live"][0].region) as r:
-        r.set_cores_limit(0, 60)  # the plugin changes a running claim's share
+    plan["live"][0].rewrite_limits(shares=(60,))  # the plugin changes a running claim's share
     out = {}
     for name, p in procs.items():
         stdout, _ = p.communicate(timeout=60)

@@ -10,7 +10,17 @@ import subprocess
 import pytest
 from limiter_harness import BUILD
 
-from driver.limits import ClaimLimits, DeviceLimit, Region, RegionError, create_region
+from driver.limits import (
+    ClaimLimits,
+    ClaimRuntime,
+    DeviceLimit,
+    Region,
+    RegionError,
+    create_region,
+    limitsfile,
+    read_limits,
+    write_limits,
+)
 from driver.limits import region as region_mod
 
 PROBE = BUILD / "tests" / "limits_region_probe"
@@ -24,6 +34,8 @@ def test_python_layout_matches_the_c_header():
         "carve_region_t": region_mod.RegionStruct,
         "carve_region_device_t": region_mod.DeviceStruct,
         "carve_region_proc_t": region_mod.ProcStruct,
+        "carve_limits_t": limitsfile.LimitsStruct,
+        "carve_limits_device_t": limitsfile.LimitsDeviceStruct,
     }
     assert {name: ctypes.sizeof(s) for name, s in structs.items()} == c["sizeof"]
     py_fields = {
@@ -33,6 +45,7 @@ def test_python_layout_matches_the_c_header():
     }
     assert py_fields == c["fields"]
     assert (c["magic"], c["version"]) == (region_mod.MAGIC, region_mod.VERSION)
+    assert (c["limits_magic"], c["limits_version"]) == (limitsfile.LIMITS_MAGIC, limitsfile.LIMITS_VERSION)
     assert (c["max_procs"], c["max_devices"]) == (region_mod.MAX_PROCS, 16)
 
 
@@ -55,17 +68,37 @@ def test_created_region_carries_the_limits(tmp_path):
         assert s.devices[0].uuid == b"GPU-1234"
 
 
-def test_live_cores_change_is_visible_to_other_mappings(tmp_path):
+def test_limits_file_is_written_atomically_read_only_and_bumps_its_generation(tmp_path):
+    path = tmp_path / "limits" / "limits"
+    limits = make_limits(tmp_path / "region", core_policy="force", priority="low")
+    write_limits(path, limits)
+    assert path.stat().st_mode & 0o777 == 0o444 and not list(path.parent.glob(".*tmp"))
+    first = read_limits(path)
+    assert (first.memory_limits, first.cores_limits, first.uuids) == ((4 << 30, 0), (30, 0), ("GPU-1234", ""))
+    assert (first.core_policy, first.priority, first.generation) == ("force", "low", 1)
+    write_limits(path, limits, ClaimRuntime(shares=(30, 40), high_neighbours=(0, 2)))
+    second = read_limits(path)
+    assert (second.cores_limits, second.cores_reserved, second.high_neighbours) == ((30, 40), (30, 0), (0, 2))
+    assert second.generation == 2
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "oversized"])
+def test_container_writable_files_are_opened_as_untrusted(tmp_path, kind):
     path = tmp_path / "region"
-    create_region(path, make_limits(path))
-    with Region.open(path) as writer, Region.open(path) as reader:
-        generation = writer._struct.generation
-        writer.set_cores_limit(0, 60)
-        assert reader.cores_limit(0) == 60 and reader._struct.generation == generation + 1
-        with pytest.raises(RegionError, match="cores_limit"):
-            writer.set_cores_limit(0, 101)
-        with pytest.raises(RegionError, match="device 5 out of range"):
-            writer.set_cores_limit(5, 10)
+    create_region(tmp_path / "real", make_limits(path))
+    if kind == "symlink":
+        path.symlink_to(tmp_path / "real")
+    elif kind == "fifo":
+        os.mkfifo(path)  # opening it blocking would hang the watcher
+    else:
+        path.write_bytes((tmp_path / "real").read_bytes() + b"\0" * 4096)
+    problem = {"symlink": "symlink", "fifo": "not a regular file", "oversized": "size is"}[kind]
+    with pytest.raises(RegionError, match=problem):
+        Region.open(path)
+    if kind == "oversized":  # the watcher cuts it back: the host space a container can fill is bounded
+        with Region.open(path, cut_oversized=True) as r:
+            assert r.device_count == 2
+        assert path.stat().st_size == region_mod.REGION_SIZE
 
 
 @pytest.mark.parametrize(

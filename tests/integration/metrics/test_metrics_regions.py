@@ -1,7 +1,8 @@
 """The exporter reads each limited claim's region file at scrape time: values, labels, bad files.
 
-Region files are real (driver.limits.create_region), with usage written into them the way the limiter
-would, at the offsets of the mirrored C layout.
+Region and limits files are real (driver.limits.create_region, write_limits), with usage written into the
+region the way the limiter would, at the offsets of the mirrored C layout. Quotas and shares come from the
+limits file, never from the region a container can write.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from driver.limits import ClaimLimits, DeviceLimit, create_region
+from driver.limits import ClaimLimits, DeviceLimit, create_region, write_limits
 from driver.limits.region import RegionStruct
 from driver.metrics import MetricsServer, PluginMetrics, PluginState
 from driver.plugin.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord
@@ -26,11 +27,14 @@ def device(name: str, type_: str, gpu: str) -> DeviceRecord:
 
 
 def write_region(claims_dir: Path, uid: str, limits: list[tuple[int, int, str]], **usage) -> Path:
-    """A region with `limits` [(memory, cores, uuid)], then usage per device and attached process ids."""
-    path = ClaimFiles(claims_dir / uid).region
+    """A claim's plugin-written limits file with `limits` [(memory, cores, uuid)] and its region, then usage
+    per device and attached process ids in the region."""
+    files = ClaimFiles(claims_dir / uid)
+    path = files.region
     path.parent.mkdir(parents=True)
     devices = tuple(DeviceLimit(m, c, u) for m, c, u in limits)
     create_region(path, ClaimLimits(devices, f"/var/run/carve/{uid}/region"))
+    write_limits(files.limits, ClaimLimits(devices, f"/var/run/carve/{uid}/region"))
     region = RegionStruct.from_buffer_copy(path.read_bytes())
     for i, (used, peak, refusals, utilization) in enumerate(usage.get("devices", [])):
         d = region.devices[i]
@@ -150,3 +154,33 @@ def test_a_bad_region_is_logged_once_not_at_every_scrape(claims_dir, caplog):
         r.get_sample_value("carve_metrics_region_errors_total")
     assert r.get_sample_value("carve_metrics_region_errors_total") == 4
     assert sum("metrics.region-unreadable" in rec.getMessage() for rec in caplog.records) == 1
+
+
+def test_the_quota_shown_is_the_plugins_not_what_the_container_wrote_into_its_region(claims_dir):
+    soft = ClaimRecord("u1", "ml", "train", STATE_COMPLETED, [device("gpu-1", "vgpu", "GPU-1")])
+    path = write_region(claims_dir, "u1", [(4 * GIB, 30, "GPU-1")])
+    region = RegionStruct.from_buffer_copy(path.read_bytes())
+    region.devices[0].memory_limit, region.devices[0].cores_limit = 0, 0  # the tenant's edit
+    path.write_bytes(bytes(region))
+    r = metrics(claims_dir, [soft]).registry
+    at = labels("u1", "train", "gpu-1", "GPU-1")
+    assert r.get_sample_value("carve_claim_memory_limit_bytes", at) == 4 * GIB
+    assert r.get_sample_value("carve_claim_cores_limit_percent", at) == 30
+
+
+def test_the_nvml_cross_check_is_exported(claims_dir):
+    from driver.plugin.enforcement import Findings, OverQuota, Unenforced
+
+    soft = ClaimRecord("u1", "ml", "train", STATE_COMPLETED, [device("gpu-1", "vgpu", "GPU-1")])
+    findings = Findings(
+        unenforced=[Unenforced("GPU-1", 77, GIB, "u1"), Unenforced("GPU-1", 78, GIB, None)],
+        over_quota=[OverQuota("u1", "GPU-1", 5 * GIB, 4 * GIB, (12,))],
+        soft_gpus=("GPU-1", "GPU-2"),
+        kills=3,
+    )
+    r = PluginMetrics(lambda: PluginState(True, [soft], claims_dir, findings=findings)).registry
+    assert r.get_sample_value("carve_unenforced_processes", {"gpu_uuid": "GPU-1"}) == 2
+    assert r.get_sample_value("carve_unenforced_processes", {"gpu_uuid": "GPU-2"}) == 0
+    over = {"claim_namespace": "ml", "claim_name": "train", "claim_uid": "u1", "gpu_uuid": "GPU-1"}
+    assert r.get_sample_value("carve_claim_memory_over_quota_bytes", over) == GIB
+    assert r.get_sample_value("carve_enforcement_kills_total") == 3

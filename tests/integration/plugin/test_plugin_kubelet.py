@@ -14,6 +14,7 @@ from referencing import Registry, Resource
 from support.plugin_harness import NODE, result, slice_config
 
 from driver import names
+from driver.limits import read_limits
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "unit" / "cdi" / "cdi-schema"
 
@@ -102,7 +103,12 @@ def test_prepare_and_unprepare_mig_soft_and_whole_gpu(node, kubelet, plugin_fact
     assert [a[1] for a in hooks] == ["create-symlinks", "update-ldcache", "preload"]
     assert env["CARVE_REGION"] == f"/var/run/carve/{soft[2]}/region"
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert (Path(mounts[f"/var/run/carve/{soft[2]}"]["hostPath"]) / "region").stat().st_size > 0
+    region = mounts[f"/var/run/carve/{soft[2]}/region"]
+    assert Path(region["hostPath"]).stat().st_size > 0 and "rw" in region["options"]
+    limits = mounts[f"/var/run/carve/{soft[2]}/limits"]  # the plugin's limits, read-only to the container
+    assert "ro" in limits["options"] and read_limits(Path(limits["hostPath"]) / "limits").memory_limits == (
+        4 * 1024**3,
+    )
     assert "/usr/lib64/libcuda.so.580.95.05" in mounts and "/usr/bin/nvidia-smi" in mounts
     nodes = [n["path"] for n in soft_spec["devices"][0]["containerEdits"]["deviceNodes"]]
     assert nodes == ["/dev/nvidia1"]

@@ -323,7 +323,8 @@ def test_two_soft_claims_mount_their_regions_at_different_paths(world):
         env = dict(e.split("=", 1) for e in edits["env"])
         mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
         region_dir = env["CARVE_REGION"].rpartition("/")[0]
-        assert mounts[region_dir].endswith(f"/claims/{ref.uid}/region")
+        assert mounts[env["CARVE_REGION"]].endswith(f"/claims/{ref.uid}/region/region")
+        assert mounts[f"{region_dir}/limits"].endswith(f"/claims/{ref.uid}/limits")
         regions.append(region_dir)
     assert len(set(regions)) == 2
 

@@ -1,5 +1,6 @@
-"""The region watcher on real region files: high-priority marks, host pids, broken regions, its thread,
-and the plugin process running it for the claims it prepared."""
+"""The region watcher on real claim files: effective shares and high-priority marks in the plugin's limits
+files (from the plugin's records, never the writable region), host pids, broken and hostile regions, its
+thread, and the plugin process running it for the claims it prepared."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from support.plugin_harness import result, slice_config
 
 from driver import names
-from driver.limits import ClaimLimits, DeviceLimit, Region, create_region
+from driver.limits import ClaimLimits, DeviceLimit, Region, create_region, read_limits, write_limits
 from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
 from driver.plugin.edits import ClaimFiles
 from driver.plugin.regions import RegionWatcher
@@ -22,31 +23,37 @@ GIB = 1 << 30
 
 
 class Node:
-    """Prepared claims as the plugin keeps them: checkpoint records and <claims>/<uid>/region/region."""
+    """Prepared claims as the plugin keeps them: checkpoint records, <claims>/<uid>/region/region and the
+    plugin's <claims>/<uid>/limits/limits."""
 
     def __init__(self, root: Path):
         self.claims_dir = root / "claims"
         self.state: dict[str, ClaimRecord] = {}
 
-    def add(self, uid: str, priority: str, *gpus: str, write: bool = True) -> Path:
-        path = ClaimFiles(self.claims_dir / uid).region
+    def add(self, uid: str, priority: str, *gpus: str, write: bool = True, cores: int = 30) -> Path:
+        files = ClaimFiles(self.claims_dir / uid)
+        devices = tuple(DeviceLimit(GIB, cores, uuid=g) for g in gpus)
+        limits = ClaimLimits(devices=devices, region_path="/r", priority=priority)
+        write_limits(files.limits, limits)
         if write:
-            path.parent.mkdir(parents=True)
-            devices = tuple(DeviceLimit(GIB, 30, uuid=g) for g in gpus)
-            create_region(path, ClaimLimits(devices=devices, region_path="/r", priority=priority))
+            files.region.parent.mkdir(parents=True)
+            create_region(files.region, limits)
         records = [
             DeviceRecord(["r"], "p", f"gpu-{i}", None, [], names.TYPE_VGPU, g) for i, g in enumerate(gpus)
         ]
         self.state[uid] = ClaimRecord(uid, "ns", uid, STATE_COMPLETED, records)
-        return path
+        return files.region
 
     def watcher(self, **kw) -> RegionWatcher:
         return RegionWatcher(lambda: self.state, self.claims_dir, **kw)
 
 
-def marks(path: Path) -> list[int]:
-    with Region.open(path) as r:
-        return [r.high_neighbours(i) for i in range(r.device_count)]
+def limits(region: Path):
+    return read_limits(region.parent.parent / "limits" / "limits")
+
+
+def marks(region: Path) -> list[int]:
+    return list(limits(region).high_neighbours)
 
 
 def test_low_priority_devices_are_marked_with_their_gpus_high_claims(tmp_path):
@@ -70,11 +77,9 @@ def test_unchanged_marks_are_not_rewritten(tmp_path):
     node.add("high", "high", "GPU-A")
     watcher = node.watcher()
     watcher.tick()
-    with Region.open(low) as r:
-        generation = r._struct.generation
+    generation = limits(low).generation
     watcher.tick()
-    with Region.open(low) as r:
-        assert r._struct.generation == generation  # limiters are not told about a change that did not happen
+    assert limits(low).generation == generation  # limiters are not told about a change that did not happen
 
 
 def test_host_pids_are_filled_from_the_nodes_proc(tmp_path):
@@ -159,11 +164,11 @@ def test_plugin_marks_its_low_priority_claims_and_stops_the_watcher(node, kubele
     )
     out = kubelet.prepare([low, high])
     assert {u: r["error"] for u, r in out.items()} == {low[2]: "", high[2]: ""}
-    plugin.wait_for_log(rf"event=regions.marked uid={low[2]} device=0 high_neighbours=1")
+    plugin.wait_for_log(rf"event=regions.limits-updated uid={low[2]} shares=30 high_neighbours=1")
     region = ClaimFiles(node.plugin_dir / "claims" / low[2]).region
     assert marks(region) == [1]
     assert kubelet.unprepare([high]) == {high[2]: ""}
-    plugin.wait_for_log(rf"event=regions.marked uid={low[2]} device=0 high_neighbours=0")
+    plugin.wait_for_log(rf"event=regions.limits-updated uid={low[2]} shares=30 high_neighbours=0")
     assert plugin.stop() == 0
     assert "regions.tick-failed" not in plugin.log()
 
@@ -174,3 +179,62 @@ def _no_stray_threads():
     import threading
 
     assert not [t for t in threading.enumerate() if t.name == "region-watcher"]
+
+
+def test_priority_and_gpus_come_from_the_plugins_records_not_the_writable_region(tmp_path):
+    node = Node(tmp_path)
+    low = node.add("low", "low", "GPU-A")
+    tenant = node.add("tenant", "low", "GPU-B")
+    with Region.open(tenant) as r:  # the tenant marks itself high priority on the low claim's GPU
+        r._struct.priority = 0
+        r._struct.devices[0].uuid = b"GPU-A"
+    node.watcher().tick()
+    assert marks(low) == [0]  # nobody high shares GPU-A
+    # a limits file naming a GPU that is not the claim's in the checkpoint is not believed either
+    write_limits(
+        ClaimFiles(node.claims_dir / "tenant").limits,
+        ClaimLimits((DeviceLimit(GIB, 30, uuid="GPU-A"),), "/r", priority="high"),
+    )
+    watcher = node.watcher()
+    watcher.tick()
+    assert marks(low) == [0]
+
+
+def test_best_effort_claims_get_what_the_reservations_leave(tmp_path):
+    node = Node(tmp_path)
+    reserved = node.add("reserved", "high", "GPU-A", cores=60)
+    best = node.add("best-effort", "high", "GPU-A", "GPU-B", cores=0)
+    node.watcher().tick()
+    assert limits(reserved).cores_limits == (60,)
+    assert limits(best).cores_limits == (40, 0)  # GPU-B has no reservation: no limit there
+    assert limits(best).cores_reserved == (0, 0)
+    del node.state["reserved"]
+    node.watcher().tick()
+    assert limits(best).cores_limits == (0, 0)
+
+
+@pytest.mark.parametrize("kind", ["symlink-to-device", "fifo"])
+def test_a_region_replaced_by_a_link_or_a_node_is_not_opened(tmp_path, caplog, kind):
+    node = Node(tmp_path)
+    region = node.add("c", "high", "GPU-A")
+    region.unlink()
+    if kind == "fifo":
+        os.mkfifo(region)  # a blocking open would hang the watcher for good
+    else:
+        region.symlink_to("/dev/zero")
+    with caplog.at_level(logging.WARNING, logger="driver.plugin.regions"):
+        node.watcher().tick()
+    (skipped,) = [r for r in caplog.records if r.getMessage() == "regions.skipped"]
+    assert ("symlink" if kind != "fifo" else "not a regular file") in skipped.fields["error"]
+
+
+def test_a_region_a_container_grew_is_cut_back_to_its_size(tmp_path, caplog):
+    node = Node(tmp_path)
+    region = node.add("c", "high", "GPU-A")
+    size = region.stat().st_size
+    with open(region, "ab") as f:
+        f.truncate(size + (64 << 20))
+    with caplog.at_level(logging.WARNING, logger="driver.plugin.regions"):
+        node.watcher().tick()
+    assert region.stat().st_size == size
+    assert [r.fields["uid"] for r in caplog.records if r.getMessage() == "regions.oversized"] == ["c"]

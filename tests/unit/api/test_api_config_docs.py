@@ -91,3 +91,46 @@ def test_doc_states_the_defaults_the_models_have() -> None:
         row = next(line for line in text.splitlines() if line.startswith(f"| `{field}`"))
         assert f"| `{getattr(defaults, field)}` |" in row
     assert GpuConfig().sharing.strategy == "Exclusive" and "`Exclusive` |" in text
+
+
+def test_documented_policy_error_is_the_message_carve_gives() -> None:
+    from api.v1alpha1 import ConfigError
+
+    claim = [
+        {
+            "opaque": {
+                "driver": DRIVER_NAME,
+                "parameters": {
+                    "apiVersion": "gpu.carve.dev/v1alpha1",
+                    "kind": "SliceConfig",
+                    "corePolicy": "disable",
+                },
+            }
+        }
+    ]
+    with pytest.raises(ConfigError) as caught:
+        resolve_configs([], claim, "gpu", TYPE_VGPU, class_name="vgpu.carve.dev")
+    assert f"device gpu-3: {caught.value}\n" in DOC.read_text()
+
+
+def test_documented_claim_policy_example_bounds_as_described() -> None:
+    (cls,) = [b for b in BLOCKS if b.get("metadata", {}).get("name") == "vgpu-strict.carve.dev"]
+    class_configs = opaque_entries(cls)
+    claim = [
+        {
+            "opaque": {
+                "driver": DRIVER_NAME,
+                "parameters": {
+                    "apiVersion": "gpu.carve.dev/v1alpha1",
+                    "kind": "SliceConfig",
+                    "priority": "low",
+                    "oomPolicy": "error",
+                },
+            }
+        }
+    ]
+    got = resolve_configs(class_configs, claim, "gpu", TYPE_VGPU, class_name="vgpu-strict.carve.dev")
+    assert (got.corePolicy, got.priority, got.oomPolicy) == ("force", "low", "error")
+    claim[0]["opaque"]["parameters"]["corePolicy"] = "default"
+    with pytest.raises(ValueError, match="corePolicy: 'default' is not allowed by DeviceClass vgpu-strict"):
+        resolve_configs(class_configs, claim, "gpu", TYPE_VGPU, class_name="vgpu-strict.carve.dev")

@@ -26,10 +26,19 @@ def test_gpu_config_defaults_to_exclusive() -> None:
     assert config.sharing.timeSlicing is None
 
 
-def test_gpu_config_time_slicing_with_interval() -> None:
-    config = parse_config(gpu(sharing={"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}}))
+def test_gpu_config_time_slicing_with_the_default_interval() -> None:
+    config = parse_config(gpu(sharing={"strategy": "TimeSlicing", "timeSlicing": {"interval": "Default"}}))
     assert config.sharing.strategy == "TimeSlicing"
-    assert config.sharing.timeSlicing.interval == "Long"
+    assert config.sharing.timeSlicing.interval == "Default"
+
+
+@pytest.mark.parametrize("interval", ["Short", "Medium", "Long"])
+def test_time_slice_lengths_carve_cannot_apply_are_refused_with_the_reason(interval: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(gpu(sharing={"strategy": "TimeSlicing", "timeSlicing": {"interval": interval}}))
+    assert caught.value.field == "sharing.timeSlicing.interval"
+    assert caught.value.value == interval
+    assert "NVML" in str(caught.value) and "only Default" in str(caught.value)
 
 
 def test_slice_config_defaults() -> None:
@@ -103,11 +112,11 @@ def test_error_names_the_field_and_the_value(raw: dict, field: str, value, words
 
 
 def test_time_slicing_settings_need_the_time_slicing_strategy() -> None:
-    raw = gpu(sharing={"strategy": "Exclusive", "timeSlicing": {"interval": "Short"}})
+    raw = gpu(sharing={"strategy": "Exclusive", "timeSlicing": {"interval": "Default"}})
     with pytest.raises(ConfigError) as caught:
         parse_config(raw)
     assert caught.value.field == "sharing.timeSlicing"
-    assert caught.value.value == {"interval": "Short"}
+    assert caught.value.value == {"interval": "Default"}
     assert "only valid with strategy TimeSlicing" in str(caught.value)
 
 
@@ -134,3 +143,18 @@ def test_models_are_immutable() -> None:
     config = parse_config(sliced())
     with pytest.raises(ValueError):
         config.priority = "low"
+
+
+def test_the_reason_holds_nvml_has_no_time_slice_setter_for_bare_metal_gpus() -> None:
+    # The refusal above says NVML cannot set a bare-metal GPU's time slice; the NVML header the native
+    # build uses must agree (only vGPU scheduler setters). A new setter would make this fail: apply it then.
+    import re
+    from pathlib import Path
+
+    import nvidia
+
+    headers = sorted(h for p in nvidia.__path__ for h in Path(p).rglob("nvml.h"))
+    assert headers, "nvml.h not found (nvidia-nvml-dev is a dev dependency)"
+    declared = set(re.findall(r"DECLDIR (nvml\w+)\(", headers[-1].read_text()))
+    setters = {f for f in declared if "Set" in f and re.search(r"Sched|Slice", f)}
+    assert setters and all("Vgpu" in f for f in setters), setters

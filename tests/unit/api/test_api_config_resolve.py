@@ -39,9 +39,19 @@ def test_no_config_gives_the_default_of_the_device_type() -> None:
 
 def test_claim_config_overrides_class_config() -> None:
     got = resolve_configs(
-        [entry(slice_cfg(priority="low"))], [entry(slice_cfg(priority="high"))], "r", TYPE_VGPU
+        [entry(slice_cfg(priority="high"))], [entry(slice_cfg(priority="low"))], "r", TYPE_VGPU
     )
-    assert got.priority == "high"
+    assert got.priority == "low"
+
+
+def test_claim_config_keeps_the_class_fields_it_does_not_set() -> None:
+    got = resolve_configs(
+        [entry(slice_cfg(corePolicy="force", priority="low"))],
+        [entry(slice_cfg(oomPolicy="kill"))],
+        "r",
+        TYPE_VGPU,
+    )
+    assert (got.corePolicy, got.priority, got.oomPolicy) == ("force", "low", "kill")
 
 
 def test_class_config_applies_when_the_claim_has_none() -> None:
@@ -49,8 +59,10 @@ def test_class_config_applies_when_the_claim_has_none() -> None:
 
 
 def test_last_matching_claim_entry_wins() -> None:
-    claim = [entry(slice_cfg(corePolicy="force")), entry(slice_cfg(corePolicy="disable"))]
-    assert resolve_configs([], claim, "r", TYPE_VGPU).corePolicy == "disable"
+    claim = [entry(slice_cfg(corePolicy="default")), entry(slice_cfg(corePolicy="force"))]
+    assert resolve_configs([], claim, "r", TYPE_VGPU).corePolicy == "force"
+    claim.reverse()
+    assert resolve_configs([], claim, "r", TYPE_VGPU).corePolicy == "default"
 
 
 def test_later_winner_does_not_merge_fields_of_earlier_entries() -> None:
@@ -140,8 +152,8 @@ def test_gpu_config_fits_hardware_devices(device_type: str) -> None:
 
 
 def test_time_slice_interval_is_refused_on_a_mig_device() -> None:
-    claim = [entry(gpu_cfg("TimeSlicing", timeSlicing={"interval": "Short"}))]
-    assert resolve_configs([], claim, "r", TYPE_GPU).sharing.timeSlicing.interval == "Short"
+    claim = [entry(gpu_cfg("TimeSlicing", timeSlicing={"interval": "Default"}))]
+    assert resolve_configs([], claim, "r", TYPE_GPU).sharing.timeSlicing.interval == "Default"
     with pytest.raises(ConfigError) as caught:
         resolve_configs([], claim, "r", TYPE_MIG)
     assert caught.value.field == "opaque.parameters.sharing.timeSlicing"

@@ -10,7 +10,7 @@ Deliberate differences, left out of the comparison and documented in docs/plugin
 - the toolkit's `enable-cuda-compat`, `disable-device-node-modification` and `update-application-profile`
   hooks: carve writes no such hooks (no CUDA forward-compat switching, no EGL/Vulkan profiles);
 - carve's own additions: env NVIDIA_VISIBLE_DEVICES=void, and for soft slices and slots the limiter mount,
-  its region directory, the `preload` hook and the CARVE_* variables;
+  its region file and limits directory, the `preload` hook and the CARVE_* variables;
 - MIG capability nodes carry type/major/minor/mode in carve's spec (the toolkit stats host nodes), and the
   toolkit's DRM nodes (/dev/dri, none in these roots) are not added by carve.
 """
@@ -114,7 +114,11 @@ def test_spec_matches_the_toolkit_generator(tmp_path, stub_cache, layout, kind):
     want = toolkit_expectation(layout)
     host_root = LAYOUTS[layout].host_driver_root
     common = spec["containerEdits"]
-    carve_extra_mounts = {"/usr/local/carve/lib/libcarve-limiter.so", f"/var/run/carve/{UID}"}
+    carve_extra_mounts = {
+        "/usr/local/carve/lib/libcarve-limiter.so",
+        f"/var/run/carve/{UID}/region",
+        f"/var/run/carve/{UID}/limits",
+    }
 
     # device nodes: the control nodes in the spec-level edits, the GPU's (and MIG caps) per device
     assert [n["path"] for n in common["deviceNodes"]] == want["nodes"]

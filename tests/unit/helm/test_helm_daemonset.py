@@ -90,6 +90,7 @@ CUSTOM_VALUES = {
     "plugin.softContextReserve": ("1Gi", "soft_context_reserve", "1Gi"),
     "plugin.publishInterval": (12.5, "publish_interval", 12.5),
     "plugin.regionInterval": (0.5, "region_interval", 0.5),
+    "plugin.killUnenforced": (True, "kill_unenforced", True),
     "plugin.k8sVersion": ("1.35", "k8s_version", "1.35"),
     "plugin.pluginDir": (
         "/data/kubelet/plugins/gpu.carve.dev",
@@ -203,13 +204,25 @@ def _mounts(objects):
     return pod, volumes, mounts
 
 
+def _pod_containers(objects):
+    pod = one(objects, "DaemonSet")["spec"]["template"]["spec"]
+    return pod.get("initContainers", []) + pod["containers"]
+
+
 def test_host_paths_are_mounted_at_the_same_path_in_the_container():
     _pod, volumes, mounts = _mounts(render())
     assert (
         volumes["registry"]["path"] == mounts["registry"]["mountPath"] == "/var/lib/kubelet/plugins_registry"
     )
-    # The parent of the plugin dir: the plugin makes plugins/<driver>/ itself.
-    assert volumes["plugins"]["path"] == mounts["plugins"]["mountPath"] == "/var/lib/kubelet/plugins"
+    # Only the driver's own directory of the kubelet's plugins dir: other drivers' sockets stay out of reach.
+    assert (
+        volumes["plugins"]["path"]
+        == mounts["plugins"]["mountPath"]
+        == "/var/lib/kubelet/plugins/gpu.carve.dev"
+    )
+    assert volumes["plugins"]["type"] == "DirectoryOrCreate"
+    all_mounts = [m["mountPath"] for c in _pod_containers(render()) for m in c.get("volumeMounts", [])]
+    assert "/var/lib/kubelet/plugins" not in all_mounts
     assert volumes["cdi"]["path"] == mounts["cdi"]["mountPath"] == "/var/run/cdi"
     # A driver on the host: its /usr is looked at only to find NVML.
     assert volumes["driver-root"]["path"] == "/usr" and mounts["driver-root"]["mountPath"] == "/host/usr"
@@ -245,7 +258,7 @@ def test_limiter_is_copied_from_the_image_into_the_limiter_dir():
     init = next(c for c in pod["initContainers"] if c["name"] == "install-limiter")
     assert env_of(init)["LIMITER_DIR"] == "/var/lib/kubelet/plugins/gpu.carve.dev/lib"
     assert "/usr/local/carve/lib/libcarve-limiter.so" in init["command"][-1]
-    assert [m["mountPath"] for m in init["volumeMounts"]] == ["/var/lib/kubelet/plugins"]
+    assert [m["mountPath"] for m in init["volumeMounts"]] == ["/var/lib/kubelet/plugins/gpu.carve.dev"]
 
 
 def test_limiter_dir_outside_the_plugins_dir_gets_its_own_volume():

@@ -1,86 +1,18 @@
-"""The chart's RBAC is exactly what the plugin's API calls need, its DeviceClasses are those of
+"""The chart's RBAC is bound to the plugin (that it grants exactly the calls the plugin makes is checked by
+tests/integration/plugin/test_plugin_rbac.py, which records them), its DeviceClasses are those of
 deviceclasses/, and its admission policy confines the plugin's service account to its own node's slices."""
 
 from __future__ import annotations
 
-import ast
-import re
 from pathlib import Path
 
 import pytest
 import yaml
-from helm_render import FAKE_VALUES, NAMESPACE, REPO, SCENARIOS, one, render
+from helm_render import FAKE_VALUES, NAMESPACE, REPO, SCENARIOS, one, render, rules_of
 
 from driver import names
 
-KUBE_PY = REPO / "driver" / "cluster" / "kube.py"
 CLASS_DIR = REPO / "deviceclasses"
-# kubernetes client method prefix -> RBAC verb.
-VERBS = {
-    "read": "get",
-    "list": "list",
-    "create": "create",
-    "replace": "update",
-    "patch": "patch",
-    "delete_collection": "deletecollection",
-    "delete": "delete",
-}
-# Resource API classes the plugin may use; a new one (e.g. CoreV1Api for nodes) must be looked at here.
-KNOWN_APIS = {"ResourceV1Api": "resource.k8s.io", "VersionApi": None}
-
-
-def calls_of_kube_py() -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) for every `self.resource.<method>(...)` call in driver/cluster/kube.py."""
-    tree = ast.parse(KUBE_PY.read_text())
-    apis = {
-        node.func.attr
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "client"
-        and node.func.attr.endswith("Api")
-        and node.func.attr != "ApiClient"
-    }
-    assert apis <= set(KNOWN_APIS), f"kube.py uses API classes the chart's RBAC does not cover: {apis}"
-    found = set()
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        target = node.func.value
-        if not (isinstance(target, ast.Attribute) and target.attr == "resource"):
-            continue
-        method = node.func.attr
-        m = re.fullmatch(
-            r"(read|list|create|replace|patch|delete_collection|delete)_(namespaced_)?(\w+?)", method
-        )
-        assert m, f"kube.py calls self.resource.{method}: unknown to this test"
-        verb, kind = VERBS[m.group(1)], m.group(3)
-        watch = any(k.arg == "watch" for k in node.keywords)
-        # resource_slice -> resourceslices; resource_claim_status -> resourceclaims/status
-        base, status = (kind.removesuffix("_status"), "/status") if kind.endswith("_status") else (kind, "")
-        found.add(("resource.k8s.io", base.replace("_", "") + "s" + status, "watch" if watch else verb))
-    return found
-
-
-def rules_of(objects) -> set[tuple[str, str, str]]:
-    role = one(objects, "ClusterRole")
-    return {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
-def test_cluster_role_grants_exactly_the_calls_kube_py_makes():
-    used = calls_of_kube_py()
-    # Sanity: the scan sees the calls the plugin is known to make (dry-run creates are creates).
-    assert ("resource.k8s.io", "resourceclaims", "get") in used
-    assert ("resource.k8s.io", "resourceslices", "create") in used
-    for scenario in SCENARIOS.values():
-        assert rules_of(render(*scenario)) == used
 
 
 def test_cluster_role_is_bound_to_the_plugin_service_account():
@@ -99,7 +31,7 @@ def test_existing_service_account_can_be_used_instead():
     objects = render("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=gpu-plugin")
     assert not [o for o in objects if o["kind"] == "ServiceAccount"]
     assert one(objects, "ClusterRoleBinding")["subjects"][0]["name"] == "gpu-plugin"
-    vap = one(objects, "ValidatingAdmissionPolicy")
+    vap = named(objects, "ValidatingAdmissionPolicy", "carve-resourceslices")
     assert f"system:serviceaccount:{NAMESPACE}:gpu-plugin" in vap["spec"]["matchConditions"][0]["expression"]
 
 
@@ -158,11 +90,17 @@ def test_device_classes_can_be_turned_off_one_by_one_or_all():
     assert not [o for o in render("--set", "deviceClasses.enabled=false") if o["kind"] == "DeviceClass"]
 
 
-def test_admission_policy_confines_the_plugin_service_account_to_its_node():
+def named(objects, kind: str, name: str) -> dict:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def test_admission_policy_covers_every_write_the_plugin_may_make():
+    # What the policy's CEL allows and refuses: tests/unit/helm/test_helm_admission.py evaluates it.
     objects = render("-f", str(FAKE_VALUES))
     sa = one(objects, "ServiceAccount")["metadata"]["name"]
-    vap = one(objects, "ValidatingAdmissionPolicy")
-    binding = one(objects, "ValidatingAdmissionPolicyBinding")
+    vap = named(objects, "ValidatingAdmissionPolicy", "carve-resourceslices")
+    binding = named(objects, "ValidatingAdmissionPolicyBinding", "carve-resourceslices")
     spec = vap["spec"]
     assert spec["failurePolicy"] == "Fail"
     (rule,) = spec["matchConstraints"]["resourceRules"]
@@ -175,12 +113,21 @@ def test_admission_policy_confines_the_plugin_service_account_to_its_node():
     assert {op.lower() for op in rule["operations"]} == writes
     (cond,) = spec["matchConditions"]
     assert cond["expression"] == f'request.userInfo.username == "system:serviceaccount:{NAMESPACE}:{sa}"'
-    variables = {v["name"]: v["expression"] for v in spec["variables"]}
-    assert "authentication.kubernetes.io/node-name" in variables["userNodeName"]
-    checks = " ".join(v["expression"] for v in spec["validations"])
-    for name in ("userNodeName", "newNodeName", "oldNodeName"):
-        assert f"variables.{name}" in checks
     assert binding["spec"] == {"policyName": vap["metadata"]["name"], "validationActions": ["Deny"]}
+
+
+def test_claim_policies_take_every_device_class_as_parameter():
+    objects = render()
+    bounds = named(objects, "ValidatingAdmissionPolicy", "carve-claim-policy")
+    assert bounds["spec"]["paramKind"] == {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass"}
+    binding = named(objects, "ValidatingAdmissionPolicyBinding", "carve-claim-policy")
+    assert binding["spec"]["paramRef"] == {"selector": {}, "parameterNotFoundAction": "Allow"}
+    for name in ("carve-claim-configs", "carve-claim-policy"):
+        (rule,) = named(objects, "ValidatingAdmissionPolicy", name)["spec"]["matchConstraints"][
+            "resourceRules"
+        ]
+        assert set(rule["resources"]) == {"resourceclaims", "resourceclaimtemplates"}
+        assert set(rule["apiVersions"]) == {"v1", "v1beta1", "v1beta2"}
 
 
 def test_admission_policy_can_be_turned_off():

@@ -10,6 +10,8 @@ from driver.plugin.claims import ClaimRef, PrepareError, claim_limits, plan_clai
 
 GI = 1024**3
 REF = ClaimRef("ml", "train", "uid-1")
+SHARE_1 = "0b0e0a0d-1111-4222-8333-444455556666"
+SHARE_2 = "0b0e0a0d-1111-4222-8333-777788889999"
 CATALOG = {
     "gpu-0": NodeDevice("gpu-0", names.TYPE_VGPU, "GPU-0", 0, {"memory": 80 * GI, "cores": 100, "slots": 10}),
     "gpu-1-slot-0": NodeDevice("gpu-1-slot-0", names.TYPE_SLOT, "GPU-1", 1, {"memory": 8 * GI, "cores": 10}),
@@ -43,7 +45,7 @@ def test_soft_slice_limits_come_from_consumed_capacity():
     plan = plan_claim(
         REF,
         claim(
-            [res("gpu-0", shareID="s1", consumedCapacity={"memory": "4Gi", "cores": "30"})],
+            [res("gpu-0", shareID=SHARE_1, consumedCapacity={"memory": "4Gi", "cores": "30"})],
             [opaque("SliceConfig", oomPolicy="kill")],
         ),
         "node-a",
@@ -52,7 +54,7 @@ def test_soft_slice_limits_come_from_consumed_capacity():
     limits = claim_limits(plan, "/var/run/carve/region")
     assert [(d.memory_bytes, d.cores_percent, d.uuid) for d in limits.devices] == [(4 * GI, 30, "GPU-0")]
     assert limits.oom_policy == "kill"
-    assert plan.devices[0].share_id == "s1"
+    assert plan.devices[0].share_id == SHARE_1
 
 
 def test_slots_on_one_gpu_are_summed():
@@ -123,8 +125,8 @@ def test_limits_follow_pci_order_not_minor_order():
         ),
     }
     results = [
-        res("gpu-0", shareID="a", consumedCapacity={"memory": "1Gi"}),
-        res("gpu-1", shareID="b", consumedCapacity={"memory": "2Gi"}),
+        res("gpu-0", shareID=SHARE_1, consumedCapacity={"memory": "1Gi"}),
+        res("gpu-1", shareID=SHARE_2, consumedCapacity={"memory": "2Gi"}),
     ]
     limits = claim_limits(plan_claim(REF, claim(results), "node-a", catalog), "/r")
     assert [(d.uuid, d.memory_bytes) for d in limits.devices] == [("GPU-1", 2 * GI), ("GPU-0", 1 * GI)]
@@ -144,3 +146,60 @@ def test_catalog_reads_the_pci_bus_id_attribute():
         }
     )
     assert (dev.minor, dev.pci_bus_id) == (3, "0000:3b:00.0")
+
+
+@pytest.mark.parametrize(
+    "share_id",
+    [
+        "s1",
+        "../../etc",
+        "0b0e0a0d-1111-4222-8333-444455556666\n",
+        "0B0E0A0D-1111-4222-8333-444455556666",
+        "",
+        7,
+    ],
+)
+def test_bad_share_id_is_refused_in_planning_naming_the_result(share_id):
+    obj = claim([res("gpu-0", shareID=share_id, consumedCapacity={"memory": "1Gi"})])
+    with pytest.raises(PrepareError) as e:
+        plan_claim(REF, obj, "node-a", CATALOG)
+    assert str(e.value).startswith("claim ml/train (uid-1): status.allocation.devices.results[0]: shareID: ")
+    assert "lowercase UUID" in str(e.value)
+
+
+def test_claim_config_error_names_the_index_in_the_claims_spec_and_the_class():
+    # Kubernetes copies only the entries for allocated requests into the allocation: the user's index is 1.
+    cfg = {"apiVersion": names.CONFIG_API_VERSION, "kind": "SliceConfig", "corePolicy": "disable"}
+    spec_config = [
+        {"requests": ["other"], "opaque": {"driver": names.DRIVER_NAME, "parameters": {"kind": "x"}}},
+        {"requests": ["r"], "opaque": {"driver": names.DRIVER_NAME, "parameters": cfg}},
+    ]
+    obj = claim(
+        [res("gpu-0", consumedCapacity={"memory": "1Gi"})],
+        [{"source": "FromClaim", **spec_config[1]}],
+    )
+    obj["spec"] = {
+        "devices": {
+            "requests": [{"name": "r", "exactly": {"deviceClassName": "vgpu.carve.dev"}}],
+            "config": spec_config,
+        }
+    }
+    with pytest.raises(PrepareError) as e:
+        plan_claim(REF, obj, "node-a", CATALOG)
+    assert str(e.value).startswith(
+        "claim ml/train (uid-1): device gpu-0: claim config[1]: opaque.parameters.corePolicy: 'disable' "
+        "is not allowed by DeviceClass vgpu.carve.dev"
+    )
+
+
+def test_class_that_allows_disable_lets_the_claim_run_unthrottled():
+    allow = opaque("SliceConfig", source="FromClass", claimPolicy={"corePolicy": ["disable"]})
+    obj = claim(
+        [res("gpu-0", consumedCapacity={"memory": "1Gi", "cores": "20"})],
+        [allow, opaque("SliceConfig", corePolicy="disable")],
+    )
+    limits = claim_limits(plan_claim(REF, obj, "node-a", CATALOG), "/r")
+    assert limits.core_policy == "disable"
+    obj["status"]["allocation"]["devices"]["config"] = [opaque("SliceConfig", corePolicy="disable")]
+    with pytest.raises(PrepareError, match="corePolicy: 'disable' is not allowed by the claim's DeviceClass"):
+        plan_claim(REF, obj, "node-a", CATALOG)

@@ -41,7 +41,11 @@ def test_limits_of_every_limited_device_name_its_gpu(strategy):
     # one device per GPU (a share of a soft device, or the first slot of each GPU)
     firsts = {d.gpu_uuid: d for d in sorted(limited, key=lambda d: d.name)}
     results = [
-        result(d.name, shareID=f"s{i}", consumedCapacity={"memory": "1Gi", "cores": "10"})
+        result(
+            d.name,
+            shareID=f"00000000-0000-4000-8000-{i:012d}",
+            consumedCapacity={"memory": "1Gi", "cores": "10"},
+        )
         if d.type == names.TYPE_VGPU
         else result(d.name)
         for i, d in enumerate(firsts.values())

@@ -54,3 +54,23 @@ def test_only_prepared_claims_with_soft_slices_or_slots_have_regions():
         "half-done": record("half-done", STATE_STARTED, names.TYPE_VGPU),
     }
     assert limited_claims(state) == ["slot", "soft"]
+
+
+def test_reserved_cores_are_kept_and_best_effort_shares_what_is_left():
+    from driver.plugin.regions import effective_shares
+
+    claims = [
+        ClaimRegion("r1", "high", ("GPU-A",), (30,)),
+        ClaimRegion("r2", "low", ("GPU-A",), (45,)),
+        ClaimRegion("be", "high", ("GPU-A", "GPU-B"), (0, 0)),
+        ClaimRegion("full", "high", ("GPU-C",), (100,)),
+        ClaimRegion("squeezed", "high", ("GPU-C",), (0,)),
+    ]
+    assert effective_shares(claims) == {
+        ("r1", 0): 30,
+        ("r2", 0): 45,
+        ("be", 0): 25,  # 100 - 30 - 45
+        ("be", 1): 0,  # nobody reserved GPU-B: no limit
+        ("full", 0): 100,
+        ("squeezed", 0): 1,  # never 0 (which would mean no limit) next to a reservation
+    }

@@ -1,0 +1,147 @@
+"""The chart's ClusterRole grants exactly the API calls the plugin makes: the plugin process runs its
+publish and prepare paths against the HTTP stand-in of the API server, every request it sends is turned
+into the (apiGroup, resource, verb) RBAC would check, and that set must equal the ClusterRole's rules.
+The slice writes it sent must also pass the chart's admission policy for its own node."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from support.admission import AdmissionRequest, evaluators
+from support.apiserver_standin import ApiServerStandIn, Recorded
+from support.helm_render import NAMESPACE, RELEASE, SCENARIOS, render, rules_of
+from support.plugin_harness import NODE, PluginProcess, result
+
+from driver import names
+from driver.cluster.kube import KubeCluster, load_api_client
+from driver.devices.slices import slice_name
+from driver.plugin.enforcement import ClaimView, Enforcer, GpuProcess
+
+# Paths RBAC does not govern through a ClusterRole of ours: every authenticated user may read them
+# (the system:public-info-viewer and system:discovery roles).
+PUBLIC_PATHS = {"/version"}
+_RESOURCE_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$"
+)
+# HTTP method -> RBAC verb, for a request on one named object and on a collection.
+_ON_OBJECT = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+_ON_COLLECTION = {"GET": "list", "POST": "create", "DELETE": "deletecollection"}
+
+
+def rbac_of(request: Recorded) -> tuple[str, str, str] | str:
+    """(apiGroup, resource[/subresource], verb) that the API server authorizes for a request, the way its
+    request-info resolver derives them; a non-resource path is returned as is."""
+    m = _RESOURCE_PATH.match(unquote(request.path))
+    if m is None or (m["resource"] == "namespaces" and not m["ns"] and not m["name"]):
+        return request.path
+    group = "" if m["core"] else m["group"]
+    resource = m["resource"] + (f"/{m['sub']}" if m["sub"] else "")
+    if m["name"]:
+        verb = _ON_OBJECT[request.method]
+    elif request.method == "GET" and request.query.get("watch") in (["true"], ["1"]):
+        verb = "watch"
+    else:
+        verb = _ON_COLLECTION[request.method]
+    return group, resource, verb
+
+
+def test_rbac_of_maps_requests_like_the_api_server():
+    assert rbac_of(Recorded("GET", "/apis/resource.k8s.io/v1/resourceslices/x", {})) == (
+        "resource.k8s.io",
+        "resourceslices",
+        "get",
+    )
+    assert (
+        rbac_of(Recorded("GET", "/apis/resource.k8s.io/v1/resourceslices", {"watch": ["true"]}))[2] == "watch"
+    )
+    assert rbac_of(Recorded("PUT", "/apis/resource.k8s.io/v1/namespaces/a/resourceclaims/c/status", {})) == (
+        "resource.k8s.io",
+        "resourceclaims/status",
+        "update",
+    )
+    assert rbac_of(Recorded("GET", "/api/v1/nodes/n", {})) == ("", "nodes", "get")
+    assert rbac_of(Recorded("GET", "/version", {})) == "/version"
+
+
+def _old_slice(k: int) -> dict:
+    """A slice of this node's pool as an earlier plugin might have left it: the plugin rewrites slice 0
+    (update) and removes slice 99, which it no longer publishes (delete)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": slice_name(NODE, k)},
+        "spec": {
+            "driver": names.DRIVER_NAME,
+            "nodeName": NODE,
+            "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 2},
+            "devices": [{"name": f"gone-{k}"}],
+        },
+    }
+
+
+def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, tmp_path):
+    with ApiServerStandIn() as server:
+        kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+        seed = KubeCluster(load_api_client(kubeconfig))
+        seeded = {slice_name(NODE, k): _old_slice(k) for k in (0, 99)}
+        for obj in seeded.values():
+            seed.create_resource_slice(obj)
+        server.requests.clear()
+        extra = ("--cluster", "kube", "--kubeconfig", str(kubeconfig), "--k8s-version", "1.34")
+        plugin = PluginProcess(node, "1=soft,exclusive", extra=extra).start()
+        try:
+            plugin.wait_for_log(r"event=publish\.done")
+            stored = server.put_claim(
+                {
+                    "metadata": {"name": "c", "namespace": "ml"},
+                    "spec": {"devices": {"requests": [{"name": "g"}]}},
+                    "status": {"allocation": {"devices": {"results": [result("g", "gpu-0")]}}},
+                }
+            )
+            claim = ("ml", "c", stored["metadata"]["uid"])
+            assert kubelet.prepare([claim])[claim[2]]["error"] == ""
+            assert kubelet.unprepare([claim]) == {claim[2]: ""}
+        finally:
+            plugin.stop()
+        # The region watcher's NVML cross-check: a claim over its quota by NVML's count, seen on two passes
+        # in a row, is reported as an Event on the claim through the plugin's own cluster client.
+        view = ClaimView(claim[2], "ml", "c", ("GPU-1",), (1 << 30,), frozenset({4242}))
+        stray = {"GPU-1": [GpuProcess(pid=4242, used_bytes=4 << 30)]}
+        enforcer = Enforcer(NODE, seed, False, processes=lambda _gpus: stray, proc_root=tmp_path)
+        for _ in range(2):
+            enforcer.check([view], {claim[2]: ("ml", "c")})
+        recorded = [rbac_of(r) for r in server.requests]
+        slice_writes = [r for r in server.requests if "/resourceslices" in r.path and r.method != "GET"]
+
+    used = {r for r in recorded if isinstance(r, tuple)}
+    assert {r for r in recorded if isinstance(r, str)} <= PUBLIC_PATHS
+    # The scenario reached every path of the plugin that talks to the API server.
+    assert {v for g, r, v in used if r == "resourceslices"} == {"list", "create", "update", "delete"}
+    assert ("resource.k8s.io", "resourceclaims", "get") in used
+    assert ("", "events", "create") in used
+    for scenario in SCENARIOS.values():
+        granted = rules_of(render(*scenario))
+        assert granted - used == set(), "the ClusterRole grants calls the plugin never makes"
+        assert used - granted == set(), "the plugin makes calls the ClusterRole does not grant"
+
+    # The same writes, as this node's plugin sends them, pass the chart's admission policy for slices.
+    policy = evaluators(render())[f"{RELEASE}-resourceslices"]
+    user = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-kubelet-plugin"
+    operations = {"POST": "CREATE", "PUT": "UPDATE", "DELETE": "DELETE"}
+    for r in slice_writes:
+        name = r.path.rsplit("/", 1)[-1]
+        request = AdmissionRequest(
+            operations[r.method],
+            "resource.k8s.io",
+            "v1",
+            "resourceslices",
+            user,
+            {"authentication.kubernetes.io/node-name": [NODE]},
+            object=r.body if r.method != "DELETE" else None,
+            old_object=seeded.get(name) if r.method != "POST" else None,
+        )
+        decision = policy.admit(request)
+        assert decision.matched and decision.allowed and not decision.errors, (r.method, r.path, decision)
+    assert {r.method for r in slice_writes} == {"POST", "PUT", "DELETE"}
