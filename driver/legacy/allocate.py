@@ -66,8 +66,8 @@ def container_response(ids: Sequence[str], delivery: str) -> pb.ContainerAllocat
     if delivery == "cdi-field":
         return pb.ContainerAllocateResponse(cdi_devices=[pb.CDIDevice(name=d) for d in devices])
     if delivery == "cdi-annotation":
-        # Kubelets before 1.28 drop cdi_devices; container runtimes with CDI on (containerd >= 1.7,
-        # CRI-O) resolve the devices named in cdi.k8s.io/* annotations instead.
+        # Kubelets before 1.29 (1.28 without its gate) drop cdi_devices; runtimes with CDI on
+        # (containerd >= 1.7, CRI-O) resolve the devices named in cdi.k8s.io/* annotations instead.
         return pb.ContainerAllocateResponse(
             annotations={
                 f"{CDI_ANNOTATION_PREFIX}{names.CDI_VENDOR}_{allocation_key(ids)}": ",".join(devices)

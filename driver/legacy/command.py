@@ -59,7 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cdi-delivery",
         default="cdi-field",
-        help="'cdi-field' (kubelet >= 1.28) or 'cdi-annotation' (older kubelet, runtime with CDI on)",
+        help="'cdi-field' (kubelet >= 1.29, or 1.28 with DevicePluginCDIDevices on) or 'cdi-annotation' "
+        "(older kubelets; the runtime must resolve CDI annotations)",
     )
     p.add_argument("--health-interval", type=float, default=5.0, help="seconds between GPU health checks")
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")

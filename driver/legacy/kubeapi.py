@@ -12,12 +12,24 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from driver.cluster.base import AlreadyExists, ClusterError, Conflict, NotFound
 
 # The client's default patch type is JSON Patch (a list of operations); our bodies are merge patches.
 MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A collection the extender follows by list+watch: `pods` (scheduled, all namespaces), `nodes`, or
+    `configmaps` of one namespace with a label selector."""
+
+    resource: str
+    namespace: str = ""
+    label_selector: str = ""
 
 
 class LegacyApi(Protocol):
@@ -206,6 +218,43 @@ class KubeLegacyApi:
     def _dict(self, model) -> dict:
         return self.api_client.sanitize_for_serialization(model)
 
+    # --- list+watch (the extender's informers) ---
+    def _lister(self, source: Source):
+        if source.resource == "pods":
+            return "Pod", self.core.list_pod_for_all_namespaces, {"field_selector": "spec.nodeName!="}
+        if source.resource == "nodes":
+            return "Node", self.core.list_node, {}
+        if source.resource == "configmaps":
+            kw = {"namespace": source.namespace, "label_selector": source.label_selector}
+            return "ConfigMap", self.core.list_namespaced_config_map, kw
+        raise ValueError(f"no list+watch for {source.resource!r}")
+
+    def list_versioned(self, source: Source) -> tuple[list[dict], str]:
+        """The collection and the resourceVersion to watch it from."""
+        kind, fn, kw = self._lister(source)
+        got = self._call(kind, "", source.namespace, lambda: fn(**kw, _request_timeout=self.timeout))
+        return [self._dict(i) for i in got.items or []], (got.metadata.resource_version or "")
+
+    def watch(self, source: Source, resource_version: str, timeout_s: int) -> Iterator[tuple[str, dict]]:
+        """(type, object) events after `resource_version` until the server ends the watch (`timeout_s`).
+        A ClusterError with status 410 means the version is too old: list again."""
+        from kubernetes import watch
+
+        kind, fn, kw = self._lister(source)
+        stream = watch.Watch().stream(
+            fn,
+            resource_version=resource_version,
+            timeout_seconds=int(timeout_s),
+            allow_watch_bookmarks=True,
+            _request_timeout=(self.timeout, timeout_s + self.timeout),
+            **kw,
+        )
+        while True:
+            ev = self._call(kind, "", source.namespace, lambda: next(stream, None))
+            if ev is None:
+                return
+            yield ev["type"], ev["raw_object"]
+
     def get_pod(self, namespace: str, name: str) -> dict:
         got = self._call(
             "Pod",
@@ -354,4 +403,4 @@ class KubeLegacyApi:
         )
 
 
-__all__ = ["ClusterError", "KubeLegacyApi", "LegacyApi", "MemoryLegacyApi"]
+__all__ = ["ClusterError", "KubeLegacyApi", "LegacyApi", "MemoryLegacyApi", "Source"]

@@ -20,9 +20,10 @@ from driver.cdi.store import SpecStore
 from driver.fsutil import fsync_dir
 from driver.gpu.model import Gpu
 from driver.legacy.allocate import allocation_uid, cdi_names, container_limits
-from driver.legacy.edits_adapter import allocation_spec, write_allocation_files
+from driver.legacy.edits_adapter import allocation_spec
 from driver.legacy.identity import IdentityError, PodResourcesClient, resolve
 from driver.legacy.kubeapi import LegacyApi
+from driver.plugin.claimfiles import write_claim_files
 from driver.plugin.edits import ClaimFiles, HostLayout
 from driver.plugin.logfmt import event
 
@@ -78,7 +79,7 @@ class Allocations:
         minors = [self.gpus[d.uuid].minor for d in resolved.container.devices]  # PCI order, as the limits
         with self._lock:
             self.specs.ensure()
-            write_allocation_files(files, s.limiter_dir, limits)
+            write_claim_files(files, s.limiter_dir, limits)
             self.specs.write(
                 uid, allocation_spec(uid, cdi_names(ids), self.layout, files, s.limiter_dir, limits, minors)
             )

@@ -28,9 +28,8 @@ from driver import names
 from driver.cdi.spec import claim_spec
 from driver.cdi.store import SpecStore
 from driver.cluster.base import ClusterError, NotFound
-from driver.fsutil import ensure_private_dir, fsync_dir
+from driver.fsutil import fsync_dir
 from driver.gpu.model import MigInstance
-from driver.limits import create_region, write_limits
 from driver.plugin import faults
 from driver.plugin.catalog import NodeDevice
 from driver.plugin.checkpoint import (
@@ -41,6 +40,7 @@ from driver.plugin.checkpoint import (
     DeviceRecord,
     MigRecord,
 )
+from driver.plugin.claimfiles import LimiterMissing, write_claim_files
 from driver.plugin.claims import ClaimPlan, ClaimRef, PrepareError, claim_limits, plan_claim
 from driver.plugin.edits import (
     ClaimDevice,
@@ -257,20 +257,13 @@ class Preparer:
         return record.devices
 
     def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> None:
-        limiter = Path(self.settings.limiter_dir) / names.LIMITER_LIBRARY
-        if not limiter.is_file():
-            raise PrepareError(f"{ref}: limiter: {limiter} does not exist (set --limiter-dir)")
-        hook = Path(self.settings.limiter_dir) / names.HOOK_BINARY
-        if not hook.is_file():
-            raise PrepareError(f"{ref}: limiter: {hook} (the ld.so.preload hook) does not exist")
-        ensure_private_dir(self.claims_dir)
-        ensure_private_dir(files.root)
-        # The region directory is mounted into the claim's containers, which may run as any uid.
-        files.region_dir.mkdir(mode=0o755, exist_ok=True)
-        files.region_dir.chmod(0o755)
-        create_region(files.region, limits)
-        # what the limiter enforces: plugin-owned, read-only to the container (the watcher keeps it current)
-        write_limits(files.limits, limits, claim_runtime(ref.uid, limits, self.state, self.claims_dir))
+        try:
+            # The limits file's runtime (effective shares, high-priority neighbours) comes from the claims
+            # already prepared on this node; the watcher keeps it current afterwards.
+            runtime = claim_runtime(ref.uid, limits, self.state, self.claims_dir)
+            write_claim_files(files, Path(self.settings.limiter_dir), limits, runtime)
+        except LimiterMissing as e:
+            raise PrepareError(f"{ref}: {e}") from None
 
     # --- unprepare -------------------------------------------------------------------------------------
 

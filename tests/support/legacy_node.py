@@ -76,12 +76,20 @@ def gpu_pod(
 
 class LegacyNode:
     def __init__(
-        self, node: str = "node-a", gpus: int = 2, split: int = 4, delivery: str = "cdi-field"
+        self,
+        node: str = "node-a",
+        gpus: int = 2,
+        split: int = 4,
+        delivery: str = "cdi-field",
+        api=None,
+        extender_api=None,
     ) -> None:
+        """`api` (the device plugin's, default in memory) needs MemoryLegacyApi's add_node and add_pod;
+        `extender_api` defaults to the same one."""
         # Unix socket paths must stay under 108 bytes: a short temporary root, not pytest's long tmp_path.
         self.root = Path(tempfile.mkdtemp(prefix="cvl"))
         self.node = node
-        self.api = MemoryLegacyApi()
+        self.api = api if api is not None else MemoryLegacyApi()
         self.api.add_node({"metadata": {"name": node}})
         self.gpus = [make_gpu(i) for i in range(gpus)]
         self.health = {g.uuid: True for g in self.gpus}
@@ -111,7 +119,7 @@ class LegacyNode:
             probe=lambda uuid: self.health[uuid],
         )
         self.kubelet = FakeKubelet(self.dp_dir, self.config.pod_resources_socket, self.cdi_dir).start()
-        self.extender = Extender(ExtenderState(self.api, NAMESPACE))
+        self.extender = Extender(ExtenderState(extender_api or self.api, NAMESPACE))
         self.plugin: LegacyDevicePlugin | None = None
 
     def start_plugin(self) -> LegacyDevicePlugin:

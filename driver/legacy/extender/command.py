@@ -41,7 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--gpu-scheduler-policy", default="spread", help="binpack or spread, between a node's GPUs"
     )
     p.add_argument(
-        "--resync-interval", type=float, default=10.0, help="seconds between full re-reads of the API"
+        "--resync-interval",
+        type=float,
+        default=10.0,
+        help="seconds between full re-lists (the watches keep the state current in between) and between "
+        "the leader's collections of stale records",
     )
     p.add_argument("--leader-elect", action="store_true", help="elect a leader among replicas (Lease)")
     p.add_argument("--lease-name", default="carve-scheduler-extender", help="the leader election Lease")
@@ -96,10 +100,11 @@ def run(args: argparse.Namespace) -> int:
     from driver.cluster.base import ClusterError
     from driver.cluster.kube import load_api_client
     from driver.legacy.extender.http import ExtenderServer
+    from driver.legacy.extender.informer import Reflector
     from driver.legacy.extender.leader import LeaderElector
     from driver.legacy.extender.state import ExtenderState
     from driver.legacy.extender.verbs import Extender
-    from driver.legacy.kubeapi import KubeLegacyApi
+    from driver.legacy.kubeapi import KubeLegacyApi, Source
 
     try:
         api = KubeLegacyApi(load_api_client(args.kubeconfig or None))
@@ -109,21 +114,37 @@ def run(args: argparse.Namespace) -> int:
     elector = (
         LeaderElector(api, args.namespace, args.lease_name, args.identity) if args.leader_elect else None
     )
-    server = ExtenderServer(
-        Extender(state, defaults), args.addr, ready=lambda: "" if state.synced else "first resync pending"
-    )
     stop = threading.Event()
+    reflectors = [
+        Reflector(api, Source("nodes"), state.replace_nodes, state.node_event, args.resync_interval),
+        Reflector(
+            api,
+            Source("configmaps", args.namespace, f"{names.LEGACY_RECORD_LABEL}=true"),
+            state.replace_records,
+            state.record_event,
+            args.resync_interval,
+        ),
+        Reflector(api, Source("pods"), state.replace_pods, state.pod_event, args.resync_interval),
+    ]
 
-    def loop() -> None:
-        while not stop.is_set():
-            leading = elector.try_acquire() if elector else True
-            try:
-                state.resync(collect=leading)
-            except ClusterError as e:
-                event(log, logging.WARNING, "resync.failed", error=str(e), action="retrying")
-            stop.wait(args.resync_interval)
+    def ready() -> str:
+        waiting = [r.source.resource for r in reflectors if not r.synced.is_set()]
+        return f"first list of {', '.join(waiting)} pending" if waiting else ""
 
-    threading.Thread(target=loop, name="resync", daemon=True).start()
+    server = ExtenderServer(Extender(state, defaults), args.addr, ready=ready)
+
+    def collect_loop() -> None:
+        # The informers keep the state; the leader also deletes records of pods gone or finished.
+        while not stop.wait(args.resync_interval):
+            if elector.try_acquire() if elector else True:
+                try:
+                    state.collect()
+                except ClusterError as e:
+                    event(log, logging.WARNING, "collect.failed", error=str(e), action="retrying")
+
+    for r in reflectors:
+        r.start(stop)
+    threading.Thread(target=collect_loop, name="collect", daemon=True).start()
     server.start()
     webhook = None
     if args.webhook_addr:

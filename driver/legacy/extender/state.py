@@ -1,10 +1,11 @@
 """The extender's view of the cluster: each node's GPUs and the trusted assignments that use them.
 
-Rebuilt from the API server (node annotations and the assignment ConfigMaps) at start and every resync, so a
-restarted or newly elected extender continues where the last one stopped. Usage is derived from the
-assignment records only: a pod's own annotations never count (a tenant could write them). Reads
-(filter, prioritize) work on a snapshot; bind reserves under a per-node lock after re-reading that node's
-records, so concurrent binds never over-commit a GPU.
+Built from the API server (node annotations and the assignment ConfigMaps): the extender's informers
+(informer.py) list each collection, then apply its watch events (`replace_*`, `*_event`); `resync` rebuilds
+everything in one pass. So a restarted or newly elected extender continues where the last one stopped.
+Usage is derived from the assignment records only: a pod's own annotations never count (a tenant could
+write them). Reads (filter, prioritize) work on a snapshot; bind reserves under a per-node lock after
+re-reading that node's records, so concurrent binds never over-commit a GPU.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ExtenderState:
         self.assignments: dict[str, Assignment] = {}  # pod uid -> assignment
         self._by_node: dict[str, dict[str, Assignment]] = {}  # node -> uid -> assignment (the same values)
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> its usage, until an assignment there changes
-        self._gone: set[str] = set()  # uids whose pod is gone, their records not yet collected (drop_gone)
+        self._done: set[str] = set()  # uids of pods seen deleted or finished: their records never count
         self.synced = False
 
     # --- reads -----------------------------------------------------------------------------------------
@@ -96,25 +97,6 @@ class ExtenderState:
             self._by_node.get(old.node, {}).pop(uid, None)
             self._usage.pop(old.node, None)
 
-    def drop_gone(self, node: str) -> int:
-        """Drop the node's assignments whose pod is gone or finished (one pod read each); returns how many.
-
-        Called when a pod does not fit. The records of deleted pods stay until the leader's next resync
-        collects them, and the scheduler does not retry a pod the extender turned down until a pod or
-        node changes (or 5 minutes pass): a pod pending for a share that was just freed would otherwise
-        wait that long. No caching: a pod deleted a moment after any earlier look must count as gone at
-        the scheduler's next try, which that deletion triggers. A terminating pod still holds its share.
-        """
-        with self._lock:
-            candidates = list(self._by_node.get(node, {}).values())
-        states = {a.uid: self._pod_state(a) for a in candidates}
-        event(log, logging.DEBUG, "recheck.done", node=node, pods=sorted(states.items()))
-        with self._lock:
-            for uid in [u for u, st in states.items() if st == "gone"]:
-                self._gone.add(uid)
-                self._drop(uid)
-        return sum(st == "gone" for st in states.values())
-
     def refresh_node(self, node: str) -> None:
         """Re-read one node's inventory and records (call under node_lock, before reserving on it)."""
         self._set_node(node, self._read_node(node))
@@ -124,7 +106,7 @@ class ExtenderState:
                 self._drop(uid)
             for a in records.values():
                 self._drop(a.uid)
-                if a.uid in self._gone:
+                if a.uid in self._done:
                     continue
                 self.assignments[a.uid] = a
                 self._by_node.setdefault(a.node, {})[a.uid] = a
@@ -133,22 +115,10 @@ class ExtenderState:
     def resync(self, collect: bool = False) -> None:
         """Rebuild everything from the API. `collect`: also delete records of pods that are gone or done
         (only the leader does, so two replicas never race on deletes)."""
-        nodes = {}
-        for n in self.api.list_nodes():
-            name = n["metadata"]["name"]
-            try:
-                nodes[name] = (parse_node_gpus(n), "")
-            except RecordError as e:
-                nodes[name] = (None, str(e))
+        nodes = {n["metadata"]["name"]: _inventory(n) for n in self.api.list_nodes()}
         records = self._records(f"{names.LEGACY_RECORD_LABEL}=true")
-        pods = {(p.get("metadata") or {}).get("uid"): p for p in self.api.list_pods()}
-        for uid, a in list(records.items()):
-            pod = pods.get(uid)
-            if pod is not None and (pod.get("status") or {}).get("phase") not in TERMINAL:
-                continue
-            if pod is None and self._pod_state(a) != "gone":
-                continue  # bound a moment ago, or bind still in flight
-            del records[uid]
+        for a in self._stale(records):
+            del records[a.uid]
             if collect:
                 self.forget(a)
         with self._lock:
@@ -157,10 +127,82 @@ class ExtenderState:
             self.assignments = records
             self._by_node = {}
             self._usage = {}
-            self._gone = set()
             for a in records.values():
                 self._by_node.setdefault(a.node, {})[a.uid] = a
             self.synced = True
+
+    # --- informer events (driver/legacy/extender/informer.py) ------------------------------------------
+
+    def replace_nodes(self, items: list[dict]) -> None:
+        nodes = {n["metadata"]["name"]: _inventory(n) for n in items}
+        with self._lock:
+            self.nodes = {k: v for k, (v, _e) in nodes.items()}
+            self.node_errors = {k: e for k, (_v, e) in nodes.items() if e}
+
+    def node_event(self, kind: str, obj: dict) -> None:
+        name = obj["metadata"]["name"]
+        if kind == "DELETED":
+            with self._lock:
+                self.nodes.pop(name, None)
+                self.node_errors.pop(name, None)
+            return
+        self._set_node(name, _inventory(obj))
+
+    def replace_records(self, items: list[dict]) -> None:
+        records = {a.uid: a for a in map(_record, items) if a is not None}
+        with self._lock:
+            self.assignments = {u: a for u, a in records.items() if u not in self._done}
+            self._by_node, self._usage = {}, {}
+            for a in self.assignments.values():
+                self._by_node.setdefault(a.node, {})[a.uid] = a
+            self._done &= set(records)  # a done pod's uid is kept only while its record exists
+
+    def record_event(self, kind: str, obj: dict) -> None:
+        a = _record(obj)
+        if a is None:
+            return
+        with self._lock:
+            if kind == "DELETED" or a.uid in self._done:
+                self._drop(a.uid)
+                return
+            self._drop(a.uid)
+            self.assignments[a.uid] = a
+            self._by_node.setdefault(a.node, {})[a.uid] = a
+            self._usage.pop(a.node, None)
+
+    def replace_pods(self, items: list[dict]) -> None:
+        """Pods listed (scheduled ones): finished pods free their GPUs. A record whose pod is not listed at
+        all is left to the leader's collection (its pod may have been bound a moment ago)."""
+        for pod in items:
+            if (pod.get("status") or {}).get("phase") in TERMINAL:
+                self.pod_event("MODIFIED", pod)
+
+    def pod_event(self, kind: str, obj: dict) -> None:
+        uid = (obj.get("metadata") or {}).get("uid", "")
+        if kind == "DELETED" or (obj.get("status") or {}).get("phase") in TERMINAL:
+            with self._lock:
+                self._done.add(uid)
+                self._drop(uid)
+
+    def collect(self) -> int:
+        """Delete the records of pods that are gone or finished (the leader's job; the informers keep the
+        rest of the state). Returns how many."""
+        stale = self._stale(self._records(f"{names.LEGACY_RECORD_LABEL}=true"))
+        for a in stale:
+            self.forget(a)
+        return len(stale)
+
+    def _stale(self, records: dict[str, Assignment]) -> list[Assignment]:
+        pods = {(p.get("metadata") or {}).get("uid"): p for p in self.api.list_pods()}
+        out = []
+        for uid, a in records.items():
+            pod = pods.get(uid)
+            if pod is not None and (pod.get("status") or {}).get("phase") not in TERMINAL:
+                continue
+            if pod is None and self._pod_alive_unscheduled(a):
+                continue  # bound a moment ago, or bind still in flight
+            out.append(a)
+        return out
 
     def forget(self, a: Assignment) -> None:
         try:
@@ -176,16 +218,13 @@ class ExtenderState:
 
     # --- helpers ---------------------------------------------------------------------------------------
 
-    def _pod_state(self, a: Assignment) -> str:
-        """ "gone" (deleted, recreated under another uid, or finished), "terminating" or "alive"."""
+    def _pod_alive_unscheduled(self, a: Assignment) -> bool:
         try:
             pod = self.api.get_pod(a.namespace, a.name)
         except NotFound:
-            return "gone"
+            return False
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-        if meta.get("uid") != a.uid or status.get("phase") in TERMINAL:
-            return "gone"
-        return "terminating" if meta.get("deletionTimestamp") else "alive"
+        return meta.get("uid") == a.uid and status.get("phase") not in TERMINAL
 
     def _read_node(self, node: str) -> tuple[NodeGpus | None, str]:
         try:
@@ -204,15 +243,23 @@ class ExtenderState:
                 self.node_errors.pop(node, None)
 
     def _records(self, selector: str) -> dict[str, Assignment]:
-        out = {}
-        for obj in self.api.list_configmaps(self.namespace, selector):
-            try:
-                a = parse_record(obj)
-            except RecordError as e:
-                event(log, logging.WARNING, "record.unreadable", error=str(e))
-                continue
-            out[a.uid] = a
-        return out
+        records = (_record(obj) for obj in self.api.list_configmaps(self.namespace, selector))
+        return {a.uid: a for a in records if a is not None}
+
+
+def _inventory(node: dict) -> tuple[NodeGpus | None, str]:
+    try:
+        return parse_node_gpus(node), ""
+    except RecordError as e:
+        return None, str(e)
+
+
+def _record(obj: dict) -> Assignment | None:
+    try:
+        return parse_record(obj)
+    except RecordError as e:
+        event(log, logging.WARNING, "record.unreadable", error=str(e))
+        return None
 
 
 __all__ = ["ExtenderState", "NodeView", "record_name"]

@@ -56,13 +56,6 @@ class Extender:
         return _filter_result(names_given, nodes_given, [n for n in candidates if n not in failed], failed)
 
     def _fit(self, request: PodRequest, node: str) -> Fit:
-        fit = self._fit_view(request, node)
-        # Not fitting may be the usage of pods deleted since the last resync: drop those and fit again.
-        if not fit.ok and self.state.drop_gone(node):
-            fit = self._fit_view(request, node)
-        return fit
-
-    def _fit_view(self, request: PodRequest, node: str) -> Fit:
         view = self.state.view(node, exclude_uid=request.uid)
         if view.gpus is None:
             return Fit(

@@ -5,46 +5,16 @@ The slice writes it sent must also pass the chart's admission policy for its own
 
 from __future__ import annotations
 
-import re
-from urllib.parse import unquote
-
 from support.admission import AdmissionRequest, evaluators
 from support.apiserver_standin import ApiServerStandIn, Recorded
 from support.helm_render import NAMESPACE, RELEASE, SCENARIOS, render, rules_of
 from support.plugin_harness import NODE, PluginProcess, result
+from support.rbac import PUBLIC_PATHS, rbac_of
 
 from driver import names
 from driver.cluster.kube import KubeCluster, load_api_client
 from driver.devices.slices import slice_name
 from driver.plugin.enforcement import ClaimView, Enforcer, GpuProcess
-
-# Paths RBAC does not govern through a ClusterRole of ours: every authenticated user may read them
-# (the system:public-info-viewer and system:discovery roles).
-PUBLIC_PATHS = {"/version"}
-_RESOURCE_PATH = re.compile(
-    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
-    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$"
-)
-# HTTP method -> RBAC verb, for a request on one named object and on a collection.
-_ON_OBJECT = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-_ON_COLLECTION = {"GET": "list", "POST": "create", "DELETE": "deletecollection"}
-
-
-def rbac_of(request: Recorded) -> tuple[str, str, str] | str:
-    """(apiGroup, resource[/subresource], verb) that the API server authorizes for a request, the way its
-    request-info resolver derives them; a non-resource path is returned as is."""
-    m = _RESOURCE_PATH.match(unquote(request.path))
-    if m is None or (m["resource"] == "namespaces" and not m["ns"] and not m["name"]):
-        return request.path
-    group = "" if m["core"] else m["group"]
-    resource = m["resource"] + (f"/{m['sub']}" if m["sub"] else "")
-    if m["name"]:
-        verb = _ON_OBJECT[request.method]
-    elif request.method == "GET" and request.query.get("watch") in (["true"], ["1"]):
-        verb = "watch"
-    else:
-        verb = _ON_COLLECTION[request.method]
-    return group, resource, verb
 
 
 def test_rbac_of_maps_requests_like_the_api_server():

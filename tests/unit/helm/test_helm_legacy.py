@@ -1,15 +1,15 @@
 """The chart's legacy shim (legacy.enabled): a node runs either the DRA plugin or the legacy device plugin,
-the second scheduler's configuration, env twins of real flags, and RBAC equal to the calls made."""
+the second scheduler's configuration, env twins of real flags (RBAC against the calls made:
+tests/integration/legacy/test_legacy_rbac.py)."""
 
 from __future__ import annotations
 
 import argparse
-import ast
 import re
 
 import pytest
 import yaml
-from helm_render import CHART, NAMESPACE, REPO, RenderError, env_of, render, run_helm
+from helm_render import CHART, NAMESPACE, RenderError, env_of, render, run_helm
 
 from driver import names
 from driver.cli import env_twin
@@ -112,68 +112,6 @@ def test_every_carve_variable_is_the_twin_of_a_real_flag(module, kind, suffix, c
     assert carve_vars and carve_vars <= twins, carve_vars - twins
 
 
-# kubernetes client method -> (resource, verb) for the calls KubeLegacyApi makes.
-_CLIENT = {
-    "read_namespaced_pod": ("pods", "get"),
-    "list_pod_for_all_namespaces": ("pods", "list"),
-    "patch_namespaced_pod": ("pods", "patch"),
-    "create_namespaced_pod_binding": ("pods/binding", "create"),
-    "read_node": ("nodes", "get"),
-    "list_node": ("nodes", "list"),
-    "patch_node": ("nodes", "patch"),
-    "create_namespaced_config_map": ("configmaps", "create"),
-    "read_namespaced_config_map": ("configmaps", "get"),
-    "delete_namespaced_config_map": ("configmaps", "delete"),
-    "list_namespaced_config_map": ("configmaps", "list"),
-    "read_namespaced_lease": ("leases", "get"),
-    "create_namespaced_lease": ("leases", "create"),
-    "replace_namespaced_lease": ("leases", "update"),
-}
-
-
-def _api_methods() -> dict[str, tuple[str, str]]:
-    """LegacyApi method -> the (resource, verb) its KubeLegacyApi body calls."""
-    tree = ast.parse((REPO / "driver/legacy/kubeapi.py").read_text())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KubeLegacyApi")
-    out = {}
-    for fn in cls.body:
-        if isinstance(fn, ast.FunctionDef) and not fn.name.startswith("_"):
-            called = re.findall(r"self\.(?:core|coordination)\.(\w+)\(", ast.unparse(fn))
-            assert len(called) == 1 and called[0] in _CLIENT, (fn.name, called)
-            out[fn.name] = _CLIENT[called[0]]
-    return out
-
-
-def _used(paths: list[str]) -> set[tuple[str, str]]:
-    methods = _api_methods()
-    found = set()
-    for path in paths:
-        for p in (REPO / "driver/legacy").glob(path):
-            for m in re.findall(r"api\.(\w+)\(", p.read_text()):
-                if m in methods:
-                    found.add(methods[m])
-    return found
-
-
-def _granted(objects, suffixes: list[str]) -> set[tuple[str, str]]:
-    out = set()
-    for o in objects:
-        if o["kind"] in ("ClusterRole", "Role") and any(o["metadata"]["name"].endswith(s) for s in suffixes):
-            for rule in o["rules"]:
-                out |= {(r, v) for r in rule["resources"] for v in rule["verbs"]}
-    return out
-
-
-def test_rbac_grants_exactly_the_calls_made():
-    objects = render(*ON)
-    plugin_calls = _used(["deviceplugin.py", "prestart.py", "identity.py"])
-    extender_calls = _used(["extender/*.py"])
-    assert _granted(objects, ["-legacy-device-plugin"]) == plugin_calls
-    assert _granted(objects, ["-legacy-extender", "-legacy-scheduler"]) == extender_calls
-    role = by_name(objects, "Role", "-legacy-device-plugin")
-    assert role["metadata"]["namespace"] == NAMESPACE  # records are read in the release namespace only
-
-
 def test_legacy_only_renders_on_a_cluster_without_dra():
     kinds = {o["kind"] for o in render(*LEGACY_ONLY, kube_version="1.30.0")}
     assert "DeviceClass" not in kinds and "DaemonSet" in kinds and "Deployment" in kinds
@@ -212,7 +150,15 @@ def test_legacy_objects_are_valid_kubernetes_objects(args, kube_version):
         *args, "--set", "legacy.devicePlugin.nodeConfig.gpu-3.splitCount=4", kube_version=kube_version
     )
     legacy = [o for o in objects if "legacy" in o["metadata"]["name"]]
-    assert {o["kind"] for o in legacy} >= {"DaemonSet", "Deployment", "ConfigMap", "ClusterRole", "Role"}
+    assert {o["kind"] for o in legacy} >= {
+        "DaemonSet",
+        "Deployment",
+        "ConfigMap",
+        "ClusterRole",
+        "Role",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for obj in legacy:
         try:
             kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
