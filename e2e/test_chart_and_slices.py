@@ -74,16 +74,15 @@ def test_pool_has_one_generation(cluster):
         assert {s["spec"]["pool"]["resourceSliceCount"] for s in slices} == {len(slices)}
 
 
-def _slice(node: str, name: str) -> dict:
+def _slice(node: str, name: str, driver: str = names.DRIVER_NAME, pool: str = "") -> dict:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
         "metadata": {"name": name},
         "spec": {
-            # Another driver name: the plugin on the node reconciles only gpu.carve.dev slices.
-            "driver": "authz.e2e.carve.dev",
+            "driver": driver,
             "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "pool": {"name": pool or node, "generation": 1, "resourceSliceCount": 1},
             "devices": [{"name": "d0"}],
         },
     }
@@ -110,11 +109,24 @@ def test_plugin_credentials_are_limited_to_their_node(cluster, api, plugin_a):
     a, b = list(cluster.nodes)
     admin = client.CustomObjectsApi(api)
     g, v, r = "resource.k8s.io", "v1", "resourceslices"
-    # Its own node: create, update, delete.
-    own = custom_a.create_cluster_custom_object(g, v, r, _slice(a, f"authz-{a}"))
-    own["spec"]["devices"].append({"name": "d1"})
-    custom_a.replace_cluster_custom_object(g, v, r, own["metadata"]["name"], own)
-    custom_a.delete_cluster_custom_object(g, v, r, own["metadata"]["name"])
+    # Its own node: create, update, delete (the node's plugin is stopped meanwhile: it would remove a
+    # slice of its driver and node that it did not publish).
+    node_a = cluster.nodes[a]
+    node_a.plugin.stop()
+    try:
+        own = custom_a.create_cluster_custom_object(g, v, r, _slice(a, f"authz-{a}"))
+        own["spec"]["devices"].append({"name": "d1"})
+        custom_a.replace_cluster_custom_object(g, v, r, own["metadata"]["name"], own)
+        custom_a.delete_cluster_custom_object(g, v, r, own["metadata"]["name"])
+    finally:
+        node_a.restart_plugin(kill=False)
+    # Another driver's slice, even on its own node: refused by the policy.
+    for other in (
+        _slice(a, f"authz-other-{a}", driver="authz.e2e.carve.dev"),
+        _slice(a, f"authz-pool-{a}", pool=f"{a}-other"),
+    ):
+        e = _refused(lambda o=other: custom_a.create_cluster_custom_object(g, v, r, o))
+        assert "ValidatingAdmissionPolicy" in e.body, e.body
     # Node B's: refused by the chart's admission policy, naming both nodes.
     e = _refused(lambda: custom_a.create_cluster_custom_object(g, v, r, _slice(b, f"authz-{b}")))
     assert "ValidatingAdmissionPolicy" in e.body and a in e.body and b in e.body, e.body
