@@ -46,6 +46,10 @@ class Node:
     runtime: str = "fakecri"  # RUNTIMES: "containerd" runs real containers (e2e/cluster/containerd.py)
     index: int = 1  # the node's number in its cluster (the containerd runtime's bridge and subnet)
     containerd: Containerd | None = None
+    # The kubelet's node labels, and a command line its argv is appended to (e2e/cluster/legacy.py runs
+    # the legacy node's kubelet in a mount namespace of its own).
+    labels: dict[str, str] = field(default_factory=lambda: {PLUGIN_LABEL: "true"})
+    kubelet_wrapper: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -145,6 +149,7 @@ class Node:
         self.kubelet = self.sup.start(
             f"{self.name}-kubelet",
             [
+                *self.kubelet_wrapper,
                 self.version.binary,
                 "kubelet",
                 f"--config={cfg}",
@@ -152,7 +157,7 @@ class Node:
                 f"--root-dir={self.kubelet_dir}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={self.node_ip}",
-                f"--node-labels={PLUGIN_LABEL}=true",
+                "--node-labels=" + ",".join(f"{k}={v}" for k, v in self.labels.items()),
             ],
         )
 

@@ -77,6 +77,10 @@ class Supervisor:
     def start(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> Proc:
         log = self.logs / f"{name}.log"
         proc = Proc(name, [str(a) for a in argv], log)
+        # Each process starts in an empty directory of its own: on the fake CRI the kubelet removes container
+        # log paths relative to its working directory, which must never be the repository.
+        cwd = self.logs / "cwd" / name
+        cwd.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
             out.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(proc.argv)}\n".encode())
             out.flush()
@@ -86,6 +90,7 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **(env or {})},
+                cwd=cwd,
                 start_new_session=True,
             )
         self.procs.append(proc)
