@@ -82,6 +82,11 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
                 time.sleep(0.1)
                 wait_status = server.objects.get("nodepartitionings", "", NODE)
             assert wait_status.get("status"), "the plugin wrote no NodePartitioning status"
+            # The informer lists, then opens its watch from its own thread: wait for that request too.
+            for _ in range(100):
+                if ("carve.dev", "nodepartitionings", "watch") in {rbac_of(r) for r in server.requests}:
+                    break
+                time.sleep(0.1)
             stored = server.put_claim(
                 {
                     "metadata": {"name": "c", "namespace": "ml"},
