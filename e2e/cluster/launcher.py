@@ -96,13 +96,20 @@ class Cluster:
     def kubectl(
         self, *args: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(KUBECTL), "--kubeconfig", str(self.kubeconfig), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=check,
-        )
+        argv = [str(KUBECTL), "--kubeconfig", str(self.kubeconfig), *args]
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            # kubectl's own words (which object, which field) are the useful part of a failure
+            raise StartError(f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+        return done
+
+    def apply_crds(self) -> None:
+        """The chart's CRDs (helm/carve/crds: `helm template` leaves them out, as `helm install` applies
+        them first), applied and established before the chart's objects that use them."""
+        crds = sorted((REPO / "helm" / "carve" / "crds").glob("*.yaml"))
+        self.kubectl("apply", *(a for c in crds for a in ("-f", str(c))))
+        names = [f"crd/{c.name.removesuffix('.yaml')}" for c in crds]
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
 
     def start(self) -> Cluster:
         if not self.version.binary.exists():
@@ -116,6 +123,7 @@ class Cluster:
             self.timings["control plane"] = time.monotonic() - t0
             self._wait_default_sa()
             self.kubectl("create", "namespace", NAMESPACE)
+            self.apply_crds()
             self.kubectl("apply", "-f", "-", stdin=render_chart(self.version))
             for i, spec in enumerate(self.specs, 1):
                 node = Node(
