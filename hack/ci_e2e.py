@@ -8,10 +8,9 @@ takes tens of minutes there (docs/e2e.md has the measured time), so this step:
 - else says loudly that the e2e was skipped and why, and exits 0: a machine too slow to build is not a
   failure of the code. Any e2e test failure fails CI.
 CARVE_CI_E2E=0 skips the step (with a message), CARVE_CI_E2E_BUILD=0 skips building.
-The nodes run real containers (RUNTIME=containerd) when runc and the CNI plugins are installed (this step
-installs them with apt-get where they are missing) and containerd
-builds within CARVE_CI_E2E_RUNTIME_BUDGET_S (default 1200 s); else the e2e runs on the fake CRI
-(RUNTIME=fakecri, the container-view tests skipped) and says so loudly.
+The nodes run real containers (RUNTIME=containerd) when `make containerd` (which installs runc and the CNI
+plugins with apt-get where they are missing) builds within CARVE_CI_E2E_RUNTIME_BUDGET_S (default 1200 s);
+else the e2e runs on the fake CRI (RUNTIME=fakecri, the container-view tests skipped) and says so loudly.
 """
 
 from __future__ import annotations
@@ -28,16 +27,6 @@ sys.path.insert(0, str(REPO))
 
 from e2e.cluster.versions import resolve  # noqa: E402
 
-APT_INSTALL = [
-    "apt-get",
-    "install",
-    "-y",
-    "-qq",
-    "--no-install-recommends",
-    "runc",
-    "containernetworking-plugins",
-]
-
 
 def skipped(why: str) -> int:
     bar = "=" * 100
@@ -47,20 +36,6 @@ def skipped(why: str) -> int:
 
 def runtime() -> str:
     """containerd when this machine can run it (building it within the budget), else fakecri, loudly."""
-    from e2e.cluster import containerd
-
-    lacks = [m for m in containerd.missing() if not m.startswith(str(containerd.BIN_DIR))]
-    if lacks and shutil.which("apt-get"):
-        # A fresh machine: the two Debian packages the real runtime needs (runc, the CNI plugins).
-        print(f"ci: installing runc and the CNI plugins ({', '.join(lacks)} missing)", flush=True)
-        try:
-            for argv in (["apt-get", "update", "-qq"], APT_INSTALL):
-                subprocess.run(argv, check=True, timeout=600, stdin=subprocess.DEVNULL)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
-            print(f"ci: apt-get failed: {e}", flush=True)
-        lacks = [m for m in containerd.missing() if not m.startswith(str(containerd.BIN_DIR))]
-    if lacks:
-        return _fake_cri(f"missing {', '.join(lacks)}")
     budget = float(os.environ.get("CARVE_CI_E2E_RUNTIME_BUDGET_S", "1200"))
     proc = subprocess.Popen(["make", "containerd"], cwd=REPO, start_new_session=True)
     try:
