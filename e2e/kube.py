@@ -7,6 +7,8 @@ from typing import Any
 
 from kubernetes import client
 
+from driver import names
+
 GROUP, VERSION = "resource.k8s.io", "v1"
 TIMEOUT_S = 90.0
 
@@ -20,6 +22,15 @@ def wait(what: str, check, timeout_s: float = TIMEOUT_S, every_s: float = 0.5):
             return last
         time.sleep(every_s)
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")
+
+
+def soft_or_slot(gates_on: bool) -> list[dict]:
+    """A claim's requests for a soft slice (2Gi, 20 % of the cores); with the alpha gates off, where soft
+    devices are not published, a slot of the plugin's fallback."""
+    if gates_on:
+        capacity = {"requests": {"memory": "2Gi", "cores": "20"}}
+        return [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_VGPU, "capacity": capacity}}]
+    return [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_SLOT}}]
 
 
 def template(name: str, requests: list[dict], constraints: list[dict] | None = None) -> dict:

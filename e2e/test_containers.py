@@ -53,18 +53,11 @@ def _run(cluster, api, namespace: str, name: str, requests: list[dict], image: s
     kube.wait_running(api, namespace, name, timeout_s=120)
 
 
-def _soft(gates_on: bool) -> list[dict]:
-    if gates_on:
-        capacity = {"requests": {"memory": "2Gi", "cores": "20"}}
-        return [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_VGPU, "capacity": capacity}}]
-    return [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_SLOT}}]
-
-
 def test_soft_slice_container_is_limited(cluster, api, namespace, gates_on):
     # The fake libcuda in the container must describe the node's GPUs as the plugin's NVML did (same
     # models, same seed: the same UUIDs the limiter binds the claim's limits to).
     fake = {names.ENV_FAKE_GPUS: cluster.nodes[N1].spec.gpus.removeprefix("fake:"), names.ENV_FAKE_SEED: N1}
-    _run(cluster, api, namespace, "soft", _soft(gates_on), "e2e/glibc", fake)
+    _run(cluster, api, namespace, "soft", kube.soft_or_slot(gates_on), "e2e/glibc", fake)
     env = dict(
         line.split("=", 1) for line in _exec(cluster, namespace, "soft", "env").splitlines() if "=" in line
     )

@@ -4,26 +4,18 @@ the runtime, unprepare on pod deletion, and the plugin's recovery after a crash.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from driver import names
 from e2e import kube
 from e2e.cluster.versions import REPO
 
 N1 = "e2e-n1"
-
-
-def _soft_or_slot(gates_on: bool) -> list[dict]:
-    if gates_on:
-        return [
-            {
-                "name": "gpu",
-                "exactly": {
-                    "deviceClassName": names.CLASS_VGPU,
-                    "capacity": {"requests": {"memory": "2Gi", "cores": "20"}},
-                },
-            }
-        ]
-    return [{"name": "gpu", "exactly": {"deviceClassName": "slot.carve.dev"}}]
 
 
 def _edits(spec: dict, key: str) -> list:
@@ -45,7 +37,7 @@ def _run(api, ns, name, requests):
 
 def test_prepare_writes_cdi_and_the_kubelet_passes_it_to_the_runtime(cluster, api, namespace, gates_on):
     node = cluster.nodes[N1]
-    claim = _run(api, namespace, "prep", _soft_or_slot(gates_on))
+    claim = _run(api, namespace, "prep", kube.soft_or_slot(gates_on))
     uid = claim["metadata"]["uid"]
     specs = node.cdi_specs()
     spec = specs.get(_spec_file(node, uid))
@@ -82,14 +74,54 @@ def test_whole_gpu_claim_gets_its_device_node(cluster, api, namespace):
     assert any(p.startswith("/dev/nvidia") and p[len("/dev/nvidia") :].isdigit() for p in paths), paths
 
 
+def _mig_instances(node) -> dict[str, dict]:
+    """The MIG instances of the node's fake GPUs by UUID, as NVML reports them: `carve inspect` on the fake
+    GPU state the node's plugin keeps (CARVE_FAKE_STATE, <plugin-dir>/fake-gpus.state)."""
+    env = {**os.environ, names.ENV_FAKE_STATE: str(node.plugin_dir / "fake-gpus.state")}
+    argv = [str(Path(sys.executable).parent / "carve"), "inspect", "-o", "json"]
+    argv += ["--gpus", node.spec.gpus, "--node-name", node.name]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{' '.join(argv)}: {done.stderr}"
+    return {i["uuid"]: i for g in json.loads(done.stdout)["gpus"] for i in g.get("mig_instances") or []}
+
+
+def test_deleting_a_mig_pod_destroys_its_instance(cluster, api, namespace, gates_on):
+    if not gates_on:
+        pytest.skip("MIG devices need DRAPartitionableDevices, off in this run (GATES=off)")
+    node = cluster.nodes[N1]
+    before = _mig_instances(node)
+    mig = [
+        {
+            "name": "gpu",
+            "exactly": {
+                "deviceClassName": names.CLASS_MIG,
+                "selectors": [
+                    {"cel": {"expression": 'device.attributes["gpu.carve.dev"].profile == "1g.10gb"'}}
+                ],
+            },
+        }
+    ]
+    uid = _run(api, namespace, "mig", mig)["metadata"]["uid"]
+    # Prepare created the instance in the GPU's (fake NVML) state, not only in the CDI spec.
+    created = {u: i for u, i in _mig_instances(node).items() if u not in before}
+    assert [i["profile_name"] for i in created.values()] == ["1g.10gb"], (created, before)
+    (instance,) = created
+    kube.delete_pod(api, namespace, "mig")
+    kube.wait(f"CDI spec of claim {uid} removed", lambda: _spec_file(node, uid) not in node.cdi_specs())
+    kube.wait(
+        f"MIG instance {instance} destroyed in {node.name}'s fake GPU state",
+        lambda: instance not in _mig_instances(node),
+    )
+
+
 def test_restart_keeps_prepared_claims_and_cleans_up_deleted_ones(cluster, api, namespace, gates_on):
     node = cluster.nodes[N1]
     before = sorted(
         (s["metadata"]["name"], json.dumps(s["spec"].get("devices"), sort_keys=True))
         for s in cluster.slices(N1)
     )
-    kept = _run(api, namespace, "kept", _soft_or_slot(gates_on))["metadata"]["uid"]
-    gone = _run(api, namespace, "gone", _soft_or_slot(gates_on))["metadata"]["uid"]
+    kept = _run(api, namespace, "kept", kube.soft_or_slot(gates_on))["metadata"]["uid"]
+    gone = _run(api, namespace, "gone", kube.soft_or_slot(gates_on))["metadata"]["uid"]
     # Crash: SIGKILL with two claims prepared, restart with the same state.
     node.restart_plugin(kill=True)
     kube.wait("the plugin's health after restart", lambda: (node.plugin_dir / "dra.sock").exists())

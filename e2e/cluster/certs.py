@@ -74,7 +74,9 @@ class CA:
         self.path = _write(out / "ca.crt", self.cert.public_bytes(serialization.Encoding.PEM))
         self.key_path = _write(out / "ca.key", _pem_key(self.key))
 
-    def issue(self, name: str, cn: str, orgs: tuple[str, ...] = (), server: bool = False) -> Pair:
+    def issue(
+        self, name: str, cn: str, orgs: tuple[str, ...] = (), server: bool = False, ips: tuple[str, ...] = ()
+    ) -> Pair:
         key = _key()
         now = datetime.datetime.now(datetime.UTC)
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
@@ -101,6 +103,7 @@ class CA:
                         x509.DNSName("kubernetes.default.svc"),
                         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                         x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+                        *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips),
                     ]
                 ),
                 critical=False,

@@ -32,6 +32,15 @@ RUNC = "runc"
 RUNTIMES = ("containerd", "fakecri")
 
 
+def bridge_address(index: int) -> str:
+    return f"10.231.{index}.1"
+
+
+def bridge_addresses() -> list[str]:
+    """Every address a node's bridge can get (`Containerd._make_bridge` takes the first free index)."""
+    return [bridge_address(i) for i in range(1, 255)]
+
+
 def missing() -> list[str]:
     """What this machine lacks for the containerd runtime (empty: it can run)."""
     lacks = [f"{BIN_DIR / b} (make containerd)" for b in ("containerd", "ctr", "containerd-shim-runc-v2")]
@@ -73,6 +82,7 @@ class Containerd:
     cdi_dir: Path
     sup: Supervisor
     proc: Proc | None = None
+    extra_images: tuple[images.Image, ...] = ()  # imported after the base images (the carve image)
 
     @property
     def socket(self) -> Path:
@@ -86,7 +96,7 @@ class Containerd:
     def node_ip(self) -> str:
         """The node's address, on its bridge: the kubelet refuses a loopback node IP (its status then has
         no addresses and the API server cannot reach it for exec and logs)."""
-        return f"10.231.{self.index}.1"
+        return bridge_address(self.index)
 
     def _make_bridge(self) -> None:
         """Claim the first free bridge from the node's index on (`ip link add` fails on an existing name,
@@ -184,7 +194,7 @@ class Containerd:
             env=env,
         )
         self.sup.wait(self.proc, "containerd socket", self.socket.exists, timeout_s=timeout_s)
-        for image in images.build_all():
+        for image in (*images.build_all(), *self.extra_images):
             self.ctr("images", "import", str(image.tarball))
         return self.proc
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from e2e.cluster import certs, kubeconfig
+from e2e.cluster import certs, containerd, kubeconfig
 from e2e.cluster.procs import Supervisor, free_port
 from e2e.cluster.versions import Version
 
@@ -24,12 +24,17 @@ class ControlPlane:
     ca: certs.CA | None = None
     admin: certs.Pair | None = None
     admin_kubeconfig: Path | None = None
+    # Pods reach the API server (plugin mode daemonset: the chart's plugin pod uses its in-cluster config):
+    # it listens on every address, and its serving certificate names every node bridge address, as the
+    # nodes' bridges are picked after it starts (e2e/cluster/containerd.py).
+    pod_reachable: bool = False
 
     def start(self) -> None:
         pki = self.root / "pki"
         pki.mkdir(parents=True, exist_ok=True)
         self.ca = certs.CA(pki)
-        serving = self.ca.issue("apiserver", "kube-apiserver", server=True)
+        ips = tuple(containerd.bridge_addresses()) if self.pod_reachable else ()
+        serving = self.ca.issue("apiserver", "kube-apiserver", server=True, ips=ips)
         self.admin = self.ca.issue("admin", "e2e-admin", ("system:masters",))
         sa = certs.service_account_keys(pki)
         self._etcd_url = self._start_etcd()
@@ -80,7 +85,7 @@ class ControlPlane:
                 v.binary,
                 "apiserver",
                 f"--etcd-servers={self._etcd_url}",
-                "--bind-address=127.0.0.1",
+                f"--bind-address={'0.0.0.0' if self.pod_reachable else '127.0.0.1'}",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={port}",
                 "--endpoint-reconciler-type=none",

@@ -110,14 +110,26 @@ def _blob(blobs: dict[str, bytes], data: bytes) -> dict:
     return {"digest": digest, "size": len(data)}
 
 
-def oci_tarball(name: str, rootfs: Path, entrypoint: list[str], env: tuple[str, ...], out: Path) -> Path:
+def oci_tarball(
+    name: str,
+    rootfs: Path,
+    entrypoint: list[str],
+    env: tuple[str, ...],
+    out: Path,
+    cmd: list[str] | None = None,
+) -> Path:
     """An OCI image layout (oci-layout, index.json, blobs/sha256/*) in one tar file, of the image `name`."""
     blobs: dict[str, bytes] = {}
     layer = _blob(blobs, _layer(rootfs))
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {"Entrypoint": entrypoint, "Env": [PATH_ENV, *env], "WorkingDir": "/"},
+        "config": {
+            "Entrypoint": entrypoint,
+            "Env": [PATH_ENV, *env],
+            "WorkingDir": "/",
+            **({"Cmd": cmd} if cmd else {}),
+        },
         "rootfs": {"type": "layers", "diff_ids": [layer["digest"]]},
     }
     cfg = _blob(blobs, json.dumps(config, sort_keys=True).encode())

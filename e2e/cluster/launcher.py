@@ -1,5 +1,7 @@
 """The local cluster for carve's e2e: control plane, the chart's objects, N nodes (real kubelets on
-containerd + runc, or on a recording fake CRI) and carve's plugin per node.
+containerd + runc, or on a recording fake CRI) and carve's plugin per node: a host process (plugin mode
+`host`, the default), or the chart's DaemonSet running the carve image built here (`daemonset`, real
+containers only; one DaemonSet per node, see `node_daemonset`).
 `python -m e2e.cluster.launcher --k8s 1.36` (also `make cluster-up`) starts one and keeps it until Ctrl-C;
 e2e/conftest.py starts one per test session.
 
@@ -19,12 +21,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
 from kubernetes import client
 
 from driver import names
 from driver.cluster.kube import load_api_client
+from e2e.cluster import carve_image
 from e2e.cluster.containerd import RUNTIMES
 from e2e.cluster.controlplane import ControlPlane
+from e2e.cluster.images import Image
 from e2e.cluster.nodes import Node, NodeSpec
 from e2e.cluster.procs import StartError, Supervisor, tail
 from e2e.cluster.versions import REPO, Version, resolve
@@ -41,6 +46,9 @@ DEFAULT_NODES = (
     NodeSpec("e2e-n1", "fake:2xA100-80GB,1xT4", "0=mig,soft"),
     NodeSpec("e2e-n2", "fake:2xA100-80GB,1xT4", "0=exclusive,1=timeslice,slots"),
 )
+# How carve's plugin runs on each node: a host process with a token of the chart's ServiceAccount, or the
+# chart's DaemonSet (its pod, init container and hostPaths) from the locally built carve image.
+PLUGIN_MODES = ("host", "daemonset")
 
 
 def render_chart(version: Version, *sets: str) -> str:
@@ -69,12 +77,80 @@ def render_chart(version: Version, *sets: str) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
 
+def without_plugin_daemonset(rendered: str) -> str:
+    """The rendered chart less its plugin DaemonSet (plugin mode daemonset renders one per node)."""
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    kept = [
+        d
+        for d in docs
+        if not (
+            d["kind"] == "DaemonSet"
+            and d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "kubelet-plugin"
+        )
+    ]
+    if len(kept) != len(docs) - 1:
+        raise StartError(f"the rendered chart has {len(docs) - len(kept)} plugin DaemonSets, not 1")
+    return yaml.safe_dump_all(kept)
+
+
+def node_daemonset(version: Version, node: Node, image: Image, api_port: int) -> str:
+    """The chart's plugin DaemonSet for one node (`helm template --show-only templates/daemonset.yaml`).
+
+    Every local node has its own kubelet root dir and CDI dir on this one host, so one DaemonSet for all of
+    them cannot name their hostPaths: each node gets its own, rendered with that node's paths, GPUs and
+    strategy and a nodeSelector for it, under a release name of its own (`carve-<node>`: its own DaemonSet
+    name and selector labels) and the main release's ServiceAccount. The pod reaches the API server at its
+    node's bridge address (there is no kube-proxy for the `kubernetes` Service), given as the in-cluster
+    variables through `plugin.extraEnv`; everything else is the chart's."""
+    repository, tag = image.name.rsplit(":", 1)
+    values = {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "serviceAccount": {"create": False, "name": SERVICE_ACCOUNT},
+        "controller": {"enabled": False},
+        "plugin": {
+            "gpus": node.spec.gpus,
+            "strategy": node.spec.strategy,
+            "registryDir": str(node.registry_dir),
+            "pluginDir": str(node.plugin_dir),
+            "cdiDir": str(node.cdi_dir),
+            "driverRoot": str(node.driver_root),
+            "publishInterval": 5,
+            "nodeSelector": {"kubernetes.io/hostname": node.name},
+            "extraEnv": [
+                {"name": "KUBERNETES_SERVICE_HOST", "value": node.node_ip},
+                {"name": "KUBERNETES_SERVICE_PORT", "value": str(api_port)},
+            ],
+        },
+    }
+    path = node.root / "chart-values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    argv = [
+        str(HELM),
+        "template",
+        f"{RELEASE}-{node.name}",
+        str(REPO / "helm" / "carve"),
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        version.patch.lstrip("v"),
+        "--show-only",
+        "templates/daemonset.yaml",
+        "-f",
+        str(REPO / "helm" / "carve" / "ci" / "fake-gpus-values.yaml"),
+        "-f",
+        str(path),
+    ]
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
 @dataclass
 class Cluster:
     version: Version
     root: Path
     specs: tuple[NodeSpec, ...] = DEFAULT_NODES
     runtime: str = "containerd"  # the nodes' container runtime (e2e/cluster/containerd.py RUNTIMES)
+    plugin_mode: str = "host"  # PLUGIN_MODES
+    image: Image | None = None  # plugin mode daemonset: the carve image (e2e/cluster/carve_image.py)
     sup: Supervisor = field(init=False)
     cp: ControlPlane = field(init=False)
     nodes: dict[str, Node] = field(default_factory=dict)
@@ -83,7 +159,15 @@ class Cluster:
     def __post_init__(self) -> None:
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         self.sup = Supervisor(self.root / "logs")
-        self.cp = ControlPlane(self.version, self.root / "control-plane", self.sup)
+        if self.plugin_mode not in PLUGIN_MODES:
+            raise ValueError(f"plugin mode {self.plugin_mode!r} is not one of {', '.join(PLUGIN_MODES)}")
+        self.cp = ControlPlane(
+            self.version, self.root / "control-plane", self.sup, pod_reachable=self.daemonset
+        )
+
+    @property
+    def daemonset(self) -> bool:
+        return self.plugin_mode == "daemonset"
 
     @property
     def kubeconfig(self) -> Path:
@@ -116,18 +200,35 @@ class Cluster:
             raise StartError(
                 f"{self.version.binary} is not built: run `make cluster K8S={self.version.minor}`"
             )
+        if self.daemonset and self.runtime != "containerd":
+            raise StartError(f"plugin mode daemonset runs the plugin in a container: not on {self.runtime}")
         atexit.register(self.stop)
         try:
             t0 = time.monotonic()
+            if self.daemonset:
+                self.image = carve_image.build()
+                self.timings["carve image"] = time.monotonic() - t0
             self.cp.start()
             self.timings["control plane"] = time.monotonic() - t0
             self._wait_default_sa()
             self.kubectl("create", "namespace", NAMESPACE)
             self.apply_crds()
-            self.kubectl("apply", "-f", "-", stdin=render_chart(self.version))
+            if self.daemonset:
+                # The chart's DaemonSet is replaced by the per-node ones below (node_daemonset); the
+                # strategy controller is not part of what this mode checks (its pods would run the image).
+                chart = render_chart(self.version, "controller.enabled=false")
+                self.kubectl("apply", "-f", "-", stdin=without_plugin_daemonset(chart))
+            else:
+                self.kubectl("apply", "-f", "-", stdin=render_chart(self.version))
             for i, spec in enumerate(self.specs, 1):
                 node = Node(
-                    spec, self.root / spec.name, self.version, self.sup, runtime=self.runtime, index=i
+                    spec,
+                    self.root / spec.name,
+                    self.version,
+                    self.sup,
+                    runtime=self.runtime,
+                    index=i,
+                    extra_images=(self.image,) if self.image else (),
                 )
                 node.start_kubelet(self.cp.server, self.cp.ca)
                 self.nodes[spec.name] = node
@@ -135,9 +236,18 @@ class Cluster:
                 self._wait_node_ready(node)
             self.timings["nodes ready"] = time.monotonic() - t0
             for node in self.nodes.values():
-                node.start_plugin(self.cp.server, self.cp.ca.path, self.plugin_token(node.name))
+                if self.daemonset:
+                    assert self.image
+                    port = int(self.cp.server.rsplit(":", 1)[1])
+                    node.make_driver_root()
+                    self.kubectl(
+                        "apply", "-f", "-", stdin=node_daemonset(self.version, node, self.image, port)
+                    )
+                else:
+                    node.start_plugin(self.cp.server, self.cp.ca.path, self.plugin_token(node.name))
             for node in self.nodes.values():
-                self.wait_slices(node)
+                # A plugin pod starts Python in a container first: slower than the host process.
+                self.wait_slices(node, timeout_s=240 if self.daemonset else 90)
             self.timings["slices published"] = time.monotonic() - t0
         except BaseException:
             self.stop()
@@ -262,10 +372,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k8s", default="1.36", help="Kubernetes minor (e2e/cluster/<minor>)")
     p.add_argument("--gates", default="on", choices=("on", "off"), help="the alpha DRA gates (1.34/1.35)")
     p.add_argument("--runtime", default="containerd", choices=RUNTIMES, help="the nodes' container runtime")
+    p.add_argument(
+        "--plugin-mode",
+        default="host",
+        choices=PLUGIN_MODES,
+        help="carve's plugin as a host process, or the chart's DaemonSet (carve image built here)",
+    )
     p.add_argument("--dir", default="", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="carve-e2e-"))
-    cluster = Cluster(resolve(args.k8s, args.gates), root, runtime=args.runtime)
+    cluster = Cluster(resolve(args.k8s, args.gates), root, runtime=args.runtime, plugin_mode=args.plugin_mode)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         cluster.start()

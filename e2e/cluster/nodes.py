@@ -18,6 +18,7 @@ import yaml
 from driver import names
 from e2e.cluster import certs, kubeconfig
 from e2e.cluster.containerd import RUNTIMES, Containerd
+from e2e.cluster.images import Image
 from e2e.cluster.procs import Proc, Supervisor, free_port
 from e2e.cluster.versions import REPO, Version
 
@@ -50,6 +51,7 @@ class Node:
     # the legacy node's kubelet in a mount namespace of its own).
     labels: dict[str, str] = field(default_factory=lambda: {PLUGIN_LABEL: "true"})
     kubelet_wrapper: list[str] = field(default_factory=list)
+    extra_images: tuple[Image, ...] = ()  # imported into the node's containerd (the carve image)
 
     @property
     def name(self) -> str:
@@ -96,7 +98,14 @@ class Node:
             sock = self.root / "cri.sock"
             self._start_fakecri(sock)
             return sock
-        self.containerd = Containerd(self.name, self.index, self.root / "containerd", self.cdi_dir, self.sup)
+        self.containerd = Containerd(
+            self.name,
+            self.index,
+            self.root / "containerd",
+            self.cdi_dir,
+            self.sup,
+            extra_images=self.extra_images,
+        )
         self.cri = self.containerd.start()
         return self.containerd.socket
 
