@@ -46,6 +46,7 @@ bench: native
 K8S ?= 1.36
 GATES ?= on
 RUNTIME ?= containerd
+PLUGIN_MODE ?= host
 NICE ?= 10
 K8S_VERSION = $(shell sed -n 's/^\trequire k8s.io\/kubernetes //p; s/^\tk8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' e2e/cluster/$(K8S)/go.mod)
 K8S_BIN = .tools/k8s/$(K8S_VERSION)/k8s
@@ -61,7 +62,7 @@ cluster:
 	  echo "built $(K8S_BIN) in $$(( $$(date +%s) - start )) s"; fi
 
 cluster-up: native cluster $(if $(filter containerd,$(RUNTIME)),containerd)
-	$(PY) -m e2e.cluster.launcher --k8s $(K8S) --gates $(GATES) --runtime $(RUNTIME)
+	$(PY) -m e2e.cluster.launcher --k8s $(K8S) --gates $(GATES) --runtime $(RUNTIME) --plugin-mode $(PLUGIN_MODE)
 
 e2e: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) $(PY) -m pytest -q -s -p no:cacheprovider e2e
