@@ -259,6 +259,17 @@ def test_fake_gpus_mount_no_driver_and_run_the_plugin_directly():
     assert env_of(container)["CARVE_GPUS"] == "fake:2xA100-80GB,1xT4"
 
 
+def test_fake_gpus_with_an_emulated_driver_root_mount_it_read_only_at_its_own_path():
+    objects = render("-f", str(FAKE_VALUES), "--set", "plugin.driverRoot=/srv/fake-driver")
+    pod, volumes, mounts = _mounts(objects)
+    assert volumes["driver-root"] == {"path": "/srv/fake-driver", "type": "Directory"}
+    assert mounts["driver-root"]["mountPath"] == "/srv/fake-driver" and mounts["driver-root"]["readOnly"]
+    env = env_of(plugin_container(objects))
+    assert env["CARVE_DRIVER_ROOT"] == env["CARVE_HOST_DRIVER_ROOT"] == "/srv/fake-driver"
+    # Still no wait for a real driver's NVML.
+    assert [c["name"] for c in pod["initContainers"]] == ["install-limiter"]
+
+
 def test_limiter_is_copied_from_the_image_into_the_limiter_dir():
     pod, _volumes, _ = _mounts(render())
     init = next(c for c in pod["initContainers"] if c["name"] == "install-limiter")
