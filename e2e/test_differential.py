@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import yaml
 from kubernetes import client
 
@@ -99,7 +100,11 @@ def _run_case(api, namespace: str, case: differential.Case) -> list[str]:
     return disagreements
 
 
-def test_carve_allocate_agrees_with_the_scheduler(cluster, api, namespace):
+def test_carve_allocate_agrees_with_the_scheduler(cluster, request, api, namespace):
+    if cluster.version.capacity_check_bug:
+        # carve allocates by the devices' own capacity; the 1.34 scheduler does not (seeds 1000, 1002, 1016
+        # of the default 20 disagree on soft claims, each explained by the bug).
+        request.applymarker(pytest.mark.xfail(strict=True, reason=cluster.version.capacity_check_bug))
     found = []
     total = 0
     for seed in range(FIRST_SEED, FIRST_SEED + CASES):

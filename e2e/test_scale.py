@@ -12,6 +12,7 @@ import re
 import statistics
 import time
 
+import pytest
 from kubernetes import client
 
 from driver import names
@@ -40,6 +41,11 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def test_scale(cluster, api, namespace, gates_on):
+    if cluster.version.capacity_check_bug:
+        # Every soft claim is checked against each slice's first device, which fills after ten claims: the
+        # other 400-odd pods never schedule (the bug itself is shown by strict xfails in test_scheduling
+        # and test_differential). A benchmark of that path measures nothing.
+        pytest.skip(cluster.version.capacity_check_bug)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     strategy = "soft" if gates_on else "slots"
     klass = names.CLASS_VGPU if gates_on else "slot.carve.dev"

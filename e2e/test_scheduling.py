@@ -59,7 +59,11 @@ def _assert_pending_for_claims(decision: tuple[str, str]) -> None:
     [("30Gi", "10", 2), ("1Gi", "60", 2)],
     ids=["memory-runs-out", "cores-run-out"],
 )
-def test_soft_slices_share_until_capacity_runs_out(api, namespace, memory, cores, fit):
+def test_soft_slices_share_until_capacity_runs_out(cluster, request, api, namespace, memory, cores, fit):
+    if memory == "30Gi" and cluster.version.capacity_check_bug:
+        # 30Gi is over the slice's first device's (a 1g.10gb MIG device, 9728Mi): refused on 1.34. The
+        # cores case passes there (that device has no cores capacity, and the check is skipped).
+        request.applymarker(pytest.mark.xfail(strict=True, reason=cluster.version.capacity_check_bug))
     # 30Gi fits only the A100 (80Gi): two shares. 60 cores fit once on each soft GPU (A100 and T4).
     for i in range(fit):
         _start(api, namespace, f"soft-{i}", _soft(memory, cores))

@@ -59,6 +59,22 @@ class Version:
             groups.append("resource.k8s.io/v1alpha3=true")
         return ",".join(groups)
 
+    @property
+    def capacity_check_bug(self) -> str:
+        """Why this version's scheduler mis-checks consumable capacity, or "" (docs/e2e.md, "Found").
+
+        kubernetes/kubernetes#133705, fixed in 1.35 by #133706 and in no 1.34 patch (k8s.io/dynamic-resource-
+        allocation v0.34.10 still has it): with DRAConsumableCapacity on, the 1.34 scheduler checks a
+        request's capacity, and the capacity already consumed, against the slice's device at the request's
+        device index (`r.deviceIndex`: the slice's first device for a one-device request), not against the
+        device it allocates."""
+        if self.minor_int == 34 and self.gates_on:
+            return (
+                "Kubernetes 1.34 scheduler bug kubernetes/kubernetes#133705 (fixed in 1.35): consumable "
+                "capacity is checked against the slice's first device, not the allocated one"
+            )
+        return ""
+
     def kubelet_extra(self) -> dict[str, object]:
         # From 1.35 the kubelet refuses cgroup v1 unless told otherwise (KEP-5573); 1.34 lacks the field.
         return {"failCgroupV1": False} if self.minor_int >= 35 else {}
