@@ -88,3 +88,17 @@ def test_the_written_spec_names_every_gpu_keeps_paused_and_records_the_change() 
     assert obj["metadata"]["resourceVersion"] == "7" and obj["metadata"]["annotations"]["team"] == "x"
     history = json.loads(obj["metadata"]["annotations"][ANNOTATION_CHANGES])
     assert history == {"GPU-a": [NOW - 100, NOW]}  # more than a day old: forgotten
+
+
+def test_a_nodes_device_types_follow_its_busy_gpus_and_strategy_changes() -> None:
+    from driver import names
+
+    inp = plan_input(node_slices("n1", "2xA100-80GB", {0: "exclusive", 1: "soft"}), [])
+    (node,) = inp.nodes
+    assert node.types(idle_only=True) == {names.TYPE_GPU, names.TYPE_VGPU}
+    node.busy.add(node.gpus[0].gpu.uuid)  # the exclusive GPU taken: no whole GPU left here
+    assert node.types(idle_only=True) == {names.TYPE_VGPU} and node.types() == {names.TYPE_VGPU}
+    node.apply({1: "timeslice"}, None)
+    assert node.types() == {names.TYPE_TIMESLICE}
+    node.busy.add(node.gpus[1].gpu.uuid)  # busy, but time-slices share: still offered, unless idle only
+    assert node.types() == {names.TYPE_TIMESLICE} and node.types(idle_only=True) == frozenset()
