@@ -150,7 +150,9 @@ class NodeState:
     allocator: Allocator | None = None
     version: int = 0
     _signature: tuple[int, str] | None = field(default=None, repr=False, compare=False)
-    _types: dict[tuple[int, int, bool], frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
+    _types: dict[tuple[int, int, bool], frozenset[str]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def signature(self) -> str:
         """What decides which claims fit here, without the names: GPU models, strategies, which are busy,
