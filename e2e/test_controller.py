@@ -167,10 +167,14 @@ def test_controller_switches_an_idle_soft_gpu_to_mig_for_a_pending_claim(cluster
     assert "3g40gb" in result["device"], result
     kube.wait_running(api, namespace, "llm")
 
-    # The controller said why, on the claim.
+    # The controller said why, on the claim and on its pod.
     events = _events(api, namespace, "ResourceClaim", claim_name)
     assert [e.reason for e in events] == ["GPUStrategyChange"], events
     assert f"{namespace}/{claim_name}" in events[0].message and "mig" in events[0].message, events[0].message
+    on_pod = _events(api, namespace, "Pod", "llm")
+    assert [(e.reason, e.message) for e in on_pod if e.reason == "GPUStrategyChange"] == [
+        ("GPUStrategyChange", events[0].message)
+    ], on_pod
     # Nodes no policy rule selects are left alone.
     assert _partitioning(api, N1) is None and _partitioning(api, "e2e-n2") is None
 

@@ -102,3 +102,22 @@ def test_a_nodes_device_types_follow_its_busy_gpus_and_strategy_changes() -> Non
     assert node.types() == {names.TYPE_TIMESLICE}
     node.busy.add(node.gpus[1].gpu.uuid)  # busy, but time-slices share: still offered, unless idle only
     assert node.types() == {names.TYPE_TIMESLICE} and node.types(idle_only=True) == frozenset()
+
+
+def test_the_pods_a_claim_is_for_come_from_its_owner_and_its_reservations_once_each() -> None:
+    from driver.controller.reconcile import claim_pods
+
+    c = claim(mig("1g.10gb"))
+    assert claim_pods(c) == []
+    c["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1"},
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u9"},
+    ]
+    c["status"] = {
+        "reservedFor": [
+            {"resource": "pods", "name": "p", "uid": "u1"},
+            {"resource": "pods", "name": "q", "uid": "u2"},
+            {"apiGroup": "example.com", "resource": "pods", "name": "x", "uid": "u3"},
+        ]
+    }
+    assert claim_pods(c) == [("p", "u1"), ("q", "u2")]
