@@ -321,6 +321,7 @@ class Enforcer:
         self._clock_us = clock_us
         self._since_us = 0  # NVML utilization samples are asked for since the last pass
         self._core_history: dict[tuple[str, str], deque[CoreSample]] = {}
+        self._core_shares: dict[tuple[str, str], tuple[int, str]] = {}  # what each history was judged against
         self._previous: set[tuple[str, ...]] = set()  # findings of the last pass
         self._reported: set[tuple[str, ...]] = set()
         self.findings = Findings()
@@ -399,13 +400,19 @@ class Enforcer:
         sample for a claim's GPU (NVML could not answer, the share changed to none) clears its history:
         the window counts passes in a row."""
         self._core_history = {k: h for k, h in self._core_history.items() if k in samples}
+        self._core_shares = {k: v for k, v in self._core_shares.items() if k in samples}
         found = []
         for c in claims:
             for gpu, share in zip(c.gpus, c.core_shares, strict=False):
                 sample = samples.get((c.uid, gpu))
                 if sample is None:
                     continue
-                history = self._core_history.setdefault((c.uid, gpu), deque(maxlen=self._core_window))
+                key = (c.uid, gpu)
+                if self._core_shares.get(key) != (share, c.core_policy):
+                    # samples taken under another share or policy say nothing about this one
+                    self._core_history.pop(key, None)
+                    self._core_shares[key] = (share, c.core_policy)
+                history = self._core_history.setdefault(key, deque(maxlen=self._core_window))
                 history.append(sample)
                 mean = over_share(history, share, c.core_policy, self._core_window)
                 if mean is not None:

@@ -72,7 +72,7 @@ class PluginConfig:
     driver_required: bool = True  # real GPUs: a missing driver node or library fails the claim
     publish_interval_s: float = 60.0
     region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: limits files, host pids, NVML cross-check
-    kill_unenforced: bool = False  # kill processes that escape the limiter or exceed their quota (NVML)
+    kill_unenforced: bool = False  # kill processes that escape the limiter or exceed quota/share (NVML)
     workers: int = 16
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
     partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/partitioning.py)
@@ -168,7 +168,11 @@ class Plugin:
             c.node_name,
             # Only the GPUs given a strategy are published (modes.py leaves out those not ready).
             lambda chosen, generation: build_slices(
-                c.node_name, [g for g in self.gpus if g.index in chosen], chosen, settings, version,
+                c.node_name,
+                [g for g in self.gpus if g.index in chosen],
+                chosen,
+                settings,
+                version,
                 generation,
             ),
             strategies,
