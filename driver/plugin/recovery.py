@@ -173,14 +173,8 @@ def _reconcile_journal(preparer: Preparer) -> None:
         try:
             preparer.migs.destroy(entry)
         except Exception as e:  # NVML trouble must not crash-loop the plugin; the entry stays for next time
-            event(
-                log,
-                logging.ERROR,
-                "mig.orphan-destroy-failed",
-                uid=entry.claim,
-                mig=entry.uuid,
-                error=f"{type(e).__name__}: {e}",
-            )
+            event(log, logging.ERROR, "mig.orphan-destroy-failed", uid=entry.claim, mig=entry.uuid,
+                  error=f"{type(e).__name__}: {e}")
 
 
 def _device_record(uid: str, cdi_name: str, catalog: dict, pool: str) -> DeviceRecord:

@@ -168,11 +168,7 @@ class Plugin:
             c.node_name,
             # Only the GPUs given a strategy are published (modes.py leaves out those not ready).
             lambda chosen, generation: build_slices(
-                c.node_name,
-                [g for g in self.gpus if g.index in chosen],
-                chosen,
-                settings,
-                version,
+                c.node_name, [g for g in self.gpus if g.index in chosen], chosen, settings, version,
                 generation,
             ),
             strategies,
