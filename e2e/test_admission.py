@@ -197,10 +197,6 @@ def batch_class(api):
     custom.delete_cluster_custom_object(G, V, "deviceclasses", name)
 
 
-def _create_claim(api, namespace: str, obj: dict) -> dict:
-    return kube.create(api, namespace, obj)
-
-
 @pytest.mark.parametrize(
     ("case", "template"),
     [("core-disable", False), ("core-disable", True), ("claim-policy", False), ("priority-high", False)],
@@ -225,7 +221,7 @@ def test_claim_overriding_what_its_class_forbids_is_refused(
     # before it is seen is let through (parameterNotFoundAction/Allow for that class), so retry a while.
     def refused():
         try:
-            _create_claim(api, namespace, obj)
+            kube.create(api, namespace, obj)
         except client.ApiException as e:
             return e
         _delete(api, namespace, obj)
@@ -251,7 +247,7 @@ def test_claim_tightening_its_class_is_accepted(api, namespace, policies, batch_
         _claim("adm-batch-low", batch_class, _slice_config(priority="low", oomPolicy="kill")),
     ):
         assert _expected_denials(policies, api, obj, namespace) == []
-        created = _create_claim(api, namespace, obj)
+        created = kube.create(api, namespace, obj)
         assert created["metadata"]["uid"], created
 
 
