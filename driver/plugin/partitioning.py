@@ -80,6 +80,7 @@ class NodePartitioningApplier:
         self.generation = 0
         self.problems: list[str] = []
         self.desired: dict[int, str] = {}
+        self.layouts: dict[int, tuple] = {}  # GPU index -> its migLayout: the MIG devices it publishes
         self.exists = False
         self._written: dict[str, Any] | None = None
         self._lock = threading.RLock()
@@ -145,6 +146,7 @@ class NodePartitioningApplier:
                 )
             wanted = desired_strategies(np, self.gpus(), flag)
             self.problems = wanted.problems or self.problems
+            self.layouts = wanted.layouts
             self.generation = np.generation if np else 0
             self.desired = wanted.strategies
             if record is None or record.desired != self.desired:
@@ -184,6 +186,8 @@ class NodePartitioningApplier:
                 return  # deleted: the GPUs keep what they run (no status to write either)
             wanted = desired_strategies(np, self.gpus(), self.default)
             self.problems = wanted.problems
+            # A new layout alone changes no strategy: the spec's new generation wakes the publisher below.
+            self.layouts = wanted.layouts
             generation = np.generation if np else 0
             if wanted.strategies == self.desired and generation == self.generation:
                 return

@@ -5,8 +5,9 @@ applies it is partitioning.py.
 - Desired strategies: the spec's entries, by index or UUID; a GPU the spec does not name keeps the
   plugin's --strategy. An entry that names no GPU of this node, or asks for MIG on a GPU without it, or a
   MIG profile (or placement) the GPU's model does not have, is a problem reported in the status (Degraded)
-  and ignored. A valid migLayout is checked only: the MIG devices published are every placement, and
-  instances are still created at prepare.
+  and ignored; so is a migLayout whose placements overlap. A valid migLayout restricts the GPU's
+  published devices to the layout's MIG devices (driver/devices/mig.py within_layout); instances are still
+  created at prepare, as claims ask.
 - The change in progress (`<plugin-dir>/partitioning.json`, written atomically, 0600): the generation
   being applied, the strategies asked for and those the GPUs ran before. A plugin that crashes mid-change
   finds it at start: it resumes the change (the spec still asks for it) or rolls back to the previous
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 
 from api.v1alpha1.partitioning import NodePartitioning
 from driver import names
+from driver.devices.mig import LayoutSlot
 from driver.fsutil import write_atomic
 from driver.gpu.model import Gpu
 
@@ -87,6 +89,20 @@ def write_record(plugin_dir: Path, record: ChangeRecord) -> None:
 class Desired:
     strategies: dict[int, str]
     problems: list[str] = field(default_factory=list)
+    layouts: dict[int, tuple[LayoutSlot, ...]] = field(default_factory=dict)  # GPU index -> its migLayout
+
+
+def _overlapping(gpu: Gpu, layout: list[tuple[str, int]]) -> list[str]:
+    """Pairs of layout slots (with placements) whose memory slices overlap on this GPU."""
+    spans = []
+    for profile, start in layout:
+        size = next(
+            pl.size for p in gpu.mig_profiles if p.name == profile for pl in p.placements if pl.start == start
+        )
+        spans.append((f"{profile}@{start}", range(start, start + size)))
+    return [
+        f"{a} and {b}" for i, (a, ra) in enumerate(spans) for b, rb in spans[i + 1 :] if set(ra) & set(rb)
+    ]
 
 
 def desired_strategies(np: NodePartitioning | None, gpus: Iterable[Gpu], default: dict[int, str]) -> Desired:
@@ -136,7 +152,14 @@ def desired_strategies(np: NodePartitioning | None, gpus: Iterable[Gpu], default
                 f"{where}.migLayout: {gpu.name} ({gpu.product}) has no placement {', '.join(misplaced)}"
             )
             continue
+        placed = [(s.profile, s.placement) for s in entry.mig_layout or [] if s.placement is not None]
+        overlaps = _overlapping(gpu, placed)
+        if overlaps:
+            out.problems.append(f"{where}.migLayout: placements overlap: {'; '.join(overlaps)}")
+            continue
         out.strategies[gpu.index] = entry.strategy
+        if entry.mig_layout:
+            out.layouts[gpu.index] = tuple((s.profile, s.placement) for s in entry.mig_layout)
     return out
 
 

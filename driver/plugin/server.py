@@ -72,7 +72,7 @@ class PluginConfig:
     driver_required: bool = True  # real GPUs: a missing driver node or library fails the claim
     publish_interval_s: float = 60.0
     region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: limits files, host pids, NVML cross-check
-    kill_unenforced: bool = False  # kill processes that escape the limiter or exceed their quota (NVML)
+    kill_unenforced: bool = False  # kill processes that escape the limiter or exceed quota/share (NVML)
     workers: int = 16
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
     partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/partitioning.py)
@@ -163,20 +163,25 @@ class Plugin:
                 lambda: self.modes,
             )
             strategies = self.partitioning.start_strategies(strategies)
-        self.publisher = Publisher(
-            self.cluster,
-            c.node_name,
-            # Only the GPUs given a strategy are published (modes.py leaves out those not ready).
-            lambda chosen, generation: build_slices(
-                c.node_name, [g for g in self.gpus if g.index in chosen], chosen, settings, version,
+
+        def build(chosen: dict[int, str], generation: int, layouts: bool = True) -> list[dict]:
+            # Only the GPUs given a strategy are published (modes.py leaves out those not ready); a MIG GPU
+            # with a migLayout publishes only the layout's devices.
+            return build_slices(
+                c.node_name,
+                [g for g in self.gpus if g.index in chosen],
+                chosen,
+                settings,
+                version,
                 generation,
-            ),
-            strategies,
-            select=self._select_modes,
-        )
+                layouts=self.partitioning.layouts if layouts and self.partitioning else None,
+            )
+
+        self.publisher = Publisher(self.cluster, c.node_name, build, strategies, select=self._select_modes)
         self.publisher.probe()
-        # Every GPU under its effective strategy: what recovery needs to read back prepared devices.
-        self._catalog = catalog_from_slices(self.publisher.build(self.publisher.effective, 1))
+        # Every GPU under its effective strategy, every MIG placement (a layout may have changed since a
+        # claim was prepared): what recovery needs to read back prepared devices.
+        self._catalog = catalog_from_slices(build(self.publisher.effective, 1, layouts=False))
 
         boot_id = c.boot_id if c.boot_id is not None else read_boot_id()
         self.preparer = Preparer(

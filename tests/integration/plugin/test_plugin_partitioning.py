@@ -116,3 +116,21 @@ def test_a_crash_mid_change_rolls_back_when_the_node_partitioning_is_gone(node, 
     wait_for(lambda: record(node)["state"] == "applied")
     time.sleep(1.5)  # the informer has listed by now: without a NodePartitioning nothing changes
     assert record(node)["desired"]["0"] == "exclusive" and published(node)["gpu-0"] == names.TYPE_GPU
+
+
+def test_a_mig_layout_restricts_the_published_devices_and_a_new_layout_republishes(node, plugin_factory):
+    plugin_factory("soft", extra=FAST)
+    layout = [{"profile": "3g.40gb", "placement": 4}, {"profile": "1g.10gb", "placement": 0}]
+    put_partitioning(node, {"index": 0, "strategy": "mig", "migLayout": layout})
+    wait_for(lambda: "gpu-0-mig-3g40gb-4" in published(node))
+    wait_for(lambda: condition(node, "Applied").get("status") == "True")
+    gpu0 = sorted(d for d in published(node) if d.startswith("gpu-0"))
+    assert gpu0 == ["gpu-0-mig-1g10gb-0", "gpu-0-mig-3g40gb-4"]  # nor the whole GPU
+    assert condition(node, "Degraded").get("status") == "False"
+    assert gpu_state(node)[0]["mig"] is True
+    # Another layout, same strategy: only the devices change.
+    put_partitioning(node, {"index": 0, "strategy": "mig", "migLayout": [{"profile": "7g.80gb"}]})
+    wait_for(lambda: sorted(d for d in published(node) if d.startswith("gpu-0")) == ["gpu-0-mig-7g80gb-0"])
+    # No layout: every placement again.
+    put_partitioning(node, {"index": 0, "strategy": "mig"})
+    wait_for(lambda: "gpu-0-mig-1g10gb-6" in published(node) and "gpu-0" in published(node))

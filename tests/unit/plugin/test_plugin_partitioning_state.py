@@ -118,3 +118,20 @@ def test_status_is_applied_when_every_gpu_runs_what_it_can_and_degraded_on_fallb
     applied, degraded = status["conditions"]
     assert applied["status"] == "True" and degraded["reason"] == "FeatureGateOff"
     assert status_of(modes, GPUS, 1, ["spec.gpus[3]: no GPU"])["conditions"][1]["reason"] == "InvalidSpec"
+
+
+def test_a_valid_mig_layout_is_handed_on_and_overlapping_placements_are_refused() -> None:
+    layout = [
+        {"profile": "3g.40gb", "placement": 4},
+        {"profile": "2g.20gb", "placement": 0},
+        {"profile": "1g.10gb"},
+    ]
+    ok = desired_strategies(_np({"index": 0, "strategy": "mig", "migLayout": layout}), GPUS, {0: "soft"})
+    assert ok.strategies == {0: "mig"} and ok.problems == []
+    assert ok.layouts == {0: (("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", None))}
+    plain = desired_strategies(_np({"index": 0, "strategy": "mig"}), GPUS, {0: "soft"})
+    assert plain.layouts == {}  # no layout: every placement
+    overlap = [{"profile": "4g.40gb", "placement": 0}, {"profile": "2g.20gb", "placement": 2}]
+    bad = desired_strategies(_np({"index": 0, "strategy": "mig", "migLayout": overlap}), GPUS, {0: "soft"})
+    assert bad.strategies == {0: "soft"} and bad.layouts == {}
+    assert bad.problems == ["spec.gpus[0].migLayout: placements overlap: 4g.40gb@0 and 2g.20gb@2"]
