@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test unit demo lint bench e2e e2e-all e2e-kind cluster cluster-up containerd clean
+.PHONY: all venv native protos test unit demo lint bench e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -68,12 +68,17 @@ cluster-up: native cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 e2e: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) $(PY) -m pytest -q -s -p no:cacheprovider e2e
 
+# Only the legacy shim's tests (marker `legacy`); on 1.29 (no DRA) `make e2e` runs the same and skips the rest.
+e2e-legacy: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
+	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) $(PY) -m pytest -q -s -p no:cacheprovider -m legacy e2e
+
 e2e-all: native tools
 	$(MAKE) e2e K8S=1.36
 	$(MAKE) e2e K8S=1.35
 	$(MAKE) e2e K8S=1.35 GATES=off
 	$(MAKE) e2e K8S=1.34
 	$(MAKE) e2e K8S=1.34 GATES=off
+	$(MAKE) e2e-legacy K8S=1.29
 
 # The nodes' real container runtime (docs/e2e.md): containerd, ctr and the runc shim from the containerd Go
 # module at a pinned version, Debian's runc and CNI plugins. RUNTIME=fakecri runs upstream's fake CRI instead.

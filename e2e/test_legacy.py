@@ -22,6 +22,8 @@ from driver import names
 from e2e import kube
 from e2e.cluster.launcher import NAMESPACE
 
+pytestmark = pytest.mark.legacy  # runs on minors without DRA too (1.29: `make e2e-legacy K8S=1.29`)
+
 MIB = 1024**2
 NODE = "e2e-l1"  # 2 x A100-80GB (81920 MiB) + 1 x T4 (15360 MiB), split 10
 
