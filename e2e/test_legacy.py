@@ -64,6 +64,7 @@ def gpu_pod(name: str, gpu: int, mem: int | None = None, cores: int | None = Non
                 {
                     "name": "main",
                     "image": "e2e/busybox",
+                    "imagePullPolicy": "IfNotPresent",  # no registry (e2e/cluster/images.py)
                     "command": ["sleep", "3600"],
                     "resources": {"limits": limits},
                 }
