@@ -77,11 +77,8 @@ def test_legacy_container_is_limited(shim, api, cluster, namespace, delivery):
 
     # The edits reached containerd the way this mode delivers them, and only that way.
     view = _runtime_view(shim, namespace, "limited")
-    annotations = {
-        k: v
-        for k, v in (view["spec"].get("annotations") or {}).items()
-        if k.startswith(CDI_ANNOTATION_PREFIX)
-    }
+    oci = view["spec"].get("annotations") or {}
+    annotations = {k: v for k, v in oci.items() if k.startswith(CDI_ANNOTATION_PREFIX)}
     if delivery == "cdi-field":
         assert len(view["cdiDevices"]) == 1 and not annotations, view
     else:
