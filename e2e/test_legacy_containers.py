@@ -45,8 +45,8 @@ def shim(cluster):
 
 
 def _runtime_view(shim, namespace: str, pod: str) -> dict:
-    """containerd's record of the pod's `main` container: the CDI devices of the CRI request, and the
-    OCI spec's annotations (a device plugin's annotations land there)."""
+    """containerd's record of the pod's `main` container: the CDI devices and the annotations of the CRI
+    request (a device plugin's annotations land there)."""
     assert shim.node.containerd
     found = [
         c
@@ -77,13 +77,13 @@ def test_legacy_container_is_limited(shim, api, cluster, namespace, delivery):
 
     # The edits reached containerd the way this mode delivers them, and only that way.
     view = _runtime_view(shim, namespace, "limited")
-    oci = view["spec"].get("annotations") or {}
-    annotations = {k: v for k, v in oci.items() if k.startswith(CDI_ANNOTATION_PREFIX)}
+    cri = view["annotations"]
+    annotations = {k: v for k, v in cri.items() if k.startswith(CDI_ANNOTATION_PREFIX)}
     if delivery == "cdi-field":
         assert len(view["cdiDevices"]) == 1 and not annotations, view
     else:
         assert not view["cdiDevices"], view
-        assert len(annotations) == 1, oci
+        assert len(annotations) == 1, cri
         (devices,) = annotations.values()
         assert devices.startswith(f"{names.CDI_KIND}=") and "," not in devices, devices
 
