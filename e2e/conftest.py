@@ -70,7 +70,7 @@ def gates_on(cluster) -> bool:
 
 
 @pytest.fixture
-def namespace(api):
+def namespace(api, cluster):
     from kubernetes import client
 
     core = client.CoreV1Api(api)
@@ -80,4 +80,4 @@ def namespace(api):
     # Wait for the pods to go so the next test sees their devices free again.
     from e2e import kube
 
-    kube.delete_namespace(api, name)
+    kube.delete_namespace(api, name, claims=cluster.version.dra)

@@ -140,20 +140,22 @@ def delete_pod(api, namespace: str, name: str, timeout_s: float = TIMEOUT_S, for
     wait(f"pod {namespace}/{name} gone", gone, timeout_s)
 
 
-def delete_namespace(api, name: str, timeout_s: float = 300.0) -> None:
+def delete_namespace(api, name: str, timeout_s: float = 300.0, claims: bool = True) -> None:
+    """Delete the namespace's pods, then (`claims`: a cluster with DRA) its ResourceClaims, then it."""
     core = client.CoreV1Api(api)
     for p in core.list_namespaced_pod(name).items:
         core.delete_namespaced_pod(p.metadata.name, name, grace_period_seconds=0)
     wait(f"pods of namespace {name} gone", lambda: not core.list_namespaced_pod(name).items, timeout_s)
-    # Claims made from templates go with their pods, standalone ones are deleted here; either way the
-    # allocation must be released before the next test.
-    custom = client.CustomObjectsApi(api)
-    custom.delete_collection_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")
-    wait(
-        f"claims of namespace {name} gone",
-        lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")["items"],
-        timeout_s,
-    )
+    if claims:
+        # Claims made from templates go with their pods, standalone ones are deleted here; either way the
+        # allocation must be released before the next test.
+        custom = client.CustomObjectsApi(api)
+        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")
+        wait(
+            f"claims of namespace {name} gone",
+            lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")["items"],
+            timeout_s,
+        )
     core.delete_namespace(name)
 
 
