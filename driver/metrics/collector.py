@@ -178,6 +178,12 @@ class StateCollector(Collector):
             "Memory NVML counts for a claim's processes on a GPU beyond its quota, when over the margin.",
             labels=[*CLAIM_LABELS, "gpu_uuid"],
         )
+        over_share = GaugeMetricFamily(
+            "carve_claim_sm_over_share_percent",
+            "Percentage points of a GPU's SM time NVML shows a claim's processes using above its effective "
+            "compute share, sustained and not permitted by its core policy (mean over the check's window).",
+            labels=[*CLAIM_LABELS, "gpu_uuid"],
+        )
         kills = CounterMetricFamily(
             "carve_enforcement_kills", "Processes killed by --kill-unenforced since the plugin started."
         )
@@ -189,8 +195,14 @@ class StateCollector(Collector):
                 c = refs.get(o.claim_uid)
                 if c is not None:
                     over.add_metric([c.namespace, c.name, c.uid, o.gpu_uuid], o.used_bytes - o.limit_bytes)
+            for s in f.over_share:
+                c = refs.get(s.claim_uid)
+                if c is not None:
+                    over_share.add_metric(
+                        [c.namespace, c.name, c.uid, s.gpu_uuid], s.used_percent - s.share_percent
+                    )
             kills.add_metric([], f.kills)
-        yield from (unenforced, over, kills)
+        yield from (unenforced, over, over_share, kills)
 
     def _read(self, state: PluginState, record: ClaimRecord) -> ClaimUsage | None:
         path = region_path(state.claims_dir, record.uid)

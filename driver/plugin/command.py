@@ -80,8 +80,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kill-unenforced",
         action="store_true",
-        help="SIGKILL GPU processes on soft-sliced GPUs that escape the limiter or exceed their claim's "
-        "quota by NVML's count (default: report them only: Event on the claim, metrics)",
+        help="SIGKILL GPU processes on soft-sliced GPUs that escape the limiter, exceed their claim's "
+        "memory quota, or use more SM time than their claim's share allows, by NVML's count (default: "
+        "report them only: Event on the claim, metrics)",
     )
     p.add_argument(
         "--boot-id-file",

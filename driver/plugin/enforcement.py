@@ -3,14 +3,19 @@
 The limiter runs inside the tenant's processes, so a process can escape it (a static binary, a musl image, a
 program that talks to the kernel driver directly, a root process that rewrites its region's counters). On
 every GPU that carries soft slices or slots, the region watcher asks NVML for the compute processes and their
-memory (`nvml_processes`) and `cross_check` finds:
+memory (`nvml_processes`) and their SM utilization (`nvml_utilization`), and `cross_check` finds:
  - unenforced processes: a process on the GPU that no claim's region knows (it did not load the limiter);
  - claims over quota: the memory NVML counts for a claim's processes exceeds its quota (from the plugin's
-   limits file) by more than a margin (a CUDA context holds memory the limiter does not count).
-`Enforcer` reports each finding once, from the second pass in a row that sees it (a Warning Event on the
-claim, through the cluster interface, and a log line), keeps the last findings for the metrics
-(`carve_unenforced_processes`, `carve_claim_memory_over_quota_bytes`), and with `kill` (--kill-unenforced)
-SIGKILLs the processes.
+   limits file) by more than a margin (a CUDA context holds memory the limiter does not count);
+ - each claim's compute sample (`CoreSample`): the SM utilization of its processes on each GPU, and of every
+   other process there. `over_share` judges a claim's recent samples against its effective share and core
+   policy (from the limits file): over the share by more than a margin in every one of the last
+   CORE_WINDOW samples, where the policy did not permit it (`force`; `default` while another process was
+   busy on the GPU, as the limiter decides; never `disable` or a claim without a compute limit).
+`Enforcer` reports each finding once, from the second pass in a row that sees it (the compute check: once its
+window is full), as a Warning Event on the claim (through the cluster interface) and a log line; keeps the
+last findings for the metrics (`carve_unenforced_processes`, `carve_claim_memory_over_quota_bytes`,
+`carve_claim_sm_over_share_percent`), and with `kill` (--kill-unenforced) SIGKILLs the processes.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import datetime
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +43,14 @@ CONTEXT_ALLOWANCE_BYTES = (
 MARGIN_FRACTION = 20  # plus 1/20 (5%) of the quota
 REASON_UNENFORCED = "UnenforcedGpuProcess"
 REASON_OVER_QUOTA = "GpuMemoryOverQuota"
+REASON_OVER_SHARE = "GpuComputeOverShare"
+# The compute check. The limiter holds a share on average over its 100 ms ticks (a kernel longer than a tick
+# overshoots, NVML samples are coarse): a claim counts as over its share only when NVML shows it more than
+# CORE_MARGIN percentage points above it in each of CORE_WINDOW passes in a row (2 s apart by default).
+CORE_MARGIN = 10
+CORE_WINDOW = 3
+NEIGHBOUR_BUSY = 5  # percent of SM time by other processes that makes a neighbour busy (the limiter's rule)
+POLICY_DEFAULT, POLICY_FORCE, POLICY_DISABLE = "default", "force", "disable"
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,8 @@ class ClaimView:
     memory_limits: tuple[int, ...]  # bytes per device (limits file); 0 = none
     pids: frozenset[int]  # host pids of the processes its region knows
     unresolved: bool = False  # a process of its region has no known host pid yet: its GPUs are not judged
+    core_shares: tuple[int, ...] = ()  # effective SM percent per device (limits file); 0 = no compute limit
+    core_policy: str = POLICY_DEFAULT  # limits file
 
 
 @dataclass(frozen=True)
@@ -74,12 +91,34 @@ class OverQuota:
     pids: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class CoreSample:
+    """One pass's NVML SM utilization (percent of the GPU) on one GPU: a claim's processes and the others."""
+
+    used: int  # summed over the claim's processes
+    others: int  # summed over every other process on the GPU (other claims', unenforced ones)
+    pids: tuple[int, ...] = ()  # the claim's processes on the GPU
+
+
+@dataclass(frozen=True)
+class OverShare:
+    claim_uid: str
+    gpu_uuid: str
+    used_percent: int  # the claim's SM utilization, mean over the window
+    share_percent: int  # its effective share
+    policy: str
+    pids: tuple[int, ...]
+
+
 @dataclass
 class Findings:
     unenforced: list[Unenforced] = field(default_factory=list)
     over_quota: list[OverQuota] = field(default_factory=list)
+    over_share: list[OverShare] = field(default_factory=list)
     soft_gpus: tuple[str, ...] = ()  # the GPUs checked
     kills: int = 0  # processes killed since the plugin started
+    # this pass's compute samples, (claim uid, GPU) -> sample, for claims with a compute limit on that GPU
+    core_samples: dict[tuple[str, str], CoreSample] = field(default_factory=dict)
 
 
 def allowed_bytes(limit: int, processes: int, allowance: int = CONTEXT_ALLOWANCE_BYTES) -> int:
@@ -87,13 +126,45 @@ def allowed_bytes(limit: int, processes: int, allowance: int = CONTEXT_ALLOWANCE
     return limit + limit // MARGIN_FRACTION + processes * allowance
 
 
+def unpermitted_excess(sample: CoreSample, share: int, policy: str, margin: int = CORE_MARGIN) -> int:
+    """Percentage points a sample shows a claim above its share that its policy did not permit (0: none).
+
+    `force` never permits more than the share; `default` permits it while no other process is busy on the
+    GPU (the limiter then does not throttle: bursting on an idle GPU is the policy); `disable` and a claim
+    without a compute limit (share 0) are never over. The margin absorbs the limiter's per-tick overshoot.
+    """
+    if share <= 0 or policy == POLICY_DISABLE or sample.used <= share + margin:
+        return 0
+    if policy != POLICY_FORCE and sample.others < NEIGHBOUR_BUSY:
+        return 0
+    return sample.used - share
+
+
+def over_share(
+    samples: Sequence[CoreSample],
+    share: int,
+    policy: str,
+    window: int = CORE_WINDOW,
+    margin: int = CORE_MARGIN,
+) -> int | None:
+    """The pure compute rule over a claim's recent samples on one GPU (oldest first): its mean SM utilization
+    over the last `window` samples when every one of them is an unpermitted excess, else None. Sustained
+    means sustained: a short spike, or one pass where bursting was allowed, is not enough."""
+    recent = list(samples)[-window:]
+    if len(recent) < window or not all(unpermitted_excess(s, share, policy, margin) for s in recent):
+        return None
+    return round(sum(s.used for s in recent) / len(recent))
+
+
 def cross_check(
     claims: Iterable[ClaimView],
     processes: Mapping[str, list[GpuProcess]],
     owner: Callable[[int], str | None] = lambda _pid: None,
     allowance: int = CONTEXT_ALLOWANCE_BYTES,
+    utilization: Mapping[str, Mapping[int, int]] | None = None,
 ) -> Findings:
-    """The pure rule: `processes` are NVML's compute processes per GPU UUID; `owner` maps a pid to a claim."""
+    """The pure rule: `processes` are NVML's compute processes per GPU UUID; `owner` maps a pid to a claim;
+    `utilization` is NVML's SM percent per pid per GPU (None: not asked, no compute samples)."""
     claims = list(claims)
     known: dict[str, set[int]] = {}
     for c in claims:
@@ -117,6 +188,17 @@ def cross_check(
                 found.over_quota.append(
                     OverQuota(c.uid, gpu, used, limit, tuple(sorted(p.pid for p in mine)))
                 )
+    for c in claims if utilization is not None else ():
+        for gpu, share in zip(c.gpus, c.core_shares, strict=False):
+            if not gpu or share <= 0 or gpu not in utilization:
+                continue
+            util = utilization[gpu]
+            mine_util = {pid: pct for pid, pct in util.items() if pid in c.pids}
+            found.core_samples[(c.uid, gpu)] = CoreSample(
+                sum(mine_util.values()),
+                sum(pct for pid, pct in util.items() if pid not in c.pids),
+                tuple(sorted(mine_util)),
+            )
     return found
 
 
@@ -153,6 +235,31 @@ def nvml_processes(gpu_uuids: Iterable[str]) -> dict[str, list[GpuProcess]]:
             event(log, logging.DEBUG, "enforcement.nvml-unavailable", gpu=uuid, error=str(e))
             continue
         out[uuid] = [GpuProcess(int(p.pid), int(p.usedGpuMemory or 0)) for p in running]
+    return out
+
+
+def nvml_utilization(gpu_uuids: Iterable[str], since_us: int = 0) -> dict[str, dict[int, int]]:
+    """NVML's SM utilization per process (percent of the GPU) per GPU, from the samples since `since_us`
+    (wall-clock microseconds; 0: what NVML keeps). A process with several samples counts with their mean;
+    a GPU with no sample (NVML_ERROR_NOT_FOUND: nothing ran) is idle; one NVML cannot answer for is left
+    out."""
+    import pynvml
+
+    out: dict[str, dict[int, int]] = {}
+    for uuid in gpu_uuids:
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+            samples = pynvml.nvmlDeviceGetProcessUtilization(handle, since_us)
+        except pynvml.NVMLError_NotFound:
+            out[uuid] = {}
+            continue
+        except pynvml.NVMLError as e:
+            event(log, logging.DEBUG, "enforcement.utilization-unavailable", gpu=uuid, error=str(e))
+            continue
+        per_pid: dict[int, list[int]] = {}
+        for sample in samples:
+            per_pid.setdefault(int(sample.pid), []).append(int(sample.smUtil))
+        out[uuid] = {pid: round(sum(v) / len(v)) for pid, v in per_pid.items()}
     return out
 
 
@@ -198,6 +305,9 @@ class Enforcer:
         proc_root: Path = Path("/proc"),
         allowance: int = CONTEXT_ALLOWANCE_BYTES,
         killer: Callable[[int], None] = lambda pid: os.kill(pid, signal.SIGKILL),
+        utilization: Callable[[Iterable[str], int], dict[str, dict[int, int]]] | None = nvml_utilization,
+        core_window: int = CORE_WINDOW,
+        clock_us: Callable[[], int] = lambda: time.time_ns() // 1000,
     ):
         self.node = node
         self.events = events
@@ -206,6 +316,12 @@ class Enforcer:
         self._proc = Path(proc_root)
         self._allowance = allowance
         self._killer = killer
+        self._utilization = utilization  # None: no compute check
+        self._core_window = core_window
+        self._clock_us = clock_us
+        self._since_us = 0  # NVML utilization samples are asked for since the last pass
+        self._core_history: dict[tuple[str, str], deque[CoreSample]] = {}
+        self._core_shares: dict[tuple[str, str], tuple[int, str]] = {}  # what each history was judged against
         self._previous: set[tuple[str, ...]] = set()  # findings of the last pass
         self._reported: set[tuple[str, ...]] = set()
         self.findings = Findings()
@@ -216,10 +332,20 @@ class Enforcer:
         if not gpus:
             self.findings = Findings(kills=self.findings.kills)
             return self.findings
+        utilization = None
+        if self._utilization is not None:
+            now = self._clock_us()
+            utilization = self._utilization(gpus, self._since_us)
+            self._since_us = now
         found = cross_check(
-            claims, self._processes(gpus), lambda pid: claim_of_process(pid, self._proc), self._allowance
+            claims,
+            self._processes(gpus),
+            lambda pid: claim_of_process(pid, self._proc),
+            self._allowance,
+            utilization,
         )
         found.kills = self.findings.kills
+        found.over_share = self._judge_cores(claims, found.core_samples)
         # A finding counts from its second pass in a row: a process that just created its CUDA context shows
         # in NVML a moment before its limiter takes a slot in the region (at its first allocation or launch).
         seen: set[tuple[str, ...]] = set()
@@ -244,15 +370,78 @@ class Enforcer:
                 self._report_over_quota(o, refs)
             for pid in o.pids if self.kill else ():
                 confirmed.kills += self._kill(pid, "over-quota", o.gpu_uuid)
+        # The compute check has its own window (over_share): what it finds is confirmed already.
+        confirmed.core_samples = found.core_samples
+        for s in found.over_share:
+            key = ("over-share", s.claim_uid, s.gpu_uuid)
+            seen.add(key)
+            confirmed.over_share.append(s)
+            if key not in self._reported:
+                self._report_over_share(s, refs)
+            for pid in s.pids if self.kill else ():
+                confirmed.kills += self._kill(pid, "over-share", s.gpu_uuid)
+            if self.kill:
+                self._core_history.pop((s.claim_uid, s.gpu_uuid), None)  # judge its survivors afresh
         self._previous = seen
         # a finding that went away is reported again if it comes back
         self._reported = (
             {k for k in self._reported if k in seen}
             | {("unenforced", u.gpu_uuid, str(u.pid)) for u in confirmed.unenforced}
             | {("over-quota", o.claim_uid, o.gpu_uuid) for o in confirmed.over_quota}
+            | {("over-share", s.claim_uid, s.gpu_uuid) for s in confirmed.over_share}
         )
         self.findings = confirmed
         return confirmed
+
+    def _judge_cores(
+        self, claims: list[ClaimView], samples: Mapping[tuple[str, str], CoreSample]
+    ) -> list[OverShare]:
+        """Add this pass's samples to each (claim, GPU)'s history and judge it (over_share). A pass without a
+        sample for a claim's GPU (NVML could not answer, the share changed to none) clears its history:
+        the window counts passes in a row."""
+        self._core_history = {k: h for k, h in self._core_history.items() if k in samples}
+        self._core_shares = {k: v for k, v in self._core_shares.items() if k in samples}
+        found = []
+        for c in claims:
+            for gpu, share in zip(c.gpus, c.core_shares, strict=False):
+                sample = samples.get((c.uid, gpu))
+                if sample is None:
+                    continue
+                key = (c.uid, gpu)
+                if self._core_shares.get(key) != (share, c.core_policy):
+                    # samples taken under another share or policy say nothing about this one
+                    self._core_history.pop(key, None)
+                    self._core_shares[key] = (share, c.core_policy)
+                history = self._core_history.setdefault(key, deque(maxlen=self._core_window))
+                history.append(sample)
+                mean = over_share(history, share, c.core_policy, self._core_window)
+                if mean is not None:
+                    found.append(OverShare(c.uid, gpu, mean, share, c.core_policy, sample.pids))
+        return found
+
+    def _report_over_share(self, s: OverShare, refs: Mapping[str, tuple[str, str]]) -> None:
+        event(
+            log,
+            logging.WARNING,
+            "enforcement.over-share",
+            uid=s.claim_uid,
+            gpu=s.gpu_uuid,
+            used_percent=s.used_percent,
+            share_percent=s.share_percent,
+            policy=s.policy,
+            pids=list(s.pids),
+        )
+        why = (
+            "the core policy is force"
+            if s.policy == POLICY_FORCE
+            else "other processes were busy on the GPU, so its core policy did not let it burst"
+        )
+        message = (
+            f"NVML shows processes {list(s.pids)} using {s.used_percent}% of GPU {s.gpu_uuid}'s SMs over the "
+            f"last {self._core_window} checks, over the claim's compute share of {s.share_percent}% ({why})"
+            + ("; killed (--kill-unenforced)" if self.kill else "")
+        )
+        self._event(s.claim_uid, REASON_OVER_SHARE, message, refs)
 
     def _report_unenforced(self, u: Unenforced, refs: Mapping[str, tuple[str, str]]) -> None:
         event(

@@ -11,12 +11,13 @@ Every few seconds a background thread, for each prepared soft-slice or slot clai
    processes (Region.resolve_host_pids): NVML reports host pids, a containerised process cannot see its own.
    Seeing them needs the host's pid namespace (hostPID: true);
  - cross-checks the regions with NVML (driver/plugin/enforcement.py): processes no region knows, claims over
-   their quota.
+   their memory quota, claims over their effective compute share where their core policy does not permit it.
 A missing or corrupt file is logged once and skipped; nothing the watcher meets stops it or the plugin.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -225,7 +226,7 @@ class RegionWatcher:
         state = dict(self._state())
         uids = limited_claims(state)
         views = self._read_limits(uids, state)
-        self._update_limits(views)
+        views = self._update_limits(views)
         regions: dict[str, Region] = {}
         try:
             for uid in views:
@@ -267,13 +268,18 @@ class RegionWatcher:
             views[uid] = view
         return views
 
-    def _update_limits(self, views: dict[str, LimitsView]) -> None:
+    def _update_limits(self, views: dict[str, LimitsView]) -> dict[str, LimitsView]:
+        """Rewrite the limits files whose runtime changed; the views as the files now are."""
         claims = [claim_region(uid, v) for uid, v in views.items()]
+        current = dict(views)
         for uid, view in views.items():
             runtime = runtime_of(uid, len(view.uuids), claims)
             if (runtime.shares, runtime.high_neighbours) == (view.cores_limits, view.high_neighbours):
                 continue  # a rewrite bumps the generation: only on change
             write_limits(ClaimFiles(self._claims_dir / uid).limits, limits_of(uid, view), runtime)
+            current[uid] = dataclasses.replace(
+                view, cores_limits=runtime.shares, high_neighbours=runtime.high_neighbours
+            )
             event(
                 log,
                 logging.INFO,
@@ -282,6 +288,7 @@ class RegionWatcher:
                 shares=list(runtime.shares),
                 high_neighbours=list(runtime.high_neighbours),
             )
+        return current
 
     def _open_region(self, uid: str, path: Path) -> Region:
         size = path.lstat().st_size if path.is_file() and not path.is_symlink() else None
@@ -315,7 +322,15 @@ class RegionWatcher:
             record = state[uid]
             claims.append(
                 ClaimView(
-                    uid, record.namespace, record.name, view.uuids, view.memory_limits, pids, unresolved
+                    uid,
+                    record.namespace,
+                    record.name,
+                    view.uuids,
+                    view.memory_limits,
+                    pids,
+                    unresolved,
+                    core_shares=view.cores_limits,  # the effective shares this pass's _update_limits wrote
+                    core_policy=view.core_policy,
                 )
             )
         refs = {uid: (r.namespace, r.name) for uid, r in state.items()}

@@ -72,7 +72,7 @@ class PluginConfig:
     driver_required: bool = True  # real GPUs: a missing driver node or library fails the claim
     publish_interval_s: float = 60.0
     region_interval_s: float = DEFAULT_INTERVAL_S  # region watcher: limits files, host pids, NVML cross-check
-    kill_unenforced: bool = False  # kill processes that escape the limiter or exceed their quota (NVML)
+    kill_unenforced: bool = False  # kill processes that escape the limiter or exceed quota/share (NVML)
     workers: int = 16
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
     partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/partitioning.py)

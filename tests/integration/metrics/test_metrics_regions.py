@@ -169,12 +169,13 @@ def test_the_quota_shown_is_the_plugins_not_what_the_container_wrote_into_its_re
 
 
 def test_the_nvml_cross_check_is_exported(claims_dir):
-    from driver.plugin.enforcement import Findings, OverQuota, Unenforced
+    from driver.plugin.enforcement import Findings, OverQuota, OverShare, Unenforced
 
     soft = ClaimRecord("u1", "ml", "train", STATE_COMPLETED, [device("gpu-1", "vgpu", "GPU-1")])
     findings = Findings(
         unenforced=[Unenforced("GPU-1", 77, GIB, "u1"), Unenforced("GPU-1", 78, GIB, None)],
         over_quota=[OverQuota("u1", "GPU-1", 5 * GIB, 4 * GIB, (12,))],
+        over_share=[OverShare("u1", "GPU-1", 72, 30, "force", (12,))],
         soft_gpus=("GPU-1", "GPU-2"),
         kills=3,
     )
@@ -183,4 +184,6 @@ def test_the_nvml_cross_check_is_exported(claims_dir):
     assert r.get_sample_value("carve_unenforced_processes", {"gpu_uuid": "GPU-2"}) == 0
     over = {"claim_namespace": "ml", "claim_name": "train", "claim_uid": "u1", "gpu_uuid": "GPU-1"}
     assert r.get_sample_value("carve_claim_memory_over_quota_bytes", over) == GIB
+    assert r.get_sample_value("carve_claim_sm_over_share_percent", over) == 72 - 30
+    assert r.get_sample_value("carve_claim_sm_over_share_percent", {**over, "gpu_uuid": "GPU-2"}) is None
     assert r.get_sample_value("carve_enforcement_kills_total") == 3

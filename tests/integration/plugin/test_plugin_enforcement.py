@@ -1,6 +1,8 @@
 """The NVML cross-check on the fake GPU: a process that uses a soft-sliced GPU without the limiter is found
 (Event on its claim, metric), and killed with --kill-unenforced; a claim whose processes NVML counts over its
-quota is reported; processes the claim's region knows are left alone.
+quota is reported; a claim whose processes NVML shows above its compute share is reported where its core
+policy does not permit it (`force`; `default` next to a busy neighbour) and not while it bursts on an idle
+GPU under `default`; processes the claim's region knows are left alone.
 
 The region watcher runs in a child process that loads the fake NVML (as `--gpus fake:1xT4` does) and shares
 the fake GPU's state with the test clients: one under the limiter (it registers in the claim's region), one
@@ -58,6 +60,64 @@ print(json.dumps({
 }))
 """
 
+# The compute check through the same code path: the claim's limits file gives it a share and a core policy;
+# the fake GPU's kernel timeline (fake_kernel_submit, the lowest layer: what NVML's per-process utilization
+# reports) is fed for the limited process's pid, as if it launched through a path the limiter does not see,
+# and for a neighbour pid. The region watcher ticks once a second (the fake's utilization window).
+COMPUTE_WATCHER = """
+import ctypes, json, os, sys, threading, time
+from pathlib import Path
+from driver import names
+from driver.cluster.local import LocalCluster
+from driver.gpu import nvml
+from driver.limits import ClaimLimits, DeviceLimit, write_limits
+from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
+from driver.plugin.edits import ClaimFiles
+from driver.plugin.enforcement import CORE_WINDOW, Enforcer
+from driver.plugin.regions import RegionWatcher
+
+claims_dir, uuid, pid = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+share, policy, kill = int(sys.argv[4]), sys.argv[5], sys.argv[8] == "kill"
+mine, neighbour = int(sys.argv[6]), int(sys.argv[7])  # SM percent of the claim's process, of the neighbour
+nvml.load("fake:1xT4", "enforcement-test")
+lib = ctypes.CDLL(str(Path(os.environ["CARVE_FAKE_LIB_DIR"]) / "libnvidia-ml.so.1"))
+lib.fake_kernel_submit.restype = ctypes.c_uint64
+lib.fake_kernel_submit.argtypes = [ctypes.c_uint, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64]
+files = ClaimFiles(claims_dir / "claim-uid")
+device = DeviceLimit(8 << 20, share, uuid=uuid)
+write_limits(files.limits, ClaimLimits((device,), "/var/run/carve/claim-uid/region", core_policy=policy))
+record = ClaimRecord("claim-uid", "team", "soft", STATE_COMPLETED,
+                     [DeviceRecord(["s"], "p", "gpu-0", "x", [], names.TYPE_VGPU, uuid)])
+stop = threading.Event()
+
+def burn():  # every 50 ms: one kernel of the claim's process, one of the neighbour's, each its percent long
+    period = 50_000_000
+    while not stop.is_set():
+        for who, pct in ((pid, mine), (os.getpid(), neighbour)):
+            if pct:
+                lib.fake_kernel_submit(0, who, 1, period * pct // 100)
+        time.sleep(period / 1e9)
+
+threading.Thread(target=burn, daemon=True).start()
+cluster = LocalCluster()
+enforcer = Enforcer("node-a", cluster, kill, allowance=0)
+watcher = RegionWatcher(lambda: {"claim-uid": record}, claims_dir, enforcer=enforcer)
+samples, over = [], []
+for _ in range(CORE_WINDOW + 1):
+    time.sleep(1.0)
+    watcher.tick()
+    samples += [[s.used, s.others] for s in enforcer.findings.core_samples.values()]
+    over += [[o.claim_uid, o.share_percent, o.policy, list(o.pids)] for o in enforcer.findings.over_share]
+stop.set()
+f = enforcer.findings
+print(json.dumps({
+    "over_share": over,  # every pass's findings: the window fills at pass CORE_WINDOW, then once more
+    "samples": samples,
+    "kills": f.kills,
+    "events": [[e["reason"], e["involvedObject"]["name"]] for e in cluster.events],
+}))
+"""
+
 
 @pytest.fixture
 def gpu(tmp_path):
@@ -108,6 +168,22 @@ def gpu(tmp_path):
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout.strip().splitlines()[-1])
 
+    def watch_compute(
+        pid: int, share: int, policy: str, mine: int, neighbour: int, kill: bool = False
+    ) -> dict:
+        argv = [str(claims_dir), uuid, str(pid), str(share), policy, str(mine), str(neighbour)]
+        out = subprocess.run(
+            [sys.executable, "-c", COMPUTE_WATCHER, *argv, "kill" if kill else "report"],
+            env={**env, "PYTHONPATH": str(REPO), "CARVE_FAKE_LIB_DIR": str(BUILD / "fakes")},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    hold.compute = watch_compute
     yield hold, watch
     for p in holders:
         p.kill()
@@ -148,3 +224,33 @@ def test_nothing_is_reported_while_every_process_is_known_and_within_quota(gpu):
     hold(4 * MIB, limited=True)
     found = watch(quota=8 * MIB)
     assert found == {"unenforced": [], "over_quota": [], "kills": 0, "events": []}
+
+
+def test_a_claim_over_its_share_next_to_a_busy_neighbour_is_reported_on_the_claim(gpu):
+    hold, _ = gpu
+    limited = hold(4 * MIB, limited=True)
+    found = hold.compute(limited.pid, share=30, policy="default", mine=75, neighbour=20)
+    # what NVML reported each pass: the claim's process near 75%, the neighbour near 20%
+    assert all(60 <= used <= 90 and others >= 10 for used, others in found["samples"][1:]), found
+    # found at the third pass and the fourth (still over), reported once
+    assert found["over_share"] == [["claim-uid", 30, "default", [limited.pid]]] * 2
+    assert found["events"] == [["GpuComputeOverShare", "soft"]]
+    assert found["kills"] == 0 and limited.poll() is None
+
+
+def test_a_default_claim_bursting_on_an_idle_gpu_is_left_alone(gpu):
+    hold, _ = gpu
+    limited = hold(4 * MIB, limited=True)
+    found = hold.compute(limited.pid, share=30, policy="default", mine=75, neighbour=0)
+    assert all(60 <= used <= 90 and others == 0 for used, others in found["samples"][1:]), found
+    assert found["over_share"] == [] and found["events"] == []
+
+
+def test_a_force_claim_over_its_share_is_killed_with_the_option(gpu):
+    hold, _ = gpu
+    limited = hold(4 * MIB, limited=True)
+    found = hold.compute(limited.pid, share=30, policy="force", mine=75, neighbour=0, kill=True)
+    # found at the third pass and killed: the fourth finds nothing left
+    assert found["over_share"] == [["claim-uid", 30, "force", [limited.pid]]]
+    assert found["events"] == [["GpuComputeOverShare", "soft"]]
+    assert found["kills"] == 1 and limited.wait(timeout=10) == -9

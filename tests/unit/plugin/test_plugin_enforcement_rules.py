@@ -6,12 +6,17 @@ from pathlib import Path
 
 from driver.cluster.local import LocalCluster
 from driver.plugin.enforcement import (
+    CORE_MARGIN,
+    CORE_WINDOW,
     ClaimView,
+    CoreSample,
     Enforcer,
     GpuProcess,
     allowed_bytes,
     claim_of_process,
     cross_check,
+    over_share,
+    unpermitted_excess,
 )
 
 MIB = 1 << 20
@@ -121,3 +126,120 @@ def test_a_gpu_with_a_process_whose_host_pid_is_unknown_is_not_judged():
     pending = ClaimView("a", "team", "a", ("GPU-A",), (0,), frozenset(), unresolved=True)
     found = cross_check([pending, view("b", "GPU-B", 0)], procs)
     assert [(u.gpu_uuid, u.pid) for u in found.unenforced] == [("GPU-B", 77)]
+
+
+# --- compute: SM utilization against the effective share --------------------------------------------------
+
+
+def busy(used: int, others: int = 0) -> CoreSample:
+    return CoreSample(used, others, (10,))
+
+
+def test_sustained_use_over_the_share_next_to_a_busy_neighbour_is_reported():
+    # a 30% claim at 80% while its neighbour works: the `default` policy does not let it burst
+    samples = [busy(80, others=20)] * CORE_WINDOW
+    assert over_share(samples, 30, "default") == 80
+    assert over_share(samples, 30, "force") == 80
+
+
+def test_a_default_claim_bursting_on_an_idle_gpu_is_not_reported():
+    # nobody else busy (below the limiter's 5% threshold): bursting is what `default` allows
+    assert over_share([busy(100, others=0)] * 10, 30, "default") is None
+    assert over_share([busy(100, others=4)] * 10, 30, "default") is None
+    # one pass where the neighbour was idle breaks the window: the limiter let it go then
+    mixed = [busy(90, 50), busy(90, 50), busy(90, 0), busy(90, 50), busy(90, 50)]
+    assert over_share(mixed, 30, "default") is None
+    assert over_share([*mixed, busy(90, 50)], 30, "default") == 90  # three unpermitted passes in a row now
+
+
+def test_force_over_its_share_is_reported_even_on_an_idle_gpu():
+    assert over_share([busy(70)] * CORE_WINDOW, 30, "force") == 70
+
+
+def test_a_short_spike_is_not_reported():
+    spike = [busy(30, 50), busy(100, 50), busy(30, 50)]
+    assert over_share(spike, 30, "force") is None
+    assert over_share([busy(100, 50)] * (CORE_WINDOW - 1), 30, "force") is None  # window not full yet
+
+
+def test_within_the_margin_disable_and_no_share_are_never_over():
+    assert unpermitted_excess(busy(30 + CORE_MARGIN, 50), 30, "force") == 0  # the limiter's overshoot
+    assert unpermitted_excess(busy(31 + CORE_MARGIN, 50), 30, "force") == 1 + CORE_MARGIN
+    assert over_share([busy(100, 50)] * 5, 30, "disable") is None  # the class allowed it to run free
+    assert over_share([busy(100, 50)] * 5, 0, "force") is None  # no compute limit on this GPU
+
+
+def cores_view(uid: str, gpu: str, share: int, policy: str, *pids: int) -> ClaimView:
+    return ClaimView(uid, "team", f"name-{uid}", (gpu,), (0,), frozenset(pids), False, (share,), policy)
+
+
+def test_cross_check_sums_a_claims_processes_against_everyone_elses():
+    util = {"GPU-A": {10: 30, 11: 25, 20: 40, 99: 5}, "GPU-B": {}}
+    claims = [
+        cores_view("a", "GPU-A", 30, "default", 10, 11),
+        cores_view("b", "GPU-A", 60, "force", 20),
+        cores_view("c", "GPU-B", 50, "force", 30),
+        cores_view("free", "GPU-A", 0, "default", 40),  # no compute limit: not sampled
+    ]
+    found = cross_check(claims, {"GPU-A": [], "GPU-B": []}, utilization=util)
+    assert found.core_samples == {
+        ("a", "GPU-A"): CoreSample(55, 45, (10, 11)),
+        ("b", "GPU-A"): CoreSample(40, 60, (20,)),
+        ("c", "GPU-B"): CoreSample(0, 0, ()),  # NVML had no sample: idle
+    }
+    assert cross_check(claims, {"GPU-A": []}).core_samples == {}  # utilization not asked
+
+
+def test_the_enforcer_reports_over_share_once_and_kills_only_with_the_option():
+    procs = {"GPU-A": [GpuProcess(10, MIB), GpuProcess(20, MIB)]}
+    util = {"GPU-A": {10: 85, 20: 15}}  # claim a (30%, default) runs 85% while b is busy
+    claims = [cores_view("a", "GPU-A", 30, "default", 10), cores_view("b", "GPU-A", 60, "default", 20)]
+    refs = {"a": ("team", "name-a"), "b": ("team", "name-b")}
+    for kill in (False, True):
+        cluster, killed, since = LocalCluster(), [], []
+
+        def sampler(gpus, since_us, since=since):
+            since.append(since_us)
+            return util
+
+        clock = iter(range(1_000, 100_000, 1_000))
+        enforcer = Enforcer(
+            "node-1",
+            cluster,
+            kill,
+            processes=lambda _g: procs,
+            killer=killed.append,
+            utilization=sampler,
+            clock_us=lambda clock=clock: next(clock),
+        )
+        for _ in range(CORE_WINDOW - 1):
+            assert enforcer.check(claims, refs).over_share == []
+        (o,) = enforcer.check(claims, refs).over_share
+        assert (o.claim_uid, o.gpu_uuid, o.used_percent, o.share_percent, o.pids) == (
+            "a",
+            "GPU-A",
+            85,
+            30,
+            (10,),
+        )
+        assert since == [0, 1_000, 2_000]  # each pass asks NVML for the samples since the last one
+        if kill:
+            assert killed == [10] and enforcer.findings.kills == 1
+        else:
+            enforcer.check(claims, refs)
+            assert killed == [] and enforcer.findings.over_share  # still over, reported once
+        (e,) = cluster.events
+        assert (e["reason"], e["involvedObject"]["name"]) == ("GpuComputeOverShare", "name-a")
+        assert "85%" in e["message"] and "30%" in e["message"]
+
+
+def test_a_share_change_restarts_the_window():
+    util = {"GPU-A": {10: 70, 20: 20}}
+    enforcer = Enforcer("n", None, False, processes=lambda _g: {}, utilization=lambda _g, _s: util)
+    other = cores_view("b", "GPU-A", 20, "default", 20)
+    enforcer.check([cores_view("a", "GPU-A", 80, "force", 10), other], {})
+    enforcer.check([cores_view("a", "GPU-A", 80, "force", 10), other], {})
+    # the plugin lowered a's effective share (a reservation arrived): earlier samples do not count against it
+    for _ in range(CORE_WINDOW - 1):
+        assert enforcer.check([cores_view("a", "GPU-A", 40, "force", 10), other], {}).over_share == []
+    assert enforcer.check([cores_view("a", "GPU-A", 40, "force", 10), other], {}).over_share
