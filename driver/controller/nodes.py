@@ -150,6 +150,9 @@ class NodeState:
     allocator: Allocator | None = None
     version: int = 0
     _signature: tuple[int, str] | None = field(default=None, repr=False, compare=False)
+    _types: dict[tuple[int, int, bool], frozenset[str]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def signature(self) -> str:
         """What decides which claims fit here, without the names: GPU models, strategies, which are busy,
@@ -174,11 +177,19 @@ class NodeState:
 
     def types(self, idle_only: bool = False) -> frozenset[str]:
         """Device types a new claim could still get here (idle GPUs, or any GPU that shares)."""
+        # Asked once per node per pending claim: kept while nothing it depends on changed (strategies
+        # and bookings bump `version`; `busy` only grows).
+        key = (self.version, len(self.busy), idle_only)
+        cached = self._types.get(key)
+        if cached is not None:
+            return cached
         out: set[str] = set()
         for p in self.gpus:
             if p.gpu.uuid not in self.busy or (not idle_only and p.strategy in SHARED):
                 out |= TYPES.get(p.strategy, frozenset())
-        return frozenset(out)
+        self._types = {k: v for k, v in self._types.items() if k[:2] == key[:2]}
+        self._types[key] = frozenset(out)
+        return self._types[key]
 
     def current(self, classes: list[dict[str, Any]]) -> Allocator:
         """The allocator over the node as it is (built once, then kept current by record())."""

@@ -43,6 +43,21 @@ WATCHED = (
 EVENT_REASON = "GPUStrategyChange"
 
 
+def claim_pods(claim: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, uid) of the pods a claim is for: its owning pod (a claim made from a pod's template) and the
+    pods in status.reservedFor, each once, in that order."""
+    found = [
+        (ref["name"], ref.get("uid", ""))
+        for ref in (claim.get("metadata") or {}).get("ownerReferences") or []
+        if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("name")
+    ] + [
+        (ref["name"], ref.get("uid", ""))
+        for ref in (claim.get("status") or {}).get("reservedFor") or []
+        if ref.get("resource") == "pods" and not ref.get("apiGroup") and ref.get("name")
+    ]
+    return list(dict.fromkeys(found))
+
+
 @dataclass
 class ReconcilerConfig:
     policy_name: str = "default"
@@ -174,7 +189,9 @@ class Reconciler:
         return True
 
     def _announce(self, changes: list[Change]) -> None:
-        """One Event per claim a change was made for, on that claim."""
+        """One Event per claim a change was made for, on that claim and on each pod it is for (the pod
+        that owns it, as for claims made from a template, or that reserved it): `kubectl describe pod`
+        then says why the pod waits. The pods come from the claim itself: nothing more is read."""
         seen: set[str] = set()
         for c in changes:
             for key in c.claims:
@@ -185,32 +202,49 @@ class Reconciler:
                 if claim is None:
                     continue
                 meta = claim["metadata"]
-                ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
-                body = {
-                    "apiVersion": "v1",
-                    "kind": "Event",
-                    "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-                    "involvedObject": {
+                message = "; ".join(sorted({x.reason for x in changes if key in x.claims}))
+                involved = [
+                    {
                         "apiVersion": "resource.k8s.io/v1",
                         "kind": "ResourceClaim",
                         "name": meta["name"],
                         "namespace": meta["namespace"],
                         "uid": meta.get("uid", ""),
-                    },
-                    "reason": EVENT_REASON,
-                    "type": "Normal",
-                    "message": "; ".join(sorted({x.reason for x in changes if key in x.claims})),
-                    "source": {"component": "carve-controller"},
-                    "reportingComponent": "carve.dev/controller",
-                    "reportingInstance": self.config.identity,
-                    "firstTimestamp": ts,
-                    "lastTimestamp": ts,
-                    "count": 1,
-                }
-                try:
-                    self.api.create_object("events", body)
-                except ClusterError as e:  # an Event is a courtesy: never fail the plan for it
-                    event(log, logging.WARNING, "controller.event-failed", claim=key, error=str(e))
+                    }
+                ] + [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": name,
+                        "namespace": meta["namespace"],
+                        "uid": uid,
+                    }
+                    for name, uid in claim_pods(claim)
+                ]
+                for obj in involved:
+                    self._event(key, obj, message)
+
+    def _event(self, key: str, involved: dict[str, str], message: str) -> None:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+            "involvedObject": involved,
+            "reason": EVENT_REASON,
+            "type": "Normal",
+            "message": message,
+            "source": {"component": "carve-controller"},
+            "reportingComponent": "carve.dev/controller",
+            "reportingInstance": self.config.identity,
+            "firstTimestamp": ts,
+            "lastTimestamp": ts,
+            "count": 1,
+        }
+        try:
+            self.api.create_object("events", body)
+        except ClusterError as e:  # an Event is a courtesy: never fail the plan for it
+            event(log, logging.WARNING, "controller.event-failed", claim=key, error=str(e))
 
     # ---- the loop -------------------------------------------------------------------------------------
 

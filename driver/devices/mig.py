@@ -14,11 +14,17 @@ Device names: `gpu-<minor>-mig-<profile>-<start>`, the profile name without dots
 `1g.24gb+me.all` -> `...-1g24gbmeall-...`, `1g.24gb-me` -> `...-1g24gb-me-...` (the minus stays, so
 `+me` and `-me` never collide).
 Nothing here is a MIG table: profiles and placements come from the Gpu record, i.e. from NVML.
+
+A GPU with a MIG layout (a NodePartitioning's `migLayout`: profiles, each at a placement or at any) publishes
+only the MIG devices of that layout (`within_layout`), and not the whole GPU: the layout is what the GPU is
+for. The counter set stays the GPU's, so overlapping entries still exclude each other.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Iterable
 
 from driver import names
 from driver.devices.attributes import common_attributes, fixed_capacity, quantity, string
@@ -151,3 +157,26 @@ class Mig:
         devices.append(_whole_gpu(gpu, counters))
         counter_set = {"name": counter_set_name(gpu), "counters": counters}
         return DeviceSet(gpu=gpu, strategy=self.name, devices=tuple(devices), counter_sets=(counter_set,))
+
+
+LayoutSlot = tuple[str, int | None]  # (profile name, placement start or None: any placement)
+
+
+def within_layout(ds: DeviceSet, layout: Iterable[LayoutSlot]) -> DeviceSet:
+    """The MIG DeviceSet `ds` cut down to the devices of `layout`: each slot keeps the devices of its
+    profile at its placement (None: at every placement); the whole GPU and every other device go. The
+    order of `ds` (smallest profile first, least damaging placement first) is kept."""
+    if ds.strategy != names.STRATEGY_MIG:
+        raise ModelError(f"{ds.gpu.name}: a MIG layout applies to strategy mig only, not {ds.strategy}")
+    slots = list(layout)
+    wanted = {(p, at) for p, at in slots if at is not None}
+    anywhere = {p for p, at in slots if at is None}
+
+    def kept(device: Device) -> bool:
+        attrs = device["attributes"]
+        if attrs.get("profile") is None:
+            return False  # the whole GPU
+        profile, start = attrs["profile"]["string"], attrs["placementStart"]["int"]
+        return profile in anywhere or (profile, start) in wanted
+
+    return dataclasses.replace(ds, devices=tuple(d for d in ds.devices if kept(d)))

@@ -9,6 +9,7 @@ index because the 1.36 scheduler visits slices by name: name order is device pre
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from driver import names
 from driver.devices import DEFAULT_STRATEGY, devices_for
 from driver.devices.base import CounterSet, Device, DeviceSet, ModelError, Settings
 from driver.devices.limits import DNS_SUBDOMAIN, ApiLimits, limits_for, validate_slices
+from driver.devices.mig import LayoutSlot, within_layout
 from driver.gpu.model import Gpu
 
 API_VERSION = "resource.k8s.io/v1"
@@ -37,14 +39,22 @@ def slice_name(node_name: str, k: int) -> str:
 
 
 def device_sets(
-    gpus: list[Gpu], strategies: dict[int, str], settings: Settings | None = None
+    gpus: list[Gpu],
+    strategies: dict[int, str],
+    settings: Settings | None = None,
+    layouts: Mapping[int, Sequence[LayoutSlot]] | None = None,
 ) -> list[DeviceSet]:
-    """Each GPU's DeviceSet, in GPU index order; GPUs missing from `strategies` get the default."""
+    """Each GPU's DeviceSet, in GPU index order; GPUs missing from `strategies` get the default. A MIG
+    GPU with a layout in `layouts` (by index) publishes only that layout's devices (mig.within_layout)."""
     settings = settings or Settings()
-    return [
-        devices_for(gpu, strategies.get(gpu.index, DEFAULT_STRATEGY), settings)
-        for gpu in sorted(gpus, key=lambda g: g.index)
-    ]
+    out = []
+    for gpu in sorted(gpus, key=lambda g: g.index):
+        ds = devices_for(gpu, strategies.get(gpu.index, DEFAULT_STRATEGY), settings)
+        layout = (layouts or {}).get(gpu.index)
+        if layout and ds.strategy == names.STRATEGY_MIG:
+            ds = within_layout(ds, layout)
+        out.append(ds)
+    return out
 
 
 def _consumed(devices: list[Device]) -> int:
@@ -119,6 +129,7 @@ def build_slices(
     k8s_version: str = "1.34",
     generation: int = 1,
     validate: bool = True,
+    layouts: Mapping[int, Sequence[LayoutSlot]] | None = None,
 ) -> list[dict[str, Any]]:
     """The ResourceSlices of one node's pool, validated against the version's limits before returning
     (validate=False skips that check, for simulations that build thousands of known-good nodes)."""
@@ -130,7 +141,7 @@ def build_slices(
     if generation < 0:
         raise ModelError(f"pool generation {generation}: must not be negative")
     limits = limits_for(k8s_version)
-    sets = device_sets(gpus, strategies, settings)
+    sets = device_sets(gpus, strategies, settings, layouts)
     chunks = _counter_chunks(limits, sets) + _device_chunks(limits, sets)
     if not chunks:
         chunks = [_Chunk()]  # a node without GPUs still publishes its (empty) pool

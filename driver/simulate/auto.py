@@ -34,6 +34,7 @@ class AutoPlanner:
         self.classes = device_classes()
         self.history: dict[str, list[float]] = {}
         self.changes = 0
+        self.plans = 0  # planner runs (a run needs a node with an idle GPU)
         self._could: dict[int, bool] = {}
 
     def _state(self, node: SimNode) -> NodeState:
@@ -94,6 +95,7 @@ class AutoPlanner:
             known_unfit=True,
         )
         plan = self.planner.plan(inp)
+        self.plans += 1
         by_node: dict[str, dict[int, str]] = {}
         for c in plan.changes:
             by_node.setdefault(c.node, {})[c.index] = c.to_strategy

@@ -59,6 +59,7 @@ class SimResult:
     never_fit_reasons: dict[str, str] = field(default_factory=dict, repr=False)  # pod -> allocator's reason
     gpus_by_strategy: dict[str, int] = field(default_factory=dict)
     strategy_changes: int | None = None  # under auto: GPUs the planner switched
+    planner_runs: int | None = None  # under auto: times the planner ran
     placements: dict[str, Placement] = field(default_factory=dict, repr=False)
 
     def report(self) -> dict[str, Any]:
@@ -78,6 +79,7 @@ class SimResult:
             "packing_ratio": None if self.packing_ratio is None else round(self.packing_ratio, 3),
             "gpus_by_strategy": dict(self.gpus_by_strategy),
             **({"strategy_changes": self.strategy_changes} if self.strategy_changes is not None else {}),
+            **({"planner_runs": self.planner_runs} if self.planner_runs is not None else {}),
         }
 
 
@@ -278,5 +280,6 @@ class Simulation:
             never_fit_reasons=reasons,
             gpus_by_strategy=self.cluster.strategies,
             strategy_changes=self.auto.changes if self.auto is not None else None,
+            planner_runs=self.auto.plans if self.auto is not None else None,
             placements=placements,
         )

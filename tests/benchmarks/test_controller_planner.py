@@ -53,7 +53,7 @@ def test_auto_against_every_single_strategy_on_inference_mix() -> None:
     )
     print(
         f"{'seed':>4} {'strategy':>9} {'peak':>5} {'sched':>6} {'GPU-h':>8} {'wait s':>8} {'bound':>6} "
-        f"{'ratio':>6} {'changes':>7} {'time s':>7}"
+        f"{'ratio':>6} {'changes':>7} {'plans':>6} {'time s':>7}"
     )
     for seed in seeds:
         pods = generate(
@@ -68,7 +68,8 @@ def test_auto_against_every_single_strategy_on_inference_mix() -> None:
             print(
                 f"{seed:>4} {strategy:>9} {r['peak_gpus_busy']:>5} {r['pods_scheduled']:>6} "
                 f"{r['gpu_hours_busy']:>8.1f} {r['mean_wait_s']:>8.1f} {r['lower_bound_gpus']:>6} "
-                f"{r['packing_ratio'] or 0:>6.3f} {r.get('strategy_changes', '-'):>7} {r['time_s']:>7.1f}"
+                f"{r['packing_ratio'] or 0:>6.3f} {r.get('strategy_changes', '-'):>7} "
+                f"{r.get('planner_runs', '-'):>6} {r['time_s']:>7.1f}"
             )
         best_name, best = _best(results)
         auto = results["auto"]

@@ -181,3 +181,20 @@ def test_a_field_selector_lists_and_watches_one_node_partitioning(apiserver, api
         ("MODIFIED", "node-b", {"observedGeneration": 1})
     ]
     assert apiserver.requests[-1].query["fieldSelector"] == ["metadata.name=node-b"]
+
+
+def test_the_event_also_goes_to_the_pod_the_claim_is_for(cluster, api, stop) -> None:
+    c = claim(mig("3g.40gb"), name="llm-gpu-x1")
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "llm", "uid": "pod-uid-1", "controller": True}
+    c["metadata"]["ownerReferences"] = [owner]
+    cluster.put_claim(c)
+    r = _reconciler(api, stop)
+    assert [x.to_strategy for x in r.reconcile_once().changes] == ["mig"]
+    events = sorted(cluster.objects.list("events"), key=lambda e: e["involvedObject"]["kind"])
+    assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events] == [
+        ("Pod", "llm"),
+        ("ResourceClaim", "llm-gpu-x1"),
+    ]
+    assert events[0]["involvedObject"]["uid"] == "pod-uid-1"
+    assert events[0]["message"] == events[1]["message"] and "ns/llm-gpu-x1" in events[0]["message"]
+    assert {e["metadata"]["namespace"] for e in events} == {"ns"}

@@ -88,3 +88,36 @@ def test_the_written_spec_names_every_gpu_keeps_paused_and_records_the_change() 
     assert obj["metadata"]["resourceVersion"] == "7" and obj["metadata"]["annotations"]["team"] == "x"
     history = json.loads(obj["metadata"]["annotations"][ANNOTATION_CHANGES])
     assert history == {"GPU-a": [NOW - 100, NOW]}  # more than a day old: forgotten
+
+
+def test_a_nodes_device_types_follow_its_busy_gpus_and_strategy_changes() -> None:
+    from driver import names
+
+    inp = plan_input(node_slices("n1", "2xA100-80GB", {0: "exclusive", 1: "soft"}), [])
+    (node,) = inp.nodes
+    assert node.types(idle_only=True) == {names.TYPE_GPU, names.TYPE_VGPU}
+    node.busy.add(node.gpus[0].gpu.uuid)  # the exclusive GPU taken: no whole GPU left here
+    assert node.types(idle_only=True) == {names.TYPE_VGPU} and node.types() == {names.TYPE_VGPU}
+    node.apply({1: "timeslice"}, None)
+    assert node.types() == {names.TYPE_TIMESLICE}
+    node.busy.add(node.gpus[1].gpu.uuid)  # busy, but time-slices share: still offered, unless idle only
+    assert node.types() == {names.TYPE_TIMESLICE} and node.types(idle_only=True) == frozenset()
+
+
+def test_the_pods_a_claim_is_for_come_from_its_owner_and_its_reservations_once_each() -> None:
+    from driver.controller.reconcile import claim_pods
+
+    c = claim(mig("1g.10gb"))
+    assert claim_pods(c) == []
+    c["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1"},
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u9"},
+    ]
+    c["status"] = {
+        "reservedFor": [
+            {"resource": "pods", "name": "p", "uid": "u1"},
+            {"resource": "pods", "name": "q", "uid": "u2"},
+            {"apiGroup": "example.com", "resource": "pods", "name": "x", "uid": "u3"},
+        ]
+    }
+    assert claim_pods(c) == [("p", "u1"), ("q", "u2")]

@@ -216,3 +216,58 @@ def test_devices_go_smallest_profile_first_whatever_order_nvml_lists_them():
     order = list(dict.fromkeys(d["attributes"]["profile"]["string"] for d in devices[:-1]))
     assert order == ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
     assert devices[-1]["attributes"]["type"]["string"] == "gpu"
+
+
+def test_a_layout_keeps_only_its_profiles_at_its_placements() -> None:
+    from driver.devices.mig import within_layout
+
+    full = mig_set("A100-80GB")
+    got = within_layout(full, [("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", None)])
+    names_ = [d["name"] for d in got.devices]
+    # 1g.10gb at every placement (in the full set's order), 3g.40gb at 4 and 2g.20gb at 0 only; no whole GPU.
+    assert names_ == [d["name"] for d in full.devices if "-mig-1g10gb-" in d["name"]] + [
+        "gpu-0-mig-2g20gb-0",
+        "gpu-0-mig-3g40gb-4",
+    ]
+    assert "gpu-0" not in names_ and got.counter_sets == full.counter_sets
+    # What is kept is exactly what the full set publishes for those devices (attributes, counters).
+    assert all(d in full.devices for d in got.devices)
+
+
+def test_a_layout_of_placements_nvml_does_not_have_keeps_nothing_and_other_strategies_refuse() -> None:
+    from driver.devices.base import ModelError
+    from driver.devices.mig import within_layout
+
+    assert within_layout(mig_set("A100-80GB"), [("3g.40gb", 2)]).devices == ()
+    with pytest.raises(ModelError, match="strategy mig only"):
+        within_layout(devices_for(fake_gpu("A100-80GB", 0, "n1"), "soft"), [("3g.40gb", 0)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_a_layout_is_a_subset_whose_every_device_has_a_slot(data) -> None:
+    from driver.devices.mig import within_layout
+
+    model = data.draw(st.sampled_from(MIG_MODELS))
+    full = mig_set(model)
+    gpu = full.gpu
+    slots = data.draw(
+        st.lists(
+            st.sampled_from(
+                [(p.name, pl.start) for p in gpu.mig_profiles for pl in p.placements]
+                + [(p.name, None) for p in gpu.mig_profiles]
+            ),
+            max_size=7,
+        )
+    )
+    got = within_layout(full, slots)
+    assert all(d in full.devices for d in got.devices)
+    for d in full.devices:
+        a = d["attributes"]
+        if "profile" not in a:
+            assert d not in got.devices
+            continue
+        wanted = any(
+            p == a["profile"]["string"] and at in (None, a["placementStart"]["int"]) for p, at in slots
+        )
+        assert (d in got.devices) == wanted

@@ -102,6 +102,8 @@ def test_auto_starts_with_the_policy_default_keeps_named_strategies_and_changes_
     result = run(cluster, [pod("p", 0, 10)])
     assert result.gpus_by_strategy == {"exclusive": 1, "slots": 1, "soft": 1}
     assert result.strategy_changes == 1 and result.pods_scheduled == 1
+    assert result.planner_runs and result.report()["planner_runs"] == result.planner_runs
+    assert "planner_runs" not in run(cluster, [pod("p", 0, 10)], strategy="exclusive").report()
 
 
 def test_packing_ratio_is_peak_over_lower_bound(run) -> None:
