@@ -60,7 +60,10 @@ class ApiError(Exception):
         self.code, self.reason, self.name, self.kind = code, reason, name, kind
 
     def status(self) -> dict[str, Any]:
-        details = {"name": self.name, "kind": self.kind} if self.kind else {}
+        details: dict[str, str] = {}
+        if self.kind:  # the resource (plural), as the real server names it in `details`
+            group = RESOURCES[self.kind].api_version.rpartition("/")[0] if self.kind in RESOURCES else ""
+            details = {"name": self.name, "group": group, "kind": self.kind}
         return {
             "kind": "Status",
             "apiVersion": "v1",
@@ -94,7 +97,7 @@ class Location:
 
 
 def locate(path: str) -> Location | None:
-    """/api/v1/namespaces/team/pods/p/binding -> Location(pods, team, p, binding); None when no kind served."""
+    """/api/v1/namespaces/team/pods/p/binding -> Location(pods, team, p, binding); None if no kind served."""
     parts = [unquote(p) for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
         prefix, rest = "api/v1", parts[2:]
@@ -110,7 +113,7 @@ def locate(path: str) -> Location | None:
     resource = RESOURCES[rest[0]]
     if resource.prefix != prefix or (namespace and not resource.namespaced):
         return None
-    name, sub = (rest[1:] + ["", ""])[:2]
+    name, sub = [*rest[1:], "", ""][:2]
     if name and resource.namespaced and not namespace:
         return None  # a namespaced object is only reachable through its namespace
     return Location(rest[0], namespace, name, sub)
@@ -257,7 +260,9 @@ class ApiObjects(ObjectStore):
         with self.lock:
             while True:
                 if self._expired(since):
-                    gone = ApiError(410, "Expired", f"too old resource version: {since} ({self.compacted_rv})")
+                    gone = ApiError(
+                        410, "Expired", f"too old resource version: {since} ({self.compacted_rv})"
+                    )
                     return [{"type": "ERROR", "object": gone.status()}]
                 out = [
                     {"type": kind, "object": copy.deepcopy(obj)}

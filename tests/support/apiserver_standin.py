@@ -229,11 +229,15 @@ class ApiServerStandIn:
             }
         loc = locate(path)
         if loc is None:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({method} {path})")
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({method} {path})"
+            )
         try:
             return self._route(method, loc, query, body, ctype, dry_run)
         except NotFound as e:
-            raise ApiError(404, "NotFound", f'{_qualified(loc)} "{e.name}" not found', e.name, loc.plural) from None
+            raise ApiError(
+                404, "NotFound", f'{_qualified(loc)} "{e.name}" not found', e.name, loc.plural
+            ) from None
         except AlreadyExists as e:
             raise ApiError(
                 409, "AlreadyExists", f'{_qualified(loc)} "{e.name}" already exists', e.name, loc.plural
@@ -304,7 +308,9 @@ class ApiServerStandIn:
         """The object sent, checked to be of the path's kind; its namespace is the path's."""
         want = (loc.resource.api_version, loc.resource.kind)
         if not isinstance(body, dict) or (body.get("apiVersion"), body.get("kind")) != want:
-            got = (body.get("apiVersion"), body.get("kind")) if isinstance(body, dict) else type(body).__name__
+            got = (
+                (body.get("apiVersion"), body.get("kind")) if isinstance(body, dict) else type(body).__name__
+            )
             raise ApiError(400, "BadRequest", f"expected a {want[0]} {want[1]}, got {got}")
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
@@ -316,9 +322,13 @@ class ApiServerStandIn:
         meta = obj["metadata"]
         with self.objects.lock:
             if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
+                meta["name"] = meta["generateName"] + "".join(
+                    secrets.choice(_SUFFIX_ALPHABET) for _ in range(5)
+                )
             if not meta.get("name"):
-                raise ApiError(422, "Invalid", f"{loc.resource.kind} is invalid: metadata.name: Required value")
+                raise ApiError(
+                    422, "Invalid", f"{loc.resource.kind} is invalid: metadata.name: Required value"
+                )
             if loc.plural == "resourceslices":
                 obj = self._admit_slice(obj)
             if not dry_run:
