@@ -43,8 +43,19 @@ DEFAULT_NODES = (
 )
 
 
+# A minor without DRA (1.29) gets the chart as docs/legacy.md installs it there: no DRA plugin, no
+# DeviceClasses, no admission policies for claims, no strategy controller (it partitions DRA GPUs).
+NO_DRA_SETS = (
+    "plugin.enabled=false",
+    "deviceClasses.enabled=false",
+    "validatingAdmissionPolicy.enabled=false",
+    "controller.enabled=false",
+)
+
+
 def render_chart(version: Version, *sets: str) -> str:
-    """`helm template` of helm/carve as the e2e installs it (fake GPUs, the node label the kubelets set)."""
+    """`helm template` of helm/carve as the e2e installs it (fake GPUs, the node label the kubelets set;
+    on a minor without DRA, the DRA pieces off)."""
     argv = [
         str(HELM),
         "template",
@@ -64,7 +75,7 @@ def render_chart(version: Version, *sets: str) -> str:
         "--set",
         "plugin.metricsPort=0",
     ]
-    for s in sets:
+    for s in (*(() if version.dra else NO_DRA_SETS), *sets):
         argv += ["--set", s]
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
@@ -73,7 +84,7 @@ def render_chart(version: Version, *sets: str) -> str:
 class Cluster:
     version: Version
     root: Path
-    specs: tuple[NodeSpec, ...] = DEFAULT_NODES
+    specs: tuple[NodeSpec, ...] | None = None  # None: DEFAULT_NODES, or none on a minor without DRA
     runtime: str = "containerd"  # the nodes' container runtime (e2e/cluster/containerd.py RUNTIMES)
     sup: Supervisor = field(init=False)
     cp: ControlPlane = field(init=False)
@@ -81,6 +92,9 @@ class Cluster:
     timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.specs is None:
+            # Without DRA the DRA plugin's nodes have nothing to run; e2e/cluster/legacy.py adds its node.
+            self.specs = DEFAULT_NODES if self.version.dra else ()
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         self.sup = Supervisor(self.root / "logs")
         self.cp = ControlPlane(self.version, self.root / "control-plane", self.sup)
@@ -125,6 +139,7 @@ class Cluster:
             self.kubectl("create", "namespace", NAMESPACE)
             self.apply_crds()
             self.kubectl("apply", "-f", "-", stdin=render_chart(self.version))
+            assert self.specs is not None
             for i, spec in enumerate(self.specs, 1):
                 node = Node(
                     spec, self.root / spec.name, self.version, self.sup, runtime=self.runtime, index=i
@@ -138,7 +153,8 @@ class Cluster:
                 node.start_plugin(self.cp.server, self.cp.ca.path, self.plugin_token(node.name))
             for node in self.nodes.values():
                 self.wait_slices(node)
-            self.timings["slices published"] = time.monotonic() - t0
+            if self.nodes:
+                self.timings["slices published"] = time.monotonic() - t0
         except BaseException:
             self.stop()
             raise
