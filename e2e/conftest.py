@@ -3,7 +3,9 @@
 The minor comes from CARVE_E2E_K8S (default 1.36), the alpha DRA gates from CARVE_E2E_GATES (on|off), the
 nodes' container runtime from CARVE_E2E_RUNTIME (containerd, the default, or fakecri).
 A cluster binary that is not built, or a cluster that does not come up, fails the session: a broken e2e
-must never pass as skipped. The kind suite (e2e/kind, against $KUBECONFIG) runs with `make e2e-kind`.
+must never pass as skipped. On a minor without DRA (1.29) only the tests marked `legacy` (the legacy shim,
+e2e/test_legacy.py) run; every other test is skipped, naming the minor (`make e2e-legacy` selects them).
+The kind suite (e2e/kind, against $KUBECONFIG) runs with `make e2e-kind`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,21 @@ from pathlib import Path
 import pytest
 
 collect_ignore = [] if os.environ.get("CARVE_E2E_TARGET") == "kind" else ["kind"]
+
+
+def pytest_collection_modifyitems(config, items):
+    from e2e.cluster.versions import resolve
+
+    version = resolve(os.environ.get("CARVE_E2E_K8S", "1.36"), os.environ.get("CARVE_E2E_GATES", "on"))
+    if version.dra:
+        return
+    skip = pytest.mark.skip(
+        reason=f"Kubernetes {version.patch} has no DRA (resource.k8s.io/v1 is 1.34+): "
+        "only the legacy shim's tests (marker `legacy`) run on it"
+    )
+    for item in items:
+        if "legacy" not in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +70,7 @@ def gates_on(cluster) -> bool:
 
 
 @pytest.fixture
-def namespace(api):
+def namespace(api, cluster):
     from kubernetes import client
 
     core = client.CoreV1Api(api)
@@ -63,4 +80,4 @@ def namespace(api):
     # Wait for the pods to go so the next test sees their devices free again.
     from e2e import kube
 
-    kube.delete_namespace(api, name)
+    kube.delete_namespace(api, name, claims=cluster.version.dra)

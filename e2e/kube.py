@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import time
 from typing import Any
 
@@ -149,18 +151,46 @@ def delete_pod(api, namespace: str, name: str, timeout_s: float = TIMEOUT_S, for
     wait(f"pod {namespace}/{name} gone", gone, timeout_s)
 
 
-def delete_namespace(api, name: str, timeout_s: float = 300.0) -> None:
+def delete_namespace(api, name: str, timeout_s: float = 300.0, claims: bool = True) -> None:
+    """Delete the namespace's pods, then (`claims`: a cluster with DRA) its ResourceClaims, then it."""
     core = client.CoreV1Api(api)
     for p in core.list_namespaced_pod(name).items:
         core.delete_namespaced_pod(p.metadata.name, name, grace_period_seconds=0)
     wait(f"pods of namespace {name} gone", lambda: not core.list_namespaced_pod(name).items, timeout_s)
-    # Claims made from templates go with their pods, standalone ones are deleted here; either way the
-    # allocation must be released before the next test.
-    custom = client.CustomObjectsApi(api)
-    custom.delete_collection_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")
-    wait(
-        f"claims of namespace {name} gone",
-        lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")["items"],
-        timeout_s,
-    )
+    if claims:
+        # Claims made from templates go with their pods, standalone ones are deleted here; either way the
+        # allocation must be released before the next test.
+        custom = client.CustomObjectsApi(api)
+        custom.delete_collection_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")
+        wait(
+            f"claims of namespace {name} gone",
+            lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, name, "resourceclaims")["items"],
+            timeout_s,
+        )
     core.delete_namespace(name)
+
+
+# A real driver shows a container only the GPUs whose device nodes it has; the fake libcuda shows all of
+# CARVE_FAKE_GPUS, so the probe narrows it to the container's /dev/nvidia<minor> (minor = index).
+CUDA_VISIBLE_FROM_DEV = (
+    "CUDA_VISIBLE_DEVICES=$(ls /dev | sed -n 's/^nvidia\\([0-9][0-9]*\\)$/\\1/p' | paste -sd, -)"
+)
+
+
+def exec_sh(cluster, namespace: str, pod: str, script: str) -> str:
+    """`kubectl exec <pod> -- sh -c <script>` in a real container; its stdout, or the test fails."""
+    p = cluster.kubectl("exec", "-n", namespace, pod, "--", "sh", "-c", script, check=False)
+    assert p.returncode == 0, f"kubectl exec {pod} -- sh -c {shlex.quote(script)}: {p.stderr}{p.stdout}"
+    return p.stdout
+
+
+def container_env(cluster, namespace: str, pod: str) -> dict[str, str]:
+    out = exec_sh(cluster, namespace, pod, "env")
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def cuda_probe(cluster, namespace: str, pod: str, nbytes: int) -> dict:
+    """The e2e/glibc image's `cuda-probe <bytes>` (dlopen libcuda.so.1, init, context, cuMemAlloc): its
+    JSON verdict (library, limiter mapped, init/ctx/alloc results)."""
+    out = exec_sh(cluster, namespace, pod, f"{CUDA_VISIBLE_FROM_DEV} cuda-probe {nbytes}")
+    return json.loads(out.strip().splitlines()[-1])

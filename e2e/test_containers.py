@@ -10,9 +10,6 @@ for containerd that cannot start it fails the session (e2e/conftest.py), never s
 
 from __future__ import annotations
 
-import json
-import shlex
-
 import pytest
 
 from driver import names
@@ -22,9 +19,6 @@ N1 = "e2e-n1"  # the MIG GPU (0) and the soft GPUs (1, 2)
 QUOTA = 2 * 1024**3  # the soft claim's memory request, 2Gi
 MiB = 1024**2
 CUDA_ERROR_OUT_OF_MEMORY = 2
-# A real driver shows a container only the GPUs whose device nodes it has; the fake libcuda shows all
-# of CARVE_FAKE_GPUS, so the probe narrows it to the container's /dev/nvidia<minor> (minor = index).
-VISIBLE = "CUDA_VISIBLE_DEVICES=$(ls /dev | sed -n 's/^nvidia\\([0-9][0-9]*\\)$/\\1/p' | paste -sd, -)"
 
 
 @pytest.fixture(autouse=True)
@@ -41,12 +35,6 @@ def _pod(name: str, template: str, image: str, env: dict[str, str] | None = None
     return pod
 
 
-def _exec(cluster, namespace: str, pod: str, script: str) -> str:
-    p = cluster.kubectl("exec", "-n", namespace, pod, "--", "sh", "-c", script, check=False)
-    assert p.returncode == 0, f"kubectl exec {pod} -- sh -c {shlex.quote(script)}: {p.stderr}{p.stdout}"
-    return p.stdout
-
-
 def _run(cluster, api, namespace: str, name: str, requests: list[dict], image: str, env=None) -> None:
     kube.create(api, namespace, kube.template(name, requests))
     kube.create(api, namespace, _pod(name, name, image, env))
@@ -58,18 +46,16 @@ def test_soft_slice_container_is_limited(cluster, api, namespace, gates_on):
     # models, same seed: the same UUIDs the limiter binds the claim's limits to).
     fake = {names.ENV_FAKE_GPUS: cluster.nodes[N1].spec.gpus.removeprefix("fake:"), names.ENV_FAKE_SEED: N1}
     _run(cluster, api, namespace, "soft", kube.soft_or_slot(gates_on), "e2e/glibc", fake)
-    env = dict(
-        line.split("=", 1) for line in _exec(cluster, namespace, "soft", "env").splitlines() if "=" in line
-    )
+    env = kube.container_env(cluster, namespace, "soft")
     limit = int(env[f"{names.ENV_MEMORY_LIMIT}_0"])
     if gates_on:
         assert limit == QUOTA, env
     assert env[names.ENV_REGION].startswith("/var/run/carve/"), env
     assert env["NVIDIA_VISIBLE_DEVICES"] == "void", env
     # The limiter is mounted where /etc/ld.so.preload names it, and the region file is there.
-    preload = _exec(cluster, namespace, "soft", "cat /etc/ld.so.preload").split()
+    preload = kube.exec_sh(cluster, namespace, "soft", "cat /etc/ld.so.preload").split()
     assert preload == [names.LIMITER_CONTAINER_PATH], preload
-    _exec(
+    kube.exec_sh(
         cluster,
         namespace,
         "soft",
@@ -77,8 +63,7 @@ def test_soft_slice_container_is_limited(cluster, api, namespace, gates_on):
     )
 
     def probe(nbytes: int) -> dict:
-        out = _exec(cluster, namespace, "soft", f"{VISIBLE} cuda-probe {nbytes}")
-        return json.loads(out.strip().splitlines()[-1])
+        return kube.cuda_probe(cluster, namespace, "soft", nbytes)
 
     over = probe(limit + 64 * MiB)
     assert over["library"] == "/usr/lib64/libcuda.so.1", over  # the fake driver's, mounted by the spec
@@ -90,7 +75,7 @@ def test_soft_slice_container_is_limited(cluster, api, namespace, gates_on):
 
 
 def _device_nodes(cluster, namespace: str, pod: str) -> set[str]:
-    return set(_exec(cluster, namespace, pod, "ls /dev /dev/nvidia-caps 2>/dev/null || true").split())
+    return set(kube.exec_sh(cluster, namespace, pod, "ls /dev /dev/nvidia-caps 2>/dev/null || true").split())
 
 
 def test_whole_gpu_container_sees_its_device_node(cluster, api, namespace):
@@ -108,7 +93,7 @@ def test_whole_gpu_container_sees_its_device_node(cluster, api, namespace):
     assert len(gpus) == 1, (device, sorted(seen))
     assert {"nvidiactl", "nvidia-uvm"} <= seen, sorted(seen)
     # A character device with the driver's major, as on the node.
-    stat = _exec(cluster, namespace, "whole", f"stat -c '%F %t' /dev/{gpus.pop()}").strip()
+    stat = kube.exec_sh(cluster, namespace, "whole", f"stat -c '%F %t' /dev/{gpus.pop()}").strip()
     assert stat == "character special file c3", stat  # 195 = 0xc3
 
 
@@ -131,5 +116,5 @@ def test_mig_container_sees_its_parent_gpu(cluster, api, namespace, gates_on):
     # The MIG GPU is n1's GPU 0: its node, and no other GPU's.
     gpus = {n for n in seen if n.startswith("nvidia") and n[len("nvidia") :].isdigit()}
     assert gpus == {"nvidia0"}, sorted(seen)
-    env = _exec(cluster, namespace, "mig", "env")
+    env = kube.exec_sh(cluster, namespace, "mig", "env")
     assert "NVIDIA_VISIBLE_DEVICES=void" in env.split(), env

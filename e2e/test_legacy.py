@@ -22,6 +22,8 @@ from driver import names
 from e2e import kube
 from e2e.cluster.launcher import NAMESPACE
 
+pytestmark = pytest.mark.legacy  # runs on minors without DRA too (1.29: `make e2e-legacy K8S=1.29`)
+
 MIB = 1024**2
 NODE = "e2e-l1"  # 2 x A100-80GB (81920 MiB) + 1 x T4 (15360 MiB), split 10
 
@@ -62,6 +64,7 @@ def gpu_pod(name: str, gpu: int, mem: int | None = None, cores: int | None = Non
                 {
                     "name": "main",
                     "image": "e2e/busybox",
+                    "imagePullPolicy": "IfNotPresent",  # no registry (e2e/cluster/images.py)
                     "command": ["sleep", "3600"],
                     "resources": {"limits": limits},
                 }

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from api.grpc import deviceplugin_v1beta1_pb2 as pb
-from driver.cdi.spec import ContainerEdits, claim_spec
+from driver.cdi.spec import claim_spec
 from driver.limits import ClaimLimits
 from driver.plugin.edits import ClaimDevice, ClaimFiles, HostLayout, claim_edits
 
@@ -31,20 +30,3 @@ def allocation_spec(
     edits = claim_edits(layout, devices, limits, files, limiter_dir)
     return claim_spec(uid, edits.devices, edits.common)
 
-
-def container_response(edits: ContainerEdits) -> pb.ContainerAllocateResponse:
-    """The same edits in the AllocateResponse's own fields (envs, mounts, device specs), for callers that
-    cannot use CDI. Hooks have no place there; kept next to the spec builder so both wire formats come from
-    one ContainerEdits. Not used by the device plugin today (docs/legacy.md, "Not done yet")."""
-    envs = dict(e.split("=", 1) for e in edits.env)
-    mounts = [
-        pb.Mount(container_path=m.container_path, host_path=m.host_path, read_only="rw" not in m.options)
-        for m in edits.mounts
-    ]
-    devices = [
-        pb.DeviceSpec(
-            container_path=n.path, host_path=n.host_path or n.path, permissions=n.permissions or "rw"
-        )
-        for n in edits.device_nodes
-    ]
-    return pb.ContainerAllocateResponse(envs=envs, mounts=mounts, devices=devices)

@@ -16,6 +16,7 @@ from driver import names
 from driver.allocator import quantity
 
 POLICIES = ("binpack", "spread")
+PRIORITIES = ("high", "low")  # CARVE_PRIORITY; high < low in the order "who yields"
 
 
 class RequestError(ValueError):
@@ -29,6 +30,19 @@ class Defaults:
     gpu_num: int = 1
     node_policy: str = "binpack"
     gpu_policy: str = "spread"
+    # The admin's priority rule (docs/legacy.md, "Priority"), as a DeviceClass bounds a claim's SliceConfig
+    # (docs/configuration.md, claimPolicy): a container naming no nvidia.com/priority gets `priority`; one
+    # may ask for the default or lower (low), and for high above a low default only in the namespaces of
+    # `high_priority_namespaces` ("*": every namespace).
+    priority: str = "high"
+    high_priority_namespaces: tuple[str, ...] = ()
+
+    def may_run_high(self, namespace: str) -> bool:
+        return (
+            self.priority == "high"
+            or "*" in self.high_priority_namespaces
+            or namespace in self.high_priority_namespaces
+        )
 
 
 @dataclass(frozen=True)
@@ -107,7 +121,9 @@ def wants_legacy_gpu(pod: dict) -> bool:
     return False
 
 
-def container_request(pod: str, c: dict, init: bool, defaults: Defaults) -> ContainerRequest | None:
+def container_request(
+    pod: str, c: dict, init: bool, defaults: Defaults, namespace: str = ""
+) -> ContainerRequest | None:
     """One container's GPU request with HAMi's defaults, or None when it asks for no GPU."""
     name = c.get("name", "")
     res = _resources(c)
@@ -127,12 +143,18 @@ def container_request(pod: str, c: dict, init: bool, defaults: Defaults) -> Cont
         cores = _whole(pod, name, names.LEGACY_GPUCORES, res[names.LEGACY_GPUCORES])
         if cores > 100:
             raise RequestError(f"{pod}: container {name}: {names.LEGACY_GPUCORES}: {cores} is over 100")
-    priority = "high"
+    priority = defaults.priority
     if names.LEGACY_PRIORITY in res:
         # HAMi: 0 is the high-priority task, anything above is low.
-        priority = (
-            "high" if _whole(pod, name, names.LEGACY_PRIORITY, res[names.LEGACY_PRIORITY]) == 0 else "low"
-        )
+        raw = res[names.LEGACY_PRIORITY]
+        priority = "high" if _whole(pod, name, names.LEGACY_PRIORITY, raw) == 0 else "low"
+        if priority == "high" and not defaults.may_run_high(namespace):
+            raise RequestError(
+                f"{pod}: container {name}: {names.LEGACY_PRIORITY}: {raw} (high) is not allowed in namespace "
+                f"{namespace!r}: the cluster's default priority is {defaults.priority} and high is allowed "
+                f"only in {', '.join(defaults.high_priority_namespaces) or 'no namespace'} "
+                "(scheduler-extender --default-priority, --high-priority-namespaces)"
+            )
     if count is None:
         if not (memory or percent or cores is not None):
             return None
@@ -172,7 +194,7 @@ def pod_request(pod: dict, defaults: Defaults = Defaults()) -> PodRequest:
     containers = []
     for init, key in ((True, "initContainers"), (False, "containers")):
         for c in spec.get(key) or []:
-            req = container_request(who, c, init, defaults)
+            req = container_request(who, c, init, defaults, meta.get("namespace", ""))
             if req is not None:
                 containers.append(req)
     ann = meta.get("annotations") or {}

@@ -5,7 +5,9 @@ For a pod that asks for any of the legacy resources (init containers included) i
   names another scheduler is left alone);
 - adds `nvidia.com/gpu: <default-gpu-num>` to a container that asks for memory, a percentage or cores but
   no GPU count: the kubelet never calls Allocate for a container without a registered resource;
-- denies a privileged container that asks for a GPU: it would see every GPU and bypass the limiter.
+- denies a privileged container that asks for a GPU: it would see every GPU and bypass the limiter;
+- denies a pod the extender would never place (its request does not parse, or a container asks a priority
+  the admin does not allow in its namespace: docs/legacy.md, "Priority"), with the extender's reason.
 Answers are AdmissionReview v1 with a JSONPatch.
 """
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from driver import names
-from driver.legacy.request import wants_legacy_gpu
+from driver.legacy.request import Defaults, RequestError, pod_request, wants_legacy_gpu
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
@@ -40,10 +42,17 @@ def _escape(key: str) -> str:
 
 
 def review(
-    pod: dict, scheduler_name: str = names.LEGACY_SCHEDULER_NAME, default_gpu_num: int = 1
+    pod: dict,
+    scheduler_name: str = names.LEGACY_SCHEDULER_NAME,
+    default_gpu_num: int = 1,
+    defaults: Defaults | None = None,
 ) -> Decision:
     if not wants_legacy_gpu(pod):
         return Decision(True)
+    try:
+        pod_request(pod, defaults or Defaults(gpu_num=default_gpu_num))
+    except RequestError as e:
+        return Decision(False, f"the carve scheduler would never place this pod: {e}")
     spec = pod.get("spec") or {}
     patch: list[dict] = []
     for key in ("initContainers", "containers"):
@@ -72,13 +81,22 @@ def review(
     return Decision(True, patch=tuple(patch))
 
 
-def admission_response(body: dict, scheduler_name: str, default_gpu_num: int) -> dict:
+def admission_response(
+    body: dict, scheduler_name: str, default_gpu_num: int, defaults: Defaults | None = None
+) -> dict:
     """AdmissionReview in -> AdmissionReview out (v1)."""
     request = body.get("request")
     if body.get("kind") != "AdmissionReview" or not isinstance(request, dict):
         raise ValueError("body: expected an AdmissionReview with a request")
     pod = request.get("object") or {}
-    decision = review(pod, scheduler_name, default_gpu_num)
+    if (
+        isinstance(pod, dict)
+        and request.get("namespace")
+        and not (pod.get("metadata") or {}).get("namespace")
+    ):
+        # A created pod's namespace is the request's (the object may not carry it yet).
+        pod = {**pod, "metadata": {**(pod.get("metadata") or {}), "namespace": request["namespace"]}}
+    decision = review(pod, scheduler_name, default_gpu_num, defaults)
     response: dict = {"uid": request.get("uid", ""), "allowed": decision.allowed}
     if not decision.allowed:
         response["status"] = {"code": 403, "message": decision.message}
@@ -92,7 +110,13 @@ class WebhookServer:
     """POST /mutate over HTTPS (plain HTTP when no certificate is given, for tests)."""
 
     def __init__(
-        self, addr: str, scheduler_name: str, default_gpu_num: int, cert_file: str = "", key_file: str = ""
+        self,
+        addr: str,
+        scheduler_name: str,
+        default_gpu_num: int,
+        cert_file: str = "",
+        key_file: str = "",
+        defaults: Defaults | None = None,
     ) -> None:
         host, _, port = addr.rpartition(":")
         outer = self
@@ -106,6 +130,7 @@ class WebhookServer:
 
         self.scheduler_name = scheduler_name
         self.default_gpu_num = default_gpu_num
+        self.defaults = defaults
         self.httpd = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
         self.httpd.daemon_threads = True
         if cert_file:
@@ -144,7 +169,9 @@ class WebhookServer:
             body = json.loads(h.rfile.read(length))
             if not isinstance(body, dict):
                 raise ValueError("body: expected a JSON object")
-            return reply(200, admission_response(body, self.scheduler_name, self.default_gpu_num))
+            return reply(
+                200, admission_response(body, self.scheduler_name, self.default_gpu_num, self.defaults)
+            )
         except (ValueError, UnicodeDecodeError) as e:
             return reply(400, {"error": f"/mutate: {e}"})
         except Exception as e:

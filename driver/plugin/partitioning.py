@@ -8,8 +8,11 @@
   Without a NodePartitioning the GPUs keep what was last applied (a node that never had one: --strategy);
   GPUs a NodePartitioning does not name run --strategy.
 - An informer on the node's own NodePartitioning (field selector metadata.name=<node>) calls `changed()`:
-  new desired strategies are recorded (state `applying`) before the publisher is asked for them, and the
-  publisher thread is woken.
+  new desired strategies or migLayouts are recorded (state `applying`) before the publisher is asked for
+  them, and the publisher thread is woken.
+- `select_layouts(prepared)` before each publish, under the plugin's node lock: each GPU's new layout is
+  published once the GPU has no prepared claim (partitioning_state.layouts_now), recorded before it is.
+  At start the layouts published are the record's, not the spec's.
 - `published()` after every successful publish: the status (per GPU the published strategy, MIG mode,
   what a change waits for; Applied and Degraded) is written to the status subresource when it changed,
   and a change whose every GPU is applied is recorded `applied`.
@@ -34,7 +37,9 @@ from driver.plugin.partitioning_state import (
     APPLIED,
     APPLYING,
     ChangeRecord,
+    Layouts,
     desired_strategies,
+    layouts_now,
     read_record,
     status_of,
     write_record,
@@ -54,6 +59,14 @@ def _comparable(status: dict[str, Any] | None) -> Any:
             {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status.get("conditions") or []
         ],
     }
+
+
+def _layouts_text(layouts: Layouts) -> str:
+    """`0=3g.40gb@4+1g.10gb@*` for the log; empty: no GPU has a layout (every placement)."""
+    return ",".join(
+        f"{i}=" + "+".join(f"{p}@{'*' if n is None else n}" for p, n in slots)
+        for i, slots in sorted(layouts.items())
+    )
 
 
 class NodePartitioningApplier:
@@ -80,7 +93,9 @@ class NodePartitioningApplier:
         self.generation = 0
         self.problems: list[str] = []
         self.desired: dict[int, str] = {}
-        self.layouts: dict[int, tuple] = {}  # GPU index -> its migLayout: the MIG devices it publishes
+        self.layouts: Layouts = {}  # GPU index -> its desired migLayout: the MIG devices it should publish
+        self.published_layouts: Layouts = {}  # the layouts in the slices (the record's publishedLayouts)
+        self.layout_waits: dict[int, str] = {}  # GPU index -> why its new layout is not published yet
         self.exists = False
         self._written: dict[str, Any] | None = None
         self._lock = threading.RLock()
@@ -115,6 +130,7 @@ class NodePartitioningApplier:
             np = self._get()
             self.exists = np is not None
             record = read_record(self.plugin_dir)
+            self.published_layouts = dict(record.published_layouts) if record else {}
             if record is not None and record.state == APPLYING and np is None:
                 event(
                     log,
@@ -127,13 +143,23 @@ class NodePartitioningApplier:
                 )
                 write_record(
                     self.plugin_dir,
-                    ChangeRecord(record.generation, record.previous, record.previous, APPLYING),
+                    ChangeRecord(
+                        record.generation,
+                        record.previous,
+                        record.previous,
+                        APPLYING,
+                        record.previous_layouts,
+                        record.previous_layouts,
+                        record.published_layouts,
+                    ),
                 )
                 self.desired = dict(record.previous)
+                self.layouts = dict(record.previous_layouts)
                 return dict(self.desired)
             if record is not None and np is None:
                 # No NodePartitioning (deleted, or the API unreadable): keep what was last applied.
                 self.desired = dict(record.desired)
+                self.layouts = dict(record.layouts)
                 return dict(self.desired)
             if record is not None and record.state == APPLYING:
                 event(
@@ -149,12 +175,23 @@ class NodePartitioningApplier:
             self.layouts = wanted.layouts
             self.generation = np.generation if np else 0
             self.desired = wanted.strategies
-            if record is None or record.desired != self.desired:
+            if record is None or record.desired != self.desired or record.layouts != self.layouts:
                 before = record.desired if record else dict(flag)
                 # Only a change the NodePartitioning asks for is resumed or rolled back; the flag is simply
                 # what runs without one.
                 state = APPLYING if np is not None else APPLIED
-                write_record(self.plugin_dir, ChangeRecord(self.generation, self.desired, before, state))
+                write_record(
+                    self.plugin_dir,
+                    ChangeRecord(
+                        self.generation,
+                        self.desired,
+                        before,
+                        state,
+                        self.layouts,
+                        record.layouts if record else {},
+                        self.published_layouts,
+                    ),
+                )
                 if np is not None:
                     faults.reached("partitioning-after-record")
             return dict(self.desired)
@@ -186,15 +223,24 @@ class NodePartitioningApplier:
                 return  # deleted: the GPUs keep what they run (no status to write either)
             wanted = desired_strategies(np, self.gpus(), self.default)
             self.problems = wanted.problems
-            # A new layout alone changes no strategy: the spec's new generation wakes the publisher below.
-            self.layouts = wanted.layouts
             generation = np.generation if np else 0
-            if wanted.strategies == self.desired and generation == self.generation:
+            same = wanted.strategies == self.desired and wanted.layouts == self.layouts
+            if same and generation == self.generation:
                 return
             self.generation = generation
-            if wanted.strategies != self.desired:
+            if not same:
+                # A new layout is a change like a new strategy: recorded, then applied once its GPU is idle.
                 write_record(
-                    self.plugin_dir, ChangeRecord(generation, wanted.strategies, self.desired, APPLYING)
+                    self.plugin_dir,
+                    ChangeRecord(
+                        generation,
+                        wanted.strategies,
+                        self.desired,
+                        APPLYING,
+                        wanted.layouts,
+                        self.layouts,
+                        self.published_layouts,
+                    ),
                 )
                 faults.reached("partitioning-after-record")
                 event(
@@ -204,10 +250,29 @@ class NodePartitioningApplier:
                     node=self.node_name,
                     generation=generation,
                     strategies=",".join(f"{i}={s}" for i, s in sorted(wanted.strategies.items())),
+                    layouts=_layouts_text(wanted.layouts),
                 )
-                self.desired = dict(wanted.strategies)
-                self.request(self.desired)
+                self.layouts = dict(wanted.layouts)
+                if wanted.strategies != self.desired:
+                    self.desired = dict(wanted.strategies)
+                    self.request(self.desired)
             self.wake()
+
+    def select_layouts(self, prepared: dict[int, int]) -> Layouts:
+        """The layouts to publish now (`prepared`: prepared claims per GPU index; the caller holds the node
+        lock, so none is prepared meanwhile). A layout that changes is recorded before it is published."""
+        with self._lock:
+            now, self.layout_waits = layouts_now(self.published_layouts, self.layouts, prepared)
+            if now != self.published_layouts:
+                record = read_record(self.plugin_dir)
+                if record is not None:
+                    record.published_layouts = now
+                    write_record(self.plugin_dir, record)
+                event(
+                    log, logging.INFO, "partitioning.layouts", node=self.node_name, layouts=_layouts_text(now)
+                )
+                self.published_layouts = now
+            return dict(now)
 
     def published(self) -> None:
         """After a publish: write the status if it changed; record the change done once all is applied."""
@@ -217,15 +282,17 @@ class NodePartitioningApplier:
             if changing:
                 faults.reached("partitioning-after-publish")
             modes = self.modes()
-            status = status_of(modes, self.gpus(), self.generation, self.problems, self._written)
+            status = status_of(
+                modes, self.gpus(), self.generation, self.problems, self._written, self.layout_waits
+            )
             differs = self.exists and _comparable(status) != _comparable(self._written)
             if differs and self._write_status(status) and changing:
                 faults.reached("partitioning-after-status")
-            done = all(m.applied == m.effective for m in modes.values())
-            if done and changing and record.desired == self.desired:
-                write_record(
-                    self.plugin_dir, ChangeRecord(record.generation, record.desired, record.previous, APPLIED)
-                )
+            done = all(m.applied == m.effective for m in modes.values()) and not self.layout_waits
+            asked = record is not None and (record.desired, record.layouts) == (self.desired, self.layouts)
+            if done and changing and asked and record.published_layouts == self.layouts:
+                record.state = APPLIED
+                write_record(self.plugin_dir, record)
                 event(
                     log,
                     logging.INFO,

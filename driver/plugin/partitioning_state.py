@@ -9,9 +9,13 @@ applies it is partitioning.py.
   published devices to the layout's MIG devices (driver/devices/mig.py within_layout); instances are still
   created at prepare, as claims ask.
 - The change in progress (`<plugin-dir>/partitioning.json`, written atomically, 0600): the generation
-  being applied, the strategies asked for and those the GPUs ran before. A plugin that crashes mid-change
-  finds it at start: it resumes the change (the spec still asks for it) or rolls back to the previous
-  strategies (the NodePartitioning is gone).
+  being applied, the strategies and migLayouts asked for, those before, and the layouts published now. A
+  plugin that crashes mid-change finds it at start: it resumes the change (the spec still asks for it) or
+  rolls back to the previous strategies and layouts (the NodePartitioning is gone); either way it first
+  publishes the layouts the record says are published.
+- Layouts (`layouts_now`): like a strategy (modes.py), a GPU's published layout changes only while the GPU
+  has no prepared claim; until then it keeps the layout it has, and the status says what the new one waits
+  for.
 - Status: per GPU the strategy it is published under (absent while it is not published), its MIG mode
   and why the desired strategy is not applied yet; conditions Applied and Degraded; observedGeneration.
 """
@@ -48,12 +52,18 @@ class ModeLike(Protocol):
     pending: str
 
 
+Layouts = dict[int, tuple[LayoutSlot, ...]]  # GPU index -> its migLayout; a GPU absent has none
+
+
 @dataclass
 class ChangeRecord:
     generation: int
     desired: dict[int, str]
     previous: dict[int, str]
     state: str = APPLYING
+    layouts: Layouts = field(default_factory=dict)  # asked for, with `desired`
+    previous_layouts: Layouts = field(default_factory=dict)  # before, with `previous`
+    published_layouts: Layouts = field(default_factory=dict)  # in the slices now (written before a publish)
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -62,9 +72,23 @@ class ChangeRecord:
                 "state": self.state,
                 "desired": {str(k): v for k, v in sorted(self.desired.items())},
                 "previous": {str(k): v for k, v in sorted(self.previous.items())},
+                "layouts": _layouts_json(self.layouts),
+                "previousLayouts": _layouts_json(self.previous_layouts),
+                "publishedLayouts": _layouts_json(self.published_layouts),
             },
             sort_keys=True,
         ).encode()
+
+
+def _layouts_json(layouts: Layouts) -> dict[str, list]:
+    return {str(k): [list(s) for s in v] for k, v in sorted(layouts.items())}
+
+
+def _layouts(raw: dict[str, list] | None) -> Layouts:
+    # A record written before layouts were recorded has none: every placement, what was published then.
+    return {
+        int(k): tuple((str(p), None if n is None else int(n)) for p, n in v) for k, v in (raw or {}).items()
+    }
 
 
 def read_record(plugin_dir: Path) -> ChangeRecord | None:
@@ -76,6 +100,9 @@ def read_record(plugin_dir: Path) -> ChangeRecord | None:
             {int(k): str(v) for k, v in raw["desired"].items()},
             {int(k): str(v) for k, v in raw["previous"].items()},
             str(raw["state"]),
+            _layouts(raw.get("layouts")),
+            _layouts(raw.get("previousLayouts")),
+            _layouts(raw.get("publishedLayouts")),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -89,7 +116,26 @@ def write_record(plugin_dir: Path, record: ChangeRecord) -> None:
 class Desired:
     strategies: dict[int, str]
     problems: list[str] = field(default_factory=list)
-    layouts: dict[int, tuple[LayoutSlot, ...]] = field(default_factory=dict)  # GPU index -> its migLayout
+    layouts: Layouts = field(default_factory=dict)  # GPU index -> its migLayout
+
+
+def layouts_now(
+    published: Layouts, desired: Layouts, prepared: dict[int, int]
+) -> tuple[Layouts, dict[int, str]]:
+    """The layouts to publish and, per GPU, why its desired layout waits (`prepared`: prepared claims per GPU
+    index). A GPU's MIG devices change only while it has no prepared claim, as its strategy does (modes.py):
+    a claim on a device the new layout drops would lose it from the slices, and the scheduler would stop
+    counting the memory slices it holds."""
+    now: Layouts = {}
+    waits: dict[int, str] = {}
+    for index in sorted(set(published) | set(desired)):
+        old, new, busy = published.get(index), desired.get(index), prepared.get(index, 0)
+        keep = old if old != new and busy else new
+        if keep is not None:
+            now[index] = keep
+        if old != new and busy:
+            waits[index] = f"waiting for {busy} prepared claim{'s' if busy > 1 else ''} (migLayout)"
+    return now, waits
 
 
 def _overlapping(gpu: Gpu, layout: list[tuple[str, int]]) -> list[str]:
@@ -181,9 +227,11 @@ def status_of(
     generation: int,
     problems: list[str],
     previous: dict[str, Any] | None = None,
+    waits: dict[int, str] | None = None,
 ) -> dict[str, Any]:
     """The NodePartitioning status for these decisions. A condition keeps its lastTransitionTime while its
-    status does not change (from `previous`, the status last written)."""
+    status does not change (from `previous`, the status last written). `waits`: GPUs whose new migLayout
+    waits (layouts_now), pending like a strategy that waits."""
     by_index = {g.index: g for g in gpus}
     entries = []
     for index, mode in sorted(modes.items()):
@@ -196,6 +244,8 @@ def status_of(
             entry["strategy"] = mode.applied
         if mode.applied != mode.effective:
             entry["pending"] = mode.pending or "not published yet"
+        elif (waits or {}).get(index):
+            entry["pending"] = (waits or {})[index]
         entries.append(entry)
     waiting = [e for e in entries if e.get("pending")]
     applied = not waiting

@@ -166,7 +166,8 @@ class Plugin:
 
         def build(chosen: dict[int, str], generation: int, layouts: bool = True) -> list[dict]:
             # Only the GPUs given a strategy are published (modes.py leaves out those not ready); a MIG GPU
-            # with a migLayout publishes only the layout's devices.
+            # with a migLayout publishes only the layout's devices (the one published: a new one waits for
+            # the GPU to be idle).
             return build_slices(
                 c.node_name,
                 [g for g in self.gpus if g.index in chosen],
@@ -174,7 +175,7 @@ class Plugin:
                 settings,
                 version,
                 generation,
-                layouts=self.partitioning.layouts if layouts and self.partitioning else None,
+                layouts=self.partitioning.published_layouts if layouts and self.partitioning else None,
             )
 
         self.publisher = Publisher(self.cluster, c.node_name, build, strategies, select=self._select_modes)
@@ -329,12 +330,15 @@ class Plugin:
             self.gpus, self.modes = apply_modes(
                 gpus, self.publisher.requested, self.switch, self.publisher.gates_off, prepared
             )
+            if self.partitioning is not None:
+                self.partitioning.select_layouts({g.index: prepared.get(g.uuid, 0) for g in self.gpus})
         self.metrics.observe_modes(list(self.modes.values()))
         return applied_strategies(self.modes)
 
     def _after_unprepare(self, record) -> None:
         """Publish at once when the claim held up a mode change (or had a MIG GPU whole, MIG mode off)."""
-        waiting = {m.uuid for m in self.modes.values() if m.pending}
+        waits = self.partitioning.layout_waits if self.partitioning else {}
+        waiting = {m.uuid for m in self.modes.values() if m.pending or m.index in waits}
         mig = {m.uuid for m in self.modes.values() if m.effective == names.STRATEGY_MIG}
         whole = {d.gpu_uuid for d in record.devices if d.type == names.TYPE_GPU}
         if waiting & {d.gpu_uuid for d in record.devices} or whole & mig:

@@ -207,7 +207,7 @@ class Containerd:
 
     def created_containers(self) -> list[dict]:
         """The containers the kubelet created, as the fake CRI records them: pod, namespace, name, and the
-        CDI devices from the CRI request that containerd keeps in its container metadata."""
+        CDI devices and annotations from the CRI request that containerd keeps in its container metadata."""
         listing = self.ctr("containers", "list", "--quiet").split()
         out = []
         for cid in listing:
@@ -226,6 +226,9 @@ class Containerd:
                     "pod": labels.get("io.kubernetes.pod.name"),
                     "name": labels.get("io.kubernetes.container.name"),
                     "cdiDevices": [d.get("name") for d in config.get("CDI_devices") or []],
+                    # The CRI request's container annotations (a device plugin's land here; containerd
+                    # resolves cdi.k8s.io/* ones from them and copies none into the OCI spec).
+                    "annotations": config.get("annotations") or {},
                     "spec": info.get("Spec") or {},
                 }
             )

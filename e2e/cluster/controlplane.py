@@ -100,7 +100,7 @@ class ControlPlane:
                 "--enable-admission-plugins=NodeRestriction,ValidatingAdmissionPolicy",
                 "--allow-privileged=true",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--runtime-config={v.runtime_config()}",
+                *([f"--runtime-config={v.runtime_config()}"] if v.runtime_config() else []),
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
                 # kubectl exec/logs reach the kubelets (x509 client auth against the same CA).

@@ -51,8 +51,19 @@ DEFAULT_NODES = (
 PLUGIN_MODES = ("host", "daemonset")
 
 
+# A minor without DRA (1.29) gets the chart as docs/legacy.md installs it there: no DRA plugin, no
+# DeviceClasses, no admission policies for claims, no strategy controller (it partitions DRA GPUs).
+NO_DRA_SETS = (
+    "plugin.enabled=false",
+    "deviceClasses.enabled=false",
+    "validatingAdmissionPolicy.enabled=false",
+    "controller.enabled=false",
+)
+
+
 def render_chart(version: Version, *sets: str) -> str:
-    """`helm template` of helm/carve as the e2e installs it (fake GPUs, the node label the kubelets set)."""
+    """`helm template` of helm/carve as the e2e installs it (fake GPUs, the node label the kubelets set;
+    on a minor without DRA, the DRA pieces off)."""
     argv = [
         str(HELM),
         "template",
@@ -72,7 +83,7 @@ def render_chart(version: Version, *sets: str) -> str:
         "--set",
         "plugin.metricsPort=0",
     ]
-    for s in sets:
+    for s in (*(() if version.dra else NO_DRA_SETS), *sets):
         argv += ["--set", s]
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
@@ -147,7 +158,7 @@ def node_daemonset(version: Version, node: Node, image: Image, api_port: int) ->
 class Cluster:
     version: Version
     root: Path
-    specs: tuple[NodeSpec, ...] = DEFAULT_NODES
+    specs: tuple[NodeSpec, ...] | None = None  # None: DEFAULT_NODES, or none on a minor without DRA
     runtime: str = "containerd"  # the nodes' container runtime (e2e/cluster/containerd.py RUNTIMES)
     plugin_mode: str = "host"  # PLUGIN_MODES
     image: Image | None = None  # plugin mode daemonset: the carve image (e2e/cluster/carve_image.py)
@@ -157,6 +168,9 @@ class Cluster:
     timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.specs is None:
+            # Without DRA the DRA plugin's nodes have nothing to run; e2e/cluster/legacy.py adds its node.
+            self.specs = DEFAULT_NODES if self.version.dra else ()
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         self.sup = Supervisor(self.root / "logs")
         if self.plugin_mode not in PLUGIN_MODES:
@@ -220,6 +234,7 @@ class Cluster:
                 self.kubectl("apply", "-f", "-", stdin=without_plugin_daemonset(chart))
             else:
                 self.kubectl("apply", "-f", "-", stdin=render_chart(self.version))
+            assert self.specs is not None
             for i, spec in enumerate(self.specs, 1):
                 node = Node(
                     spec,
@@ -248,7 +263,8 @@ class Cluster:
             for node in self.nodes.values():
                 # A plugin pod starts Python in a container first: slower than the host process.
                 self.wait_slices(node, timeout_s=240 if self.daemonset else 90)
-            self.timings["slices published"] = time.monotonic() - t0
+            if self.nodes:
+                self.timings["slices published"] = time.monotonic() - t0
         except BaseException:
             self.stop()
             raise

@@ -10,6 +10,9 @@ filled in; the extender and the device plugin get the environment of their rende
 of its own ServiceAccount, so the chart's RBAC is what they are held to (the device plugin's token is bound
 to the DaemonSet's pod on the node, as for the DRA plugin).
 
+The node runs on the fake CRI (e2e/test_legacy.py reads what the kubelet asked for) or, with
+`runtime="containerd"`, on a real containerd (e2e/test_legacy_containers.py looks inside the containers).
+
 The kubelet's device-plugin directory is not configurable (`/var/lib/kubelet/device-plugins`, fixed in
 the kubelet); every kubelet on this host would share it and the last one started takes its socket. The
 legacy node's kubelet therefore runs in a mount namespace of its own where that path is a bind mount of
@@ -76,6 +79,8 @@ class LegacyShim:
     extender: Proc | None = None
     scheduler: Proc | None = None
     extender_port: int = 0
+    runtime: str = "fakecri"  # the legacy node's container runtime (e2e/cluster/containerd.py RUNTIMES)
+    delivery: str = ""  # --cdi-delivery of the device plugin ("": the chart's value)
 
     @property
     def root(self) -> Path:
@@ -114,6 +119,7 @@ class LegacyShim:
         return self
 
     def stop(self) -> None:
+        containerd = self.node.containerd if self.node else None
         for proc in (
             self.scheduler,
             self.extender,
@@ -122,13 +128,30 @@ class LegacyShim:
             self.node and self.node.cri,
         ):
             if proc:
+                if containerd and proc is self.node.cri:
+                    containerd.kill_all()  # before containerd stops: runc's shims are daemons of their own
                 proc.stop()
                 with contextlib.suppress(ValueError):
                     self.cluster.sup.procs.remove(proc)
+        if containerd:
+            containerd.kill_shims()
+            containerd.stop_network()
+        # The stopped scheduler's and extender's Leases would hold off the next shim's for their duration.
+        coord = client.CoordinationV1Api(self.cluster.api())
+        for lease in self._lease_names():
+            with contextlib.suppress(client.ApiException):
+                coord.delete_namespaced_lease(lease, NAMESPACE)
         if self.node:
             with contextlib.suppress(client.ApiException):
                 client.CoreV1Api(self.cluster.api()).delete_node(self.node.name)
             self.cluster.nodes.pop(self.node.name, None)
+
+    def _lease_names(self) -> list[str]:
+        with contextlib.suppress(LookupError):
+            cm = self.rendered("ConfigMap", "legacy-scheduler")
+            name = yaml.safe_load(cm["data"]["config.yaml"])["leaderElection"]["resourceName"]
+            return [name, f"{name}-extender"]
+        return []
 
     def _start_node(self) -> None:
         c = self.cluster
@@ -143,6 +166,8 @@ class LegacyShim:
             self.root,
             c.version,
             c.sup,
+            runtime=self.runtime,
+            index=len(c.nodes) + 1,
             labels={names.LEGACY_NODE_LABEL: "true"},
             kubelet_wrapper=[
                 "unshare",
@@ -186,13 +211,39 @@ class LegacyShim:
         ).items
         return pods[0] if pods else None
 
-    def _start_device_plugin(self) -> None:
+    def restart_device_plugin(self, delivery: str) -> None:
+        """Stop the device plugin and start it again with another --cdi-delivery; returns once it has
+        registered with the kubelet again and the node reports its GPUs."""
+        assert self.device_plugin
+        registered = "event=registration.accepted"
+        before = self.device_plugin.log.read_text().count(registered)
+        self.device_plugin.stop()
+        self.cluster.sup.procs.remove(self.device_plugin)
+        # The kubelet reports the plugin's GPUs unhealthy once it is gone (allocatable 0); wait for that
+        # report, so the node's GPUs seen below are the restarted plugin's (a pod the scheduler turns
+        # down in that window would wait for its 5-minute flush: docs/legacy.md, "Kubelet restarts").
+        core = client.CoreV1Api(self.cluster.api())
+        with contextlib.suppress(StartError):
+            self.cluster._wait(
+                f"{names.LEGACY_GPU} unhealthy on {self.spec.name}",
+                lambda: (
+                    (core.read_node(self.spec.name).status.allocatable or {}).get(names.LEGACY_GPU, "0")
+                    == "0"
+                ),
+                40,
+            )
+        self.delivery = delivery
+        self._start_device_plugin(log_offset=before)
+
+    def _start_device_plugin(self, log_offset: int = -1) -> None:
         assert self.node
         c = self.cluster
         pod = c._wait(f"the legacy device-plugin pod on {self.spec.name}", self._daemonset_pod, 90)
         kc = self._kubeconfig("device-plugin", self._token(PLUGIN_SA, pod))
         ds = self.rendered("DaemonSet", "legacy-device-plugin")
         env = plain_env(ds["spec"]["template"]["spec"]["containers"][0])
+        if self.delivery:
+            env["CARVE_CDI_DELIVERY"] = self.delivery
         self.node.make_driver_root()
         argv = [
             CARVE,
@@ -223,6 +274,9 @@ class LegacyShim:
         def advertised():
             if not self.device_plugin.alive():
                 raise StartError(f"device plugin exited:\n{tail(self.device_plugin.log)}")
+            # A restart (the same log file): registered again, not only still advertised from before.
+            if self.device_plugin.log.read_text().count("event=registration.accepted") <= log_offset:
+                return False
             n = core.read_node(self.spec.name)
             return (n.status.allocatable or {}).get(names.LEGACY_GPU, "0") != "0" and (
                 names.LEGACY_INVENTORY_ANNOTATION in (n.metadata.annotations or {})

@@ -141,7 +141,6 @@ class Node:
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
             "hairpinMode": "none",
-            "podLogsDir": str(self.root / "pod-logs"),
             "authentication": {
                 "anonymous": {"enabled": False},
                 "webhook": {"enabled": False},
@@ -151,7 +150,7 @@ class Node:
             "featureGates": self.version.feature_gates(),
             "syncFrequency": "10s",
             "maxPods": 250,
-            **self.version.kubelet_extra(),
+            **self.version.kubelet_extra(self.root / "pod-logs"),
         }
         cfg = self.root / "kubelet.yaml"
         cfg.write_text(yaml.safe_dump(config))

@@ -1,5 +1,6 @@
 """What differs between the Kubernetes minors the e2e runs: the pinned patch version (from the minor's
-go.mod), the DRA feature gates and API groups the components need, and kubelet settings a minor adds."""
+go.mod), whether the minor has DRA at all, the DRA feature gates and API groups the components need, and
+kubelet settings a minor adds or lacks."""
 
 from __future__ import annotations
 
@@ -31,15 +32,25 @@ class Version:
         return int(self.minor.split(".")[1])
 
     @property
+    def dra(self) -> bool:
+        """resource.k8s.io/v1 (DRA GA) exists from 1.34; older minors (1.29: only v1alpha2, a different API)
+        run the legacy shim alone (docs/e2e.md, "Kubernetes 1.29: the legacy shim alone")."""
+        return self.minor_int >= 34
+
+    @property
     def binary(self) -> Path:
         return REPO / ".tools" / "k8s" / self.patch / "k8s"
 
     @property
     def label(self) -> str:
+        if not self.dra:
+            return f"{self.patch} without DRA"
         return f"{self.patch} gates {'on' if self.gates_on else 'off'}"
 
     def feature_gates(self) -> dict[str, bool]:
         """The same map for the API server, scheduler, controller manager and kubelets."""
+        if not self.dra:
+            return {}  # the alpha DRA gates' names do not exist yet; DynamicResourceAllocation is off
         if self.minor_int >= 36:
             return {} if self.gates_on else dict.fromkeys(ALPHA_DRA_GATES, False)
         return dict.fromkeys(ALPHA_DRA_GATES, self.gates_on)
@@ -53,6 +64,9 @@ class Version:
         )
 
     def runtime_config(self) -> str:
+        """--runtime-config of the API server ("" when the minor needs none)."""
+        if not self.dra:
+            return ""
         # DeviceTaintRule (device-taint-eviction controller) is served only as v1alpha3 before 1.36.
         groups = ["resource.k8s.io/v1beta1=true", "resource.k8s.io/v1beta2=true"]
         if self.minor_int < 36:
@@ -75,9 +89,16 @@ class Version:
             )
         return ""
 
-    def kubelet_extra(self) -> dict[str, object]:
-        # From 1.35 the kubelet refuses cgroup v1 unless told otherwise (KEP-5573); 1.34 lacks the field.
-        return {"failCgroupV1": False} if self.minor_int >= 35 else {}
+    def kubelet_extra(self, pod_logs_dir: Path) -> dict[str, object]:
+        """KubeletConfiguration fields some minors lack: 1.29 has no podLogsDir (its kubelet writes pod logs
+        under /var/log/pods); from 1.35 the kubelet refuses cgroup v1 unless told otherwise (KEP-5573), and
+        1.34 and older lack that field (1.29 runs on cgroup v1 as is)."""
+        extra: dict[str, object] = {}
+        if self.minor_int >= 34:
+            extra["podLogsDir"] = str(pod_logs_dir)
+        if self.minor_int >= 35:
+            extra["failCgroupV1"] = False
+        return extra
 
 
 def minors() -> list[str]:

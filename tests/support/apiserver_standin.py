@@ -1,29 +1,37 @@
-"""An HTTP stand-in of the Kubernetes API server for the few resource.k8s.io/v1 endpoints carve uses.
+"""An HTTP stand-in of the Kubernetes API server, for tests that go through the real `kubernetes` client.
 
-No kube-apiserver can be installed on the CI machine, yet KubeCluster must be tested through the real
-`kubernetes` client (its paths, query parameters, JSON and error handling). This server answers on
-127.0.0.1 with a random port, keeps objects in memory and behaves like the API server where carve
-depends on it:
+No kube-apiserver can be installed on the CI machine, yet KubeCluster (the plugin and the controller) and
+KubeLegacyApi (the legacy shim) must be tested through the client (its paths, query parameters, content
+types, JSON and error handling). This server answers on 127.0.0.1 with a random port, keeps objects in
+memory (apiserver_objects.py's ApiObjects, addressed by API path) and behaves like the API server where
+carve depends on it. It serves:
 
-- GET  /version
-- GET  /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}
-- GET  /apis/resource.k8s.io/v1/resourceslices   (fieldSelector spec.nodeName, spec.driver, spec.pool.name,
-       metadata.name with = == !=; labelSelector with =, ==, !=, key, !key; list items carry no kind)
-- POST /apis/resource.k8s.io/v1/resourceslices   (name or generateName; 409 AlreadyExists; dryRun=All
-       answers what would be stored without storing it)
-- GET, PUT, DELETE /apis/resource.k8s.io/v1/resourceslices/{name}   (PUT with a stale resourceVersion:
-       409 Conflict; without one: unconditional)
-- for the controller (objects.py's ObjectStore keeps them): GET (list, and `watch=true` from a
-  resourceVersion: the events after it, as one response once there are any or `timeoutSeconds` passed;
-  410 Expired for a version older than the log) of resourceclaims (all namespaces), resourceslices,
-  deviceclasses, carve.dev nodepartitionings and partitioningpolicies, nodes and namespaces;
-  GET/POST/PUT of nodepartitionings (and PUT .../status, the status subresource) and of
-  coordination.k8s.io leases; POST of core/v1 events. `put_object(plural, obj)` seeds objects.
-Every write bumps one resourceVersion counter; `generation` grows when the spec changes. Written slices
-are validated against the Kubernetes OpenAPI schema (kubernetes-validate, strict) and rejected with 422
-like the real server would; `drop_fields` removes fields of disabled feature gates first, silently, as a
-1.34/1.35 server does. Errors are `Status` objects. A bearer token, when set, is required. Every request is
-recorded in `requests` so tests can assert what the client sent.
+- GET /version
+- core/v1 pods, configmaps, events (namespaced), nodes and namespaces; coordination.k8s.io/v1 leases;
+  resource.k8s.io/v1 resourceclaims, resourceslices and deviceclasses; carve.dev/v1alpha1
+  nodepartitionings and partitioningpolicies. Each kind: list (per namespace, or across all namespaces
+  for a namespaced kind), watch, GET, POST (name or generateName; 409 AlreadyExists), PUT (409 Conflict
+  on a stale resourceVersion, unconditional without one; `generation` grows when the spec changes),
+  PATCH (JSON merge patch only, else 415) and DELETE. PUT .../status is the status subresource of the
+  kinds that have one (nodepartitionings); POST pods/{name}/binding sets the pod's spec.nodeName.
+- lists and watches filter by fieldSelector (metadata.name, metadata.namespace, and the fields the real
+  server indexes: a pod's spec.nodeName, a slice's spec.nodeName, spec.driver, spec.pool.name; with = ==
+  !=; others 400) and labelSelector (=, ==, !=, key, !key). List items carry no kind.
+- `GET <collection>?watch=true&resourceVersion=X`: the events after X, as newline-delimited JSON in one
+  response, once there are any or `timeoutSeconds` (at most `max_watch_s`) passed, the way one watch
+  request of the real server ends at its timeout. A version older than the log (`compact()` forgets it,
+  as etcd compaction does) gets an ERROR event carrying a 410 Expired Status, as the real server sends.
+- ResourceSlices written are validated against the Kubernetes OpenAPI schema (kubernetes-validate, strict)
+  and rejected with 422 like the real server would; `drop_fields` removes fields of disabled feature gates
+  first, silently, as a 1.34/1.35 server does; `dryRun=All` answers what would be stored, storing nothing.
+
+Every write bumps one resourceVersion counter and appends to one watch log. Errors are `Status` objects.
+A bearer token is required when `token` is set (also accepted: any token a `kubeconfig(path, token=...)`
+was written with, so components can be told apart). Every request is recorded in `requests` (method,
+path, query, body, content type, bearer token) so tests can assert what the client sent and derive RBAC
+verbs from it (support/rbac.py). `fail_next(method, path, code)` injects errors. Test helpers write
+straight into the store, unrecorded: `put(path, obj)`, `delete(path)`, `put_object(plural, obj)`,
+`put_claim(obj)`, `delete_claim(ns, name)`; `objects[path]` reads one object, `slices()` all slices.
 
 Any test can use it: `from support.apiserver_standin import ApiServerStandIn` (tests/ is on sys.path
 through tests/conftest.py, which also defines the `apiserver` fixture).
@@ -36,57 +44,34 @@ import json
 import secrets
 import threading
 import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs, urlsplit
 
 import kubernetes_validate
 import yaml
-from support.apiserver_objects import ApiError, ObjectRoutes, _WatchStream
+from support.apiserver_objects import ApiError, ApiObjects, Location, locate, merge_patch
 
+from driver.cluster.base import AlreadyExists, ClusterError, Conflict, NotFound
 from driver.cluster.gates import check_drop_fields, drop_disabled_fields
-from driver.cluster.objects import ADDED, DELETED, MODIFIED, ObjectStore
+from driver.cluster.objects import STATUS_SUBRESOURCE, now_rfc3339, stored_new
 
-GROUP_PREFIX = "/apis/resource.k8s.io/v1"
-SLICES = f"{GROUP_PREFIX}/resourceslices"
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_SLICE_FIELDS = {
-    "spec.nodeName": lambda o: o["spec"].get("nodeName", ""),
-    "spec.driver": lambda o: o["spec"].get("driver", ""),
-    "spec.pool.name": lambda o: (o["spec"].get("pool") or {}).get("name", ""),
-    "metadata.name": lambda o: o["metadata"]["name"],
-}
+MERGE_PATCH = "application/merge-patch+json"
 
 
-@dataclass
-class Recorded:
+class Recorded(NamedTuple):
     method: str
     path: str
     query: dict[str, list[str]]
     body: Any = None
+    ctype: str = ""
+    token: str = ""  # the bearer token sent: which component (kubeconfig) made the request
 
 
-@dataclass
-class Store:
-    """The server's state; one lock for all of it."""
-
-    drop_fields: frozenset[str] = frozenset()
-    validate_version: str | None = "1.34.0"
-    rv: int = 0
-    slices: dict[str, dict[str, Any]] = field(default_factory=dict)
-    claims: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    lock: threading.RLock = field(default_factory=threading.RLock)
-
-    def next_rv(self) -> str:
-        self.rv += 1
-        return str(self.rv)
-
-
-class ApiServerStandIn(ObjectRoutes):
-    """Start with `start()` (or as a context manager); `url`, `kubeconfig(path)`, `put_claim(obj)`."""
+class ApiServerStandIn:
+    """Start with `start()` (or as a context manager); `url`, `kubeconfig(path)`, the test helpers."""
 
     def __init__(
         self,
@@ -95,15 +80,16 @@ class ApiServerStandIn(ObjectRoutes):
         token: str | None = "standin-token",
         validate_version: str | None = "1.34.0",
     ) -> None:
-        self.store = Store(drop_fields=check_drop_fields(drop_fields), validate_version=validate_version)
+        self.drop_fields = check_drop_fields(drop_fields)
+        self.validate_version = validate_version
         self.version = version
         self.token = token
+        self.tokens: set[str] = set()  # tokens of kubeconfig(path, token=...), accepted too
         self.requests: list[Recorded] = []
-        self.objects = ObjectStore(self.store.lock, self.store.next_rv)
+        self.objects = ApiObjects()
         self.max_watch_s = 30.0  # a watch answers after at most this long, events or not
         self._faults: list[list[Any]] = []  # [method, path, code, reason, times left, dry run]
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -118,10 +104,9 @@ class ApiServerStandIn(ObjectRoutes):
         self._server.daemon_threads = True
         self._server.block_on_close = False
         # A short poll interval keeps shutdown (once per test) fast.
-        self._thread = threading.Thread(
+        threading.Thread(
             target=self._server.serve_forever, args=(0.02,), name="apiserver-standin", daemon=True
-        )
-        self._thread.start()
+        ).start()
         return self
 
     def stop(self) -> None:
@@ -142,9 +127,13 @@ class ApiServerStandIn(ObjectRoutes):
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def kubeconfig(self, path: Path) -> Path:
-        """Write a kubeconfig pointing at this server (token auth) and return its path."""
-        user: dict[str, Any] = {"token": self.token} if self.token else {}
+    def kubeconfig(self, path: Path, token: str | None = None) -> Path:
+        """Write a kubeconfig pointing at this server and return its path. Its bearer token is `token`
+        (then accepted from now on, and recorded with each request it makes) or else the server's."""
+        if token is not None:
+            self.tokens.add(token)
+        token = token if token is not None else self.token
+        user: dict[str, Any] = {"token": token} if token else {}
         doc = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -156,32 +145,37 @@ class ApiServerStandIn(ObjectRoutes):
         path.write_text(yaml.safe_dump(doc))
         return path
 
-    # -- test helpers ---------------------------------------------------------------------------------
+    # -- test helpers (straight into the store, not recorded) ---------------------------------------
+
+    def put(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or overwrite the object at an API path (/api/v1/namespaces/team/pods/p)."""
+        return self.objects.put_path(path, obj)
+
+    def delete(self, path: str) -> None:
+        self.objects.delete_path(path)
+
+    def compact(self) -> None:
+        self.objects.compact()
+
+    def put_object(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Seed or overwrite an object of any kind (Node, Namespace, DeviceClass, policy, ...)."""
+        return self.objects.put(plural, obj)
 
     def put_claim(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Store a ResourceClaim as the scheduler would have left it (status included)."""
-        with self.store.lock:
-            stored = copy.deepcopy(obj)
-            stored.update(apiVersion="resource.k8s.io/v1", kind="ResourceClaim")
-            meta = stored.setdefault("metadata", {})
-            meta.setdefault("namespace", "default")
-            meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp", _now())
-            meta["resourceVersion"] = self.store.next_rv()
-            old = self.store.claims.get((meta["namespace"], meta["name"]))
-            self.store.claims[(meta["namespace"], meta["name"])] = stored
-            self.objects.log("resourceclaims", MODIFIED if old else ADDED, stored)
-            return copy.deepcopy(stored)
+        claim = copy.deepcopy(obj)
+        claim.update(apiVersion="resource.k8s.io/v1", kind="ResourceClaim")
+        meta = claim.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", now_rfc3339())
+        return self.objects.put("resourceclaims", claim)
 
     def delete_claim(self, namespace: str, name: str) -> None:
-        with self.store.lock:
-            old = self.store.claims.pop((namespace, name))
-            gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self.store.next_rv()}}
-            self.objects.log("resourceclaims", DELETED, gone)
+        self.objects.delete("resourceclaims", namespace, name)
 
-    def put_object(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """Seed or overwrite an object of another kind (Node, Namespace, DeviceClass, policy, ...)."""
-        return self.objects.put(plural, obj)
+    def slices(self) -> dict[str, dict[str, Any]]:
+        return {s["metadata"]["name"]: s for s in self.objects.list("resourceslices")}
 
     def fail_next(
         self,
@@ -196,28 +190,31 @@ class ApiServerStandIn(ObjectRoutes):
 
         Only requests that are (dry_run=True) or are not (the default) dry runs (`dryRun=All`) match.
         """
-        with self.store.lock:
-            self._faults.append([method, path, code, reason, times, dry_run])
+        with self.objects.lock:
+            self._faults.append([method, path.rstrip("/"), code, reason, times, dry_run])
 
     def _injected(self, method: str, path: str, dry_run: bool) -> ApiError | None:
-        with self.store.lock:
+        with self.objects.lock:
             for fault in self._faults:
                 if fault[0] == method and fault[1] == path and fault[4] > 0 and fault[5] == dry_run:
                     fault[4] -= 1
                     return ApiError(fault[2], fault[3], f"injected failure of {method} {path}")
         return None
 
-    def slices(self) -> dict[str, dict[str, Any]]:
-        with self.store.lock:
-            return copy.deepcopy(self.store.slices)
-
     # -- request handling (called by the handler threads) ---------------------------------------------
 
-    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
-        injected = self._injected(method, path, query.get("dryRun") == ["All"])
+    def authorized(self, header: str) -> bool:
+        return not self.token or header in {f"Bearer {t}" for t in {self.token, *self.tokens}}
+
+    def handle(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, ctype: str = ""
+    ) -> tuple[int, Any]:
+        path = path.rstrip("/") or "/"
+        dry_run = query.get("dryRun") == ["All"]
+        injected = self._injected(method, path, dry_run)
         if injected is not None:
             raise injected
-        if path in ("/version", "/version/"):
+        if path == "/version":
             major, minor = self.version
             return 200, {
                 "major": major,
@@ -230,168 +227,126 @@ class ApiServerStandIn(ObjectRoutes):
                 "compiler": "gc",
                 "platform": "linux/amd64",
             }
-        parts = [unquote(p) for p in path.split("/") if p]
-        handled = self._handle_objects(method, parts, query, body)
-        if handled is not None:
-            return handled
-        # apis resource.k8s.io v1 namespaces {ns} resourceclaims {name}
-        if parts[:3] == ["apis", "resource.k8s.io", "v1"]:
-            rest = parts[3:]
-            if len(rest) == 4 and rest[0] == "namespaces" and rest[2] == "resourceclaims" and method == "GET":
-                return 200, self._get_claim(rest[1], rest[3])
-            if rest == ["resourceslices"]:
-                if method == "GET":
-                    return 200, self._list_slices(query)
-                if method == "POST":
-                    return 201, self._create_slice(body, dry_run=query.get("dryRun") == ["All"])
-            if len(rest) == 2 and rest[0] == "resourceslices":
-                if method == "GET":
-                    return 200, self._get_slice(rest[1])
-                if method == "PUT":
-                    return 200, self._replace_slice(rest[1], body)
-                if method == "DELETE":
-                    return 200, self._delete_slice(rest[1])
-        raise ApiError(404, "NotFound", f"the server could not find the requested resource ({method} {path})")
-
-    def _get_claim(self, namespace: str, name: str) -> dict[str, Any]:
-        with self.store.lock:
-            try:
-                return copy.deepcopy(self.store.claims[(namespace, name)])
-            except KeyError:
-                raise ApiError(
-                    404,
-                    "NotFound",
-                    f'resourceclaims.resource.k8s.io "{name}" not found',
-                    name,
-                    "resourceclaims",
-                ) from None
-
-    def _list_slices(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        field_terms = _parse_selector(query.get("fieldSelector", [""])[0])
-        label_terms = _parse_selector(query.get("labelSelector", [""])[0])
-        for key, _, _ in field_terms:
-            if key not in _SLICE_FIELDS:
-                raise ApiError(
-                    400,
-                    "BadRequest",
-                    f'"{key}" is not a known field selector: only "{", ".join(_SLICE_FIELDS)}"',
-                )
-        with self.store.lock:
-            items = []
-            for obj in self.store.slices.values():
-                fields_ok = all(_term_holds(op, _SLICE_FIELDS[k](obj), v) for k, op, v in field_terms)
-                labels = obj["metadata"].get("labels") or {}
-                labels_ok = all(_label_holds(k, op, v, labels) for k, op, v in label_terms)
-                if fields_ok and labels_ok:
-                    item = copy.deepcopy(obj)
-                    # Like the real server, items of a list carry no TypeMeta.
-                    item.pop("apiVersion", None)
-                    item.pop("kind", None)
-                    items.append(item)
-            items.sort(key=lambda o: o["metadata"]["name"])
-            return {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSliceList",
-                "metadata": {"resourceVersion": str(self.store.rv)},
-                "items": items,
-            }
-
-    def _get_slice(self, name: str) -> dict[str, Any]:
-        with self.store.lock:
-            return copy.deepcopy(self._existing(name))
-
-    def _create_slice(self, body: Any, dry_run: bool = False) -> dict[str, Any]:
-        obj = self._check_body(body)
-        meta = obj.setdefault("metadata", {})
-        with self.store.lock:
-            name = meta.get("name") or ""
-            if not name and meta.get("generateName"):
-                name = meta["generateName"] + "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
-            if not name:
-                raise ApiError(422, "Invalid", "ResourceSlice is invalid: metadata.name: Required value")
-            if name in self.store.slices:
-                raise ApiError(
-                    409,
-                    "AlreadyExists",
-                    f'resourceslices.resource.k8s.io "{name}" already exists',
-                    name,
-                    "resourceslices",
-                )
-            meta["name"] = name
-            stored = self._admit(obj)
-            stored["metadata"].update(uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now())
-            if dry_run:  # admitted (fields of disabled gates dropped, validated) but not persisted
-                return copy.deepcopy(stored)
-            stored["metadata"]["resourceVersion"] = self.store.next_rv()
-            self.store.slices[name] = stored
-            self.objects.log("resourceslices", ADDED, stored)
-            return copy.deepcopy(stored)
-
-    def _replace_slice(self, name: str, body: Any) -> dict[str, Any]:
-        obj = self._check_body(body)
-        meta = obj.setdefault("metadata", {})
-        if meta.get("name") != name:
+        loc = locate(path)
+        if loc is None:
             raise ApiError(
-                400,
-                "BadRequest",
-                f"the name of the object ({meta.get('name')}) does not match the URL ({name})",
+                404, "NotFound", f"the server could not find the requested resource ({method} {path})"
             )
-        with self.store.lock:
-            old = self._existing(name)
-            want = meta.get("resourceVersion")
-            if want and want != old["metadata"]["resourceVersion"]:
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on resourceslices.resource.k8s.io "{name}": the object '
-                    "has been modified; please apply your changes to the latest version and try again",
-                    name,
-                    "resourceslices",
-                )
-            stored = self._admit(obj)
-            for key in ("uid", "creationTimestamp"):
-                stored["metadata"][key] = old["metadata"][key]
-            changed = stored.get("spec") != old.get("spec")
-            stored["metadata"]["generation"] = old["metadata"]["generation"] + (1 if changed else 0)
-            stored["metadata"]["resourceVersion"] = self.store.next_rv()
-            self.store.slices[name] = stored
-            self.objects.log("resourceslices", MODIFIED, stored)
-            return copy.deepcopy(stored)
-
-    def _delete_slice(self, name: str) -> dict[str, Any]:
-        with self.store.lock:
-            old = self._existing(name)
-            del self.store.slices[name]
-            gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self.store.next_rv()}}
-            self.objects.log("resourceslices", DELETED, gone)
-            return copy.deepcopy(old)
-
-    def _existing(self, name: str) -> dict[str, Any]:
         try:
-            return self.store.slices[name]
-        except KeyError:
+            return self._route(method, loc, query, body, ctype, dry_run)
+        except NotFound as e:
             raise ApiError(
-                404, "NotFound", f'resourceslices.resource.k8s.io "{name}" not found', name, "resourceslices"
+                404, "NotFound", f'{_qualified(loc)} "{e.name}" not found', e.name, loc.plural
             ) from None
+        except AlreadyExists as e:
+            raise ApiError(
+                409, "AlreadyExists", f'{_qualified(loc)} "{e.name}" already exists', e.name, loc.plural
+            ) from None
+        except Conflict as e:
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {_qualified(loc)} "{e.name}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+                e.name,
+                loc.plural,
+            ) from None
+        except ClusterError as e:
+            raise ApiError(e.status or 422, "Invalid", str(e), e.name, loc.plural) from None
+
+    def _route(
+        self, method: str, loc: Location, query: dict[str, list[str]], body: Any, ctype: str, dry_run: bool
+    ) -> tuple[int, Any]:
+        objects = self.objects
+        if not loc.name:  # a collection
+            if method == "GET" and query.get("watch") in (["true"], ["1"], ["True"]):
+                timeout = min(float((query.get("timeoutSeconds") or [self.max_watch_s])[0]), self.max_watch_s)
+                return 200, _WatchStream(objects.watch_at(loc, query, timeout))
+            if method == "GET":
+                return 200, objects.list_at(loc, query)
+            if method == "POST" and (loc.namespace or not loc.resource.namespaced):
+                return 201, self._create(loc, self._body(loc, body), dry_run)
+        elif loc.sub == "binding" and loc.plural == "pods" and method == "POST":
+            with objects.lock:
+                pod = objects.get("pods", loc.namespace, loc.name)
+                pod.setdefault("spec", {})["nodeName"] = body["target"]["name"]
+                objects.update("pods", pod)
+            return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+        elif not loc.sub or (loc.sub == "status" and loc.plural in STATUS_SUBRESOURCE):
+            status = loc.sub == "status"
+            if method == "GET":
+                return 200, objects.get(loc.plural, loc.namespace, loc.name)
+            if method == "PUT":
+                obj = self._body(loc, body)
+                if obj["metadata"].get("name") != loc.name:
+                    raise ApiError(
+                        400,
+                        "BadRequest",
+                        f"the name of the object ({obj['metadata'].get('name')}) does not match the URL "
+                        f"({loc.name})",
+                    )
+                if loc.plural == "resourceslices":
+                    obj = self._admit_slice(obj)
+                return 200, objects.update(loc.plural, obj, status=status)
+            if method == "PATCH":
+                if ctype.split(";")[0].strip() != MERGE_PATCH:
+                    raise ApiError(415, "UnsupportedMediaType", f"the body of a PATCH must be {MERGE_PATCH}")
+                with objects.lock:
+                    patched = merge_patch(objects.get(loc.plural, loc.namespace, loc.name), body)
+                    if loc.plural == "resourceslices":
+                        patched = self._admit_slice(patched)
+                    return 200, objects.update(loc.plural, patched, status=status)
+            if method == "DELETE" and not status:
+                with objects.lock:
+                    old = objects.get(loc.plural, loc.namespace, loc.name)
+                    objects.delete(loc.plural, loc.namespace, loc.name)
+                return 200, old
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {loc.path}")
 
     @staticmethod
-    def _check_body(body: Any) -> dict[str, Any]:
-        if not isinstance(body, dict):
-            raise ApiError(400, "BadRequest", "request body must be a JSON object")
-        if body.get("apiVersion") != "resource.k8s.io/v1" or body.get("kind") != "ResourceSlice":
-            raise ApiError(
-                400,
-                "BadRequest",
-                f"expected resource.k8s.io/v1 ResourceSlice, got {body.get('apiVersion')} {body.get('kind')}",
+    def _body(loc: Location, body: Any) -> dict[str, Any]:
+        """The object sent, checked to be of the path's kind; its namespace is the path's."""
+        want = (loc.resource.api_version, loc.resource.kind)
+        if not isinstance(body, dict) or (body.get("apiVersion"), body.get("kind")) != want:
+            got = (
+                (body.get("apiVersion"), body.get("kind")) if isinstance(body, dict) else type(body).__name__
             )
-        return copy.deepcopy(body)
+            raise ApiError(400, "BadRequest", f"expected a {want[0]} {want[1]}, got {got}")
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if loc.namespace:
+            meta["namespace"] = loc.namespace
+        return obj
 
-    def _admit(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def _create(self, loc: Location, obj: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+        meta = obj["metadata"]
+        with self.objects.lock:
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = meta["generateName"] + "".join(
+                    secrets.choice(_SUFFIX_ALPHABET) for _ in range(5)
+                )
+            if not meta.get("name"):
+                raise ApiError(
+                    422, "Invalid", f"{loc.resource.kind} is invalid: metadata.name: Required value"
+                )
+            if loc.plural == "resourceslices":
+                obj = self._admit_slice(obj)
+            if not dry_run:
+                return self.objects.create(loc.plural, obj)
+            try:  # admitted (fields of disabled gates dropped, validated) but not persisted
+                self.objects.get(loc.plural, loc.namespace, meta["name"])
+            except NotFound:
+                stored = stored_new(loc.plural, obj, "")
+                del stored["metadata"]["resourceVersion"]
+                return stored
+            raise AlreadyExists("", loc.plural, meta["name"])
+
+    def _admit_slice(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Drop disabled-gate fields, then validate like the API server; returns the object to store."""
-        stored = drop_disabled_fields(obj, self.store.drop_fields)
-        if self.store.validate_version:
+        stored = drop_disabled_fields(obj, self.drop_fields)
+        if self.validate_version:
             try:
-                kubernetes_validate.validate(stored, self.store.validate_version, strict=True)
+                kubernetes_validate.validate(stored, self.validate_version, strict=True)
             except kubernetes_validate.ValidationError as e:
                 where = ".".join(str(p) for p in e.path)
                 raise ApiError(
@@ -402,6 +357,16 @@ class ApiServerStandIn(ObjectRoutes):
                     "resourceslices",
                 ) from None
         return stored
+
+
+def _qualified(loc: Location) -> str:
+    """`resourceslices.resource.k8s.io`, `pods`: how the real server names a resource in its messages."""
+    group = loc.resource.api_version.rpartition("/")[0]
+    return f"{loc.plural}.{group}" if group else loc.plural
+
+
+class _WatchStream(list):
+    """Watch events, sent as newline-delimited JSON (the watch wire format) instead of one document."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -421,11 +386,13 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw
-        state.requests.append(Recorded(method, split.path, query, body))
+        auth = self.headers.get("Authorization", "")
+        ctype = self.headers.get("Content-Type", "")
+        state.requests.append(Recorded(method, split.path, query, body, ctype, auth.removeprefix("Bearer ")))
         try:
-            if state.token and self.headers.get("Authorization") != f"Bearer {state.token}":
+            if not state.authorized(auth):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
-            code, payload = state.handle(method, split.path, query, body)
+            code, payload = state.handle(method, split.path, query, body, ctype)
         except ApiError as e:
             code, payload = e.code, e.status()
         if isinstance(payload, _WatchStream):
@@ -447,37 +414,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:
         self._serve("PUT")
 
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
     def do_DELETE(self) -> None:
         self._serve("DELETE")
-
-
-def _parse_selector(text: str) -> list[tuple[str, str, str]]:
-    """ "a=b,c!=d,e,!f" -> [(a, =, b), (c, !=, d), (e, exists, ""), (f, !exists, "")]."""
-    terms = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        for op in ("!=", "==", "="):
-            if op in part:
-                key, value = part.split(op, 1)
-                terms.append((key.strip(), "!=" if op == "!=" else "=", value.strip()))
-                break
-        else:
-            terms.append((part[1:], "!exists", "") if part.startswith("!") else (part, "exists", ""))
-    return terms
-
-
-def _term_holds(op: str, actual: str, value: str) -> bool:
-    return actual == value if op == "=" else actual != value
-
-
-def _label_holds(key: str, op: str, value: str, labels: dict[str, str]) -> bool:
-    if op == "exists":
-        return key in labels
-    if op == "!exists":
-        return key not in labels
-    if op == "=":
-        return labels.get(key) == value
-    return labels.get(key) != value
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -41,6 +41,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--gpu-scheduler-policy", default="spread", help="binpack or spread, between a node's GPUs"
     )
     p.add_argument(
+        "--default-priority",
+        default="high",
+        help="CARVE_PRIORITY (high or low) of a container naming no nvidia.com/priority; pods may ask "
+        "this or lower",
+    )
+    p.add_argument(
+        "--high-priority-namespaces",
+        default="",
+        help="comma list of namespaces whose pods may ask nvidia.com/priority 0 (high) above a low "
+        "--default-priority ('*': all)",
+    )
+    p.add_argument(
         "--resync-interval",
         type=float,
         default=10.0,
@@ -66,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace):
-    from driver.legacy.request import POLICIES, Defaults
+    from driver.legacy.request import POLICIES, PRIORITIES, Defaults
 
     _host, sep, port = args.addr.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
@@ -77,6 +89,10 @@ def _check(args: argparse.Namespace):
     ):
         if value not in POLICIES:
             raise CliError(f"{flag} {value!r}: expected one of {', '.join(POLICIES)}")
+    if args.default_priority not in PRIORITIES:
+        raise CliError(
+            f"--default-priority {args.default_priority!r}: expected one of {', '.join(PRIORITIES)}"
+        )
     if args.default_memory < 0 or not 0 <= args.default_cores <= 100 or args.default_gpu_num < 0:
         raise CliError("--default-memory >= 0, --default-cores 0..100, --default-gpu-num >= 0")
     if args.webhook_addr and not (args.webhook_cert_file and args.webhook_key_file):
@@ -91,6 +107,8 @@ def _check(args: argparse.Namespace):
         args.default_gpu_num,
         args.node_scheduler_policy,
         args.gpu_scheduler_policy,
+        args.default_priority,
+        tuple(n.strip() for n in args.high_priority_namespaces.split(",") if n.strip()),
     )
 
 
@@ -156,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
             args.default_gpu_num,
             args.webhook_cert_file,
             args.webhook_key_file,
+            defaults,
         )
         webhook.start()
     event(log, logging.INFO, "extender.started", addr=args.addr, port=server.port, namespace=args.namespace)

@@ -17,6 +17,7 @@ from driver.legacy.extender.state import ExtenderState
 from driver.legacy.extender.verbs import Extender
 from driver.legacy.kubeapi import MemoryLegacyApi
 from driver.legacy.records import parse_record
+from driver.legacy.request import Defaults
 
 GPU, MEM = names.LEGACY_GPU, names.LEGACY_GPUMEM
 
@@ -94,6 +95,38 @@ def test_invalid_request_is_unresolvable_not_an_error(cluster):
     pod = gpu_pod("p", [("main", {GPU: "half"})])
     status, got = post(server, "/filter", {"Pod": pod, "NodeNames": ["n0"]})
     assert status == 200 and "not a quantity" in got["FailedAndUnresolvableNodes"]["n0"]
+
+
+def test_priority_above_the_admins_default_is_refused_with_the_reason():
+    """--default-priority low: a pod asking nvidia.com/priority 0 outside the allowed namespaces never fits
+    (FailedAndUnresolvableNodes names why) and is never bound; one naming no priority is recorded low."""
+    api = MemoryLegacyApi()
+    api.add_node(inventory_node("n0", gpus=2, memory_mib=10000, split=4))
+    state = ExtenderState(api, NAMESPACE)
+    state.resync()
+    defaults = Defaults(priority="low", high_priority_namespaces=("vip",))
+    server = ExtenderServer(Extender(state, defaults), "127.0.0.1:0", ready=lambda: "")
+    server.start()
+    try:
+        greedy = gpu_pod("greedy", [("main", {GPU: 1, MEM: 1000, names.LEGACY_PRIORITY: 0})])
+        api.add_pod(greedy)
+        status, got = post(server, "/filter", {"Pod": greedy, "NodeNames": ["n0"]})
+        assert status == 200 and got["NodeNames"] == []
+        reason = got["FailedAndUnresolvableNodes"]["n0"]
+        assert "nvidia.com/priority: 0 (high) is not allowed in namespace 'team'" in reason, reason
+        bind = {"PodName": "greedy", "PodNamespace": "team", "PodUID": "uid-greedy", "Node": "n0"}
+        status, got = post(server, "/bind", bind)
+        assert status == 200 and "not allowed" in got["Error"] and api.bindings == []
+        vip = gpu_pod("vip", [("main", {GPU: 1, MEM: 1000, names.LEGACY_PRIORITY: 0})], ns="vip")
+        assert post(server, "/filter", {"Pod": vip, "NodeNames": ["n0"]})[1]["NodeNames"] == ["n0"]
+        plain = gpu_pod("plain", [("main", {GPU: 1, MEM: 1000})])
+        api.add_pod(plain)
+        bind = {"PodName": "plain", "PodNamespace": "team", "PodUID": "uid-plain", "Node": "n0"}
+        assert post(server, "/bind", bind) == (200, {"Error": ""})
+        record = parse_record(api.get_configmap(NAMESPACE, "carve-legacy-uid-plain"))
+        assert record.containers[0].priority == "low"
+    finally:
+        server.stop()
 
 
 def test_prioritize_scores_with_go_field_names(cluster):

@@ -1,4 +1,4 @@
-"""The extender's informers through the real `kubernetes` client against the core API stand-in: the state
+"""The extender's informers through the real `kubernetes` client against the API stand-in: the state
 follows watch events without relisting, a 410 Gone relists, failures are retried with a bounded backoff, and
 a restarted extender rebuilds the same state (and refuses to over-commit what its predecessor bound)."""
 
@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from support.core_apiserver import CoreApiStandIn
+from support.apiserver_standin import ApiServerStandIn
 from support.legacy_node import NAMESPACE, gpu_pod, inventory_node
 
 from driver import names
@@ -29,7 +29,7 @@ def wait_for(cond, timeout: float = 10.0) -> None:
 
 @pytest.fixture
 def cluster(tmp_path):
-    s = CoreApiStandIn()
+    s = ApiServerStandIn().start()
     s.max_watch_s = 1.0
     yield s, KubeLegacyApi(load_api_client(s.kubeconfig(tmp_path / "kubeconfig")))
     s.stop()
@@ -59,13 +59,13 @@ class Informers:
             assert not t.is_alive()
 
 
-def seed(s: CoreApiStandIn, node: str = "n0", gpus: int = 1, memory_mib: int = 10000) -> None:
+def seed(s: ApiServerStandIn, node: str = "n0", gpus: int = 1, memory_mib: int = 10000) -> None:
     obj = inventory_node(node, gpus=gpus, memory_mib=memory_mib)
     obj.update(apiVersion="v1", kind="Node")
     s.put(f"/api/v1/nodes/{node}", obj)
 
 
-def add_pod(s: CoreApiStandIn, name: str, mem: int) -> dict:
+def add_pod(s: ApiServerStandIn, name: str, mem: int) -> dict:
     pod = gpu_pod(name, [("main", {names.LEGACY_GPU: 1, names.LEGACY_GPUMEM: mem})])
     pod.update(apiVersion="v1", kind="Pod")
     s.put(f"/api/v1/namespaces/team/pods/{name}", pod)

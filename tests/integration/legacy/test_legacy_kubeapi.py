@@ -5,7 +5,7 @@ NotFound / AlreadyExists / Conflict, and a whole bind through it."""
 from __future__ import annotations
 
 import pytest
-from support.core_apiserver import CoreApiStandIn
+from support.apiserver_standin import ApiServerStandIn
 from support.legacy_node import NAMESPACE, gpu_pod, inventory_node
 
 from driver import names
@@ -19,7 +19,7 @@ from driver.legacy.records import parse_record
 
 @pytest.fixture
 def standin(tmp_path):
-    s = CoreApiStandIn()
+    s = ApiServerStandIn().start()
     yield s, KubeLegacyApi(load_api_client(s.kubeconfig(tmp_path / "kubeconfig")))
     s.stop()
 
@@ -45,7 +45,7 @@ def test_a_bind_through_the_client(standin):
     assert names.LEGACY_ASSIGNMENT_ANNOTATION in api.get_pod("team", "p")["metadata"]["annotations"]
     assert ("POST", "/api/v1/namespaces/team/pods/p/binding") in [r[:2] for r in s.requests]
     patches = [r for r in s.requests if r[0] == "PATCH"]
-    assert patches and all(r[2] == "application/merge-patch+json" for r in patches)
+    assert patches and all(r.ctype == "application/merge-patch+json" for r in patches)
 
 
 def test_errors_map_to_the_cluster_exceptions(standin):

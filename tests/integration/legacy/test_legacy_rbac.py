@@ -1,7 +1,7 @@
 """The legacy shim's RBAC grants exactly the calls it makes, and its node writes pass the chart's node policy.
 
 The device plugin and the extender (informers, bind, the leader's record collection, the leader Lease) run
-against the core API stand-in, each with its own token; every request is turned into the (apiGroup,
+against the API stand-in, each with its own token; every request is turned into the (apiGroup,
 resource, verb) RBAC checks, and each component's set must equal the rules the chart grants its service
 account. The plugin's recorded node write is then evaluated, with cel-python, against the chart's
 ValidatingAdmissionPolicy for nodes: allowed for its own node, refused for any other node or field."""
@@ -14,7 +14,7 @@ import time
 
 import pytest
 from support.admission import AdmissionRequest, evaluators
-from support.core_apiserver import CoreApiStandIn
+from support.apiserver_standin import ApiServerStandIn
 from support.helm_render import NAMESPACE, RELEASE, render
 from support.legacy_node import LegacyNode, gpu_pod
 from support.rbac import rbac_of
@@ -34,7 +34,7 @@ class StandInApi(KubeLegacyApi):
     """The client against the stand-in, plus the test helpers LegacyNode uses (written straight into the
     stand-in, so they are not recorded as calls of the component)."""
 
-    def __init__(self, standin: CoreApiStandIn, kubeconfig) -> None:
+    def __init__(self, standin: ApiServerStandIn, kubeconfig) -> None:
         super().__init__(load_api_client(kubeconfig))
         self.standin = standin
 
@@ -81,7 +81,7 @@ def used(requests, token: str) -> dict[tuple[str, str, str], set[str]]:
 def recorded(tmp_path_factory):
     """Run both components through every path that talks to the API server; yield the stand-in."""
     tmp = tmp_path_factory.mktemp("rbac")
-    s = CoreApiStandIn()
+    s = ApiServerStandIn().start()
     s.max_watch_s = 1.0
     plugin_api = StandInApi(s, s.kubeconfig(tmp / "plugin", token="plugin"))
     extender_api = StandInApi(s, s.kubeconfig(tmp / "extender", token="extender"))

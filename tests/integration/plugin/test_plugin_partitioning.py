@@ -134,3 +134,99 @@ def test_a_mig_layout_restricts_the_published_devices_and_a_new_layout_republish
     # No layout: every placement again.
     put_partitioning(node, {"index": 0, "strategy": "mig"})
     wait_for(lambda: "gpu-0-mig-1g10gb-6" in published(node) and "gpu-0" in published(node))
+
+
+# ---- a new migLayout waits for its GPU to be idle, like a new strategy ---------------------------------
+
+L1 = [{"profile": "3g.40gb", "placement": 4}, {"profile": "1g.10gb", "placement": 0}]
+L1_DEVICES = ["gpu-0-mig-1g10gb-0", "gpu-0-mig-3g40gb-4"]
+L2 = [{"profile": "7g.80gb"}]  # drops both placements of L1
+
+
+def gpu0_devices(node) -> list[str]:
+    return sorted(d for d in published(node) if d.startswith("gpu-0"))
+
+
+def pool_generation(node) -> int:
+    return max(
+        s["spec"]["pool"]["generation"] for s in node.cluster.list_resource_slices(names.DRIVER_NAME, NODE)
+    )
+
+
+def gpu0_status(node) -> dict:
+    return next((g for g in status(node).get("gpus") or [] if g["index"] == 0), {})
+
+
+def layout_applied_with_a_claim_on_it(node, kubelet, plugin_factory):
+    """GPU 0 mig with layout L1 applied, a claim prepared on its 1g.10gb placement 0."""
+    plugin = plugin_factory("soft", extra=FAST)
+    put_partitioning(node, {"index": 0, "strategy": "mig", "migLayout": L1})
+    wait_for(lambda: gpu0_devices(node) == L1_DEVICES and record(node)["state"] == "applied")
+    claim = node.put_claim("m", [result("m", "gpu-0-mig-1g10gb-0")])
+    assert kubelet.prepare([claim])[claim[2]]["error"] == ""
+    return plugin, claim
+
+
+def assert_waits_on_l1_then_applies_l2(node, kubelet, claim) -> None:
+    wait_for(lambda: gpu0_status(node).get("pending") == "waiting for 1 prepared claim (migLayout)")
+    applied = condition(node, "Applied")
+    assert (applied["status"], applied["reason"]) == ("False", "WaitingForGPUs")
+    assert "GPU 0: waiting for 1 prepared claim (migLayout)" in applied["message"]
+    assert gpu0_status(node)["strategy"] == "mig"
+    assert gpu0_devices(node) == L1_DEVICES  # the old layout is still what the GPU publishes
+    assert record(node)["state"] == "applying"
+    assert record(node)["layouts"]["0"] == [["7g.80gb", None]]
+    assert record(node)["publishedLayouts"]["0"] == [["3g.40gb", 4], ["1g.10gb", 0]]
+    generation = pool_generation(node)
+    assert kubelet.unprepare([claim]) == {claim[2]: ""}
+    wait_for(lambda: gpu0_devices(node) == ["gpu-0-mig-7g80gb-0"])
+    assert pool_generation(node) > generation
+    wait_for(lambda: condition(node, "Applied").get("status") == "True")
+    wait_for(lambda: record(node)["state"] == "applied")
+    assert record(node)["publishedLayouts"]["0"] == [["7g.80gb", None]] and "pending" not in gpu0_status(node)
+
+
+def test_a_new_layout_waits_for_a_prepared_claim_on_a_placement_it_drops(node, kubelet, plugin_factory):
+    _, claim = layout_applied_with_a_claim_on_it(node, kubelet, plugin_factory)
+    put_partitioning(node, {"index": 0, "strategy": "mig", "migLayout": L2})
+    assert_waits_on_l1_then_applies_l2(node, kubelet, claim)
+
+
+def test_a_restarted_plugin_publishes_the_recorded_layout_not_the_new_one(node, kubelet, plugin_factory):
+    first, claim = layout_applied_with_a_claim_on_it(node, kubelet, plugin_factory)
+    first.stop()
+    put_partitioning(node, {"index": 0, "strategy": "mig", "migLayout": L2})  # while the plugin is down
+    plugin_factory("soft", extra=FAST)
+    assert gpu0_devices(node) == L1_DEVICES  # the first publish of the restart: the layout recorded published
+    assert_waits_on_l1_then_applies_l2(node, kubelet, claim)
+
+
+@pytest.mark.parametrize("point", PARTITIONING_POINTS)
+def test_a_crash_while_a_layout_waits_resumes_it_on_restart(node, kubelet, plugin_factory, point):
+    first, claim = layout_applied_with_a_claim_on_it(node, kubelet, plugin_factory)
+    first.stop()
+    crashing = plugin_factory("soft", env={"CARVE_FAULT": point}, extra=FAST)
+    put_partitioning(node, {"index": 0, "strategy": "mig", "migLayout": L2})
+    assert crashing.wait_exit(timeout_s=30) == -9
+    plugin_factory("soft", extra=FAST)
+    assert gpu0_devices(node) == L1_DEVICES  # neither L2 nor every placement: the claim's layout
+    assert_waits_on_l1_then_applies_l2(node, kubelet, claim)
+
+
+def test_without_its_node_partitioning_a_restarted_plugin_keeps_the_recorded_layout(node, plugin_factory):
+    first = plugin_factory("soft", extra=FAST)
+    put_partitioning(node, {"index": 0, "strategy": "mig", "migLayout": L1})
+    wait_for(lambda: gpu0_devices(node) == L1_DEVICES and record(node)["state"] == "applied")
+    first.stop()
+    crashing = plugin_factory("soft", env={"CARVE_FAULT": "partitioning-after-record"}, extra=FAST)
+    put_partitioning(node, {"index": 0, "strategy": "mig", "migLayout": L2})
+    assert crashing.wait_exit(timeout_s=30) == -9
+    node.cluster.delete_object(PLURAL, NODE)
+    restarted = plugin_factory("soft", extra=FAST)
+    # The change is rolled back to the layout before it, not to every placement.
+    assert gpu0_devices(node) == L1_DEVICES
+    restarted.wait_for_log(r"event=partitioning.rollback")
+    wait_for(lambda: record(node)["state"] == "applied")
+    assert record(node)["layouts"]["0"] == [["3g.40gb", 4], ["1g.10gb", 0]]
+    time.sleep(1.5)  # the informer has listed by now: without a NodePartitioning nothing changes
+    assert gpu0_devices(node) == L1_DEVICES

@@ -19,6 +19,7 @@ from driver.cli import main
         (["scheduler-extender", "--addr", "nope"], "--addr 'nope'"),
         (["scheduler-extender", "--gpu-scheduler-policy", "random"], "--gpu-scheduler-policy 'random'"),
         (["scheduler-extender", "--default-cores", "101"], "--default-cores"),
+        (["scheduler-extender", "--default-priority", "urgent"], "--default-priority 'urgent'"),
         (["scheduler-extender", "--webhook-addr", ":8443"], "--webhook-cert-file"),
     ],
 )

@@ -86,6 +86,36 @@ def test_bad_requests_name_the_container_and_resource(limits, message):
         request(limits)
 
 
+LOW = Defaults(priority="low")
+
+
+@pytest.mark.parametrize(
+    ("limits", "defaults", "namespace", "expected"),
+    [
+        ({GPU: 1}, Defaults(), "team", "high"),  # HAMi's default: high
+        ({GPU: 1}, LOW, "team", "low"),  # the admin's default applies to pods naming none
+        ({GPU: 1, PRIO: 1}, LOW, "team", "low"),  # lower than (or equal to) the default: always
+        ({GPU: 1, PRIO: 0}, Defaults(), "team", "high"),  # a high default bounds nothing
+        ({GPU: 1, PRIO: 0}, Defaults(priority="low", high_priority_namespaces=("team",)), "team", "high"),
+        ({GPU: 1, PRIO: 0}, Defaults(priority="low", high_priority_namespaces=("*",)), "any", "high"),
+        ({GPU: 1, PRIO: 0}, Defaults(priority="low", high_priority_namespaces=("team",)), "other", None),
+        ({GPU: 1, PRIO: 0}, LOW, "team", None),
+    ],
+)
+def test_priority_is_bounded_by_the_admin(limits, defaults, namespace, expected):
+    pod = gpu_pod("p", [("main", limits)], ns=namespace)
+    if expected is None:
+        with pytest.raises(RequestError) as e:
+            pod_request(pod, defaults)
+        assert f"pod {namespace}/p: container main: {PRIO}: 0 (high) is not allowed in namespace" in str(
+            e.value
+        )
+        assert "default priority is low" in str(e.value)
+    else:
+        (c,) = pod_request(pod, defaults).containers
+        assert c.priority == expected
+
+
 def test_bad_policy_annotation_is_an_error():
     with pytest.raises(RequestError, match=r"hami\.io/gpu-scheduler-policy"):
         request({GPU: 1}, {names.HAMI_GPU_POLICY: "fastest"})

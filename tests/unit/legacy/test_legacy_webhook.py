@@ -12,8 +12,8 @@ import pytest
 from support.legacy_node import gpu_pod
 
 from driver import names
-from driver.legacy.request import pod_request
-from driver.legacy.webhook import WebhookServer, review
+from driver.legacy.request import Defaults, pod_request
+from driver.legacy.webhook import WebhookServer, admission_response, review
 
 GPU, MEM = names.LEGACY_GPU, names.LEGACY_GPUMEM
 
@@ -69,6 +69,22 @@ def test_privileged_gpu_container_is_denied():
     pod["spec"]["initContainers"][0]["securityContext"] = {"privileged": True}
     d = review(pod)
     assert not d.allowed and "init-x is privileged" in d.message
+
+
+def test_priority_the_admin_does_not_allow_is_denied_at_creation():
+    pod = plain(gpu_pod("p", [("main", {GPU: 1, names.LEGACY_PRIORITY: 0})]))
+    low = Defaults(priority="low")
+    d = review(pod, defaults=low)
+    assert not d.allowed
+    assert "nvidia.com/priority: 0 (high) is not allowed in namespace 'team'" in d.message, d.message
+    assert review(pod, defaults=Defaults(priority="low", high_priority_namespaces=("team",))).allowed
+    assert review(pod).allowed  # HAMi's default (high) bounds nothing
+    # The namespace of a CREATE comes from the request when the object does not carry it yet.
+    del pod["metadata"]["namespace"]
+    body = {"kind": "AdmissionReview", "request": {"uid": "u", "namespace": "vip", "object": pod}}
+    vip = Defaults(priority="low", high_priority_namespaces=("vip",))
+    assert admission_response(body, names.LEGACY_SCHEDULER_NAME, 1, vip)["response"]["allowed"] is True
+    assert admission_response(body, names.LEGACY_SCHEDULER_NAME, 1, low)["response"]["allowed"] is False
 
 
 @pytest.fixture

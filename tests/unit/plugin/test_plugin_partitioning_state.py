@@ -8,8 +8,10 @@ from api.v1alpha1.partitioning import parse_node_partitioning
 from driver.devices.catalog import fake_node
 from driver.plugin.partitioning_state import (
     APPLIED,
+    APPLYING,
     ChangeRecord,
     desired_strategies,
+    layouts_now,
     read_record,
     status_of,
     write_record,
@@ -84,6 +86,53 @@ def test_the_change_record_survives_a_round_trip_and_a_broken_file_reads_as_none
     assert (tmp_path / "partitioning.json").stat().st_mode & 0o777 == 0o600
     (tmp_path / "partitioning.json").write_text("{not json")
     assert read_record(tmp_path) is None
+
+
+def test_the_change_record_keeps_the_layouts_asked_for_before_and_published(tmp_path) -> None:
+    new, old = {0: (("3g.40gb", 4), ("1g.10gb", None))}, {0: (("7g.80gb", 0),)}
+    record = ChangeRecord(5, {0: "mig"}, {0: "mig"}, APPLYING, new, old, old)
+    write_record(tmp_path, record)
+    assert read_record(tmp_path) == record
+    # A record from before layouts were recorded: none, i.e. every placement (what was published then).
+    (tmp_path / "partitioning.json").write_text(
+        '{"generation": 2, "state": "applied", "desired": {"0": "mig"}, "previous": {"0": "soft"}}'
+    )
+    assert read_record(tmp_path) == ChangeRecord(2, {0: "mig"}, {0: "soft"}, APPLIED)
+
+
+L1, L2 = (("3g.40gb", 4), ("1g.10gb", 0)), (("7g.80gb", 0),)
+
+
+def test_a_new_layout_waits_while_its_gpu_has_a_prepared_claim() -> None:
+    now, waits = layouts_now({0: L1}, {0: L2}, {0: 1, 1: 0})
+    assert now == {0: L1} and waits == {0: "waiting for 1 prepared claim (migLayout)"}
+    assert layouts_now({0: L1}, {0: L2}, {0: 3})[1] == {0: "waiting for 3 prepared claims (migLayout)"}
+    assert layouts_now({0: L1}, {0: L2}, {0: 0}) == ({0: L2}, {})
+
+
+def test_dropping_or_adding_a_layout_waits_too_and_other_gpus_do_not_hold_it_up() -> None:
+    # No layout (every placement) -> a layout, and back: both change what the GPU publishes.
+    assert layouts_now({}, {0: L1}, {0: 1}) == ({}, {0: "waiting for 1 prepared claim (migLayout)"})
+    assert layouts_now({0: L1}, {}, {0: 2}) == ({0: L1}, {0: "waiting for 2 prepared claims (migLayout)"})
+    assert layouts_now({0: L1}, {}, {}) == ({}, {})
+    # GPU 1 busy, GPU 0 idle: GPU 0 moves on; GPU 1 keeps its layout, which the spec still asks for.
+    assert layouts_now({0: L1, 1: L1}, {0: L2, 1: L1}, {1: 4}) == ({0: L2, 1: L1}, {})
+
+
+def test_status_reports_a_waiting_layout_like_a_waiting_strategy() -> None:
+    modes = {0: Mode(0, "u0", "mig", "mig", "mig", True), 1: Mode(1, "u1", "soft", "soft", "soft", False)}
+    status = status_of(modes, GPUS, 7, [], waits={0: "waiting for 1 prepared claim (migLayout)"})
+    assert status["gpus"][0] == {
+        "index": 0,
+        "uuid": "u0",
+        "migMode": "Enabled",
+        "strategy": "mig",
+        "pending": "waiting for 1 prepared claim (migLayout)",
+    }
+    applied = status["conditions"][0]
+    assert (applied["status"], applied["reason"]) == ("False", "WaitingForGPUs")
+    assert applied["message"] == "GPU 0: waiting for 1 prepared claim (migLayout)"
+    assert status_of(modes, GPUS, 7, [], waits={})["conditions"][0]["status"] == "True"
 
 
 def test_status_reports_waiting_gpus_resets_and_keeps_transition_times() -> None:

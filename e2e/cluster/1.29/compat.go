@@ -1,0 +1,1 @@
+../common/compat_1_29.go
