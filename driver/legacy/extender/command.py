@@ -116,10 +116,10 @@ def run(args: argparse.Namespace) -> int:
     setup(args.log_level)
     defaults = _check(args)
     from driver.cluster.base import ClusterError
+    from driver.cluster.informer import Reflector
     from driver.cluster.kube import load_api_client
+    from driver.cluster.leader import LeaderElector
     from driver.legacy.extender.http import ExtenderServer
-    from driver.legacy.extender.informer import Reflector
-    from driver.legacy.extender.leader import LeaderElector
     from driver.legacy.extender.state import ExtenderState
     from driver.legacy.extender.verbs import Extender
     from driver.legacy.kubeapi import KubeLegacyApi, Source

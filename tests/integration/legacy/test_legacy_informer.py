@@ -12,8 +12,8 @@ from support.apiserver_standin import ApiServerStandIn
 from support.legacy_node import NAMESPACE, gpu_pod, inventory_node
 
 from driver import names
+from driver.cluster.informer import Reflector
 from driver.cluster.kube import load_api_client
-from driver.legacy.extender.informer import Reflector
 from driver.legacy.extender.state import ExtenderState
 from driver.legacy.extender.verbs import Extender
 from driver.legacy.kubeapi import KubeLegacyApi, Source

@@ -10,7 +10,7 @@ from support.legacy_node import NAMESPACE, gpu_pod, inventory_node
 
 from driver import names
 from driver.cluster.base import ClusterError
-from driver.legacy.extender.leader import LeaderElector
+from driver.cluster.leader import LeaderElector
 from driver.legacy.extender.state import ExtenderState
 from driver.legacy.extender.verbs import Extender
 from driver.legacy.kubeapi import MemoryLegacyApi
@@ -113,7 +113,7 @@ def test_leader_election_one_leader_and_takeover_after_expiry():
     assert b.try_acquire() is True
     assert api.leases[(NAMESPACE, "lease")]["spec"]["holderIdentity"] == "b"
     assert api.leases[(NAMESPACE, "lease")]["spec"]["leaseTransitions"] == 1
-    assert a.try_acquire() is False and not a.leading.is_set()
+    assert a.try_acquire() is False and not a.is_leader
 
 
 def test_a_binding_that_landed_despite_an_error_keeps_its_record():
