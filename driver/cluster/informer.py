@@ -172,6 +172,7 @@ class Informer:
         watch_timeout_s: int = 300,
         backoff_s: float = 1.0,
         field_selector: str = "",
+        max_backoff_s: float = 30.0,
     ) -> None:
         self.plural = plural
         self.on_change = on_change
@@ -185,6 +186,7 @@ class Informer:
             resync_s,
             watch_timeout_s,
             backoff_s,
+            max_backoff_s,
         )
         self.synced = self.reflector.synced
 
@@ -204,9 +206,6 @@ class Informer:
     def start(self, stop: threading.Event) -> Informer:
         self.reflector.start(stop)
         return self
-
-    def run(self, stop: threading.Event) -> None:
-        self.reflector.run(stop)
 
     def _replace(self, items: list[dict[str, Any]]) -> None:
         with self._lock:
