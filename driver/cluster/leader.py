@@ -94,6 +94,7 @@ class LeaderElector:
         self.lease_s, self.renew_s = lease_s, renew_s
         self.clock, self.monotonic = clock, monotonic
         self._valid_until = 0.0
+        self._held = False  # the last round ended leading (for the leader.lost event)
 
     @property
     def is_leader(self) -> bool:
@@ -135,8 +136,7 @@ class LeaderElector:
                 renewed = parse_time(spec.get("renewTime"))
                 duration = int(spec.get("leaseDurationSeconds") or self.lease_s)
                 if holder and holder != self.identity and renewed is not None and renewed + duration >= now:
-                    self._valid_until = 0.0
-                    return False
+                    return self._lose()
                 mine = holder == self.identity
                 transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
                 acquired = (parse_time(spec.get("acquireTime")) or now) if mine else now
@@ -146,29 +146,31 @@ class LeaderElector:
                 )
                 previous = "" if mine else holder or "none"
         except Conflict:
-            self._valid_until = 0.0  # another replica (or a person) wrote the Lease first
-            return False
+            return self._lose()  # another replica (or a person) wrote the Lease first
         except ClusterError as e:
             event(log, logging.WARNING, "leader.renew-failed", lease=lease, error=f"{type(e).__name__}: {e}")
-            self._valid_until = 0.0  # whether the write landed is unknown: do not act on it
-            return False
+            return self._lose()  # whether the write landed is unknown: do not act on it
         if previous:
             event(
                 log, logging.INFO, "leader.acquired", lease=lease, identity=self.identity, previous=previous
             )
         self._valid_until = started + self.lease_s - self.renew_s
+        self._held = True
         return True
+
+    def _lose(self) -> bool:
+        if self._held:
+            event(
+                log,
+                logging.WARNING,
+                "leader.lost",
+                lease=f"{self.namespace}/{self.name}",
+                identity=self.identity,
+            )
+        self._valid_until, self._held = 0.0, False
+        return False
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            was = self.is_leader
             now_leader = self.try_acquire()
-            if was and not now_leader:
-                event(
-                    log,
-                    logging.WARNING,
-                    "leader.lost",
-                    lease=f"{self.namespace}/{self.name}",
-                    identity=self.identity,
-                )
             stop.wait(self.renew_s if now_leader else min(self.renew_s, 2.0))

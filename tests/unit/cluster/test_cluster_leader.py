@@ -5,6 +5,7 @@ legacy extender's `LegacyApi` (MemoryLegacyApi) and the controller's `ObjectApi`
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -90,7 +91,15 @@ class Failing:
 
 
 @pytest.mark.parametrize("method", ["get_lease", "update_lease"])
-def test_a_failed_renewal_ends_the_leadership_at_once(store, clock, elector, method) -> None:
+def test_a_failed_renewal_ends_the_leadership_at_once(store, clock, elector, method, request) -> None:
+    events: list[str] = []
+    seen = logging.Handler(logging.INFO)
+    seen.emit = lambda record: events.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("driver.cluster.leader")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(seen)  # on the logger itself: logfmt.setup() may have stopped "driver" propagating
+    request.addfinalizer(lambda: (logger.removeHandler(seen), logger.setLevel(level)))
     failing = Failing(store, method, ClusterError("Lease: 503", "Lease", NAME, NS, 503))
     a = elector("a", failing)
     failing.fail = False
@@ -98,6 +107,11 @@ def test_a_failed_renewal_ends_the_leadership_at_once(store, clock, elector, met
     failing.fail = True
     clock.advance(5)
     assert not a.try_acquire() and not a.is_leader  # the extender must not collect; the controller not plan
+    assert events == [
+        "leader.acquired",
+        "leader.renew-failed",
+        "leader.lost",
+    ]
     failing.fail = False
     assert a.try_acquire() and a.is_leader  # its own Lease: renewed again
 
