@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     config = _config(args)
     from driver.cluster.base import ClusterError
     from driver.cluster.kube import KubeCluster
-    from driver.controller.leader import LeaderElector
+    from driver.cluster.leader import LeaderElector, ObjectLeases
     from driver.controller.reconcile import Reconciler
     from driver.metrics.exporter import MetricsServer
 
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     is_leader = lambda: True  # noqa: E731
     if args.leader_elect == "true":
         elector = LeaderElector(
-            api,
+            ObjectLeases(api),
             args.lease_namespace,
             args.lease_name,
             args.identity,

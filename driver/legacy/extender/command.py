@@ -11,10 +11,15 @@ import os
 import signal
 import socket
 import threading
+from typing import TYPE_CHECKING
 
 from driver import names
 from driver.cli import CliError
 from driver.plugin.logfmt import event, setup
+
+if TYPE_CHECKING:
+    from driver.cluster.leader import LeaderElector
+    from driver.legacy.extender.state import ExtenderState
 
 log = logging.getLogger(__name__)
 
@@ -112,14 +117,23 @@ def _check(args: argparse.Namespace):
     )
 
 
+def collect_round(state: ExtenderState, elector: LeaderElector | None) -> int:
+    """The leader's job, once: delete the records of pods gone or finished. With leader election, a replica
+    that does not hold the Lease after this round's renewal (or could not read or write it) deletes nothing,
+    so two replicas never race on deletes. Returns how many records went."""
+    if elector is not None and not elector.try_acquire():
+        return 0
+    return state.collect()
+
+
 def run(args: argparse.Namespace) -> int:
     setup(args.log_level)
     defaults = _check(args)
     from driver.cluster.base import ClusterError
+    from driver.cluster.informer import Reflector
     from driver.cluster.kube import load_api_client
+    from driver.cluster.leader import LeaderElector
     from driver.legacy.extender.http import ExtenderServer
-    from driver.legacy.extender.informer import Reflector
-    from driver.legacy.extender.leader import LeaderElector
     from driver.legacy.extender.state import ExtenderState
     from driver.legacy.extender.verbs import Extender
     from driver.legacy.kubeapi import KubeLegacyApi, Source
@@ -154,11 +168,10 @@ def run(args: argparse.Namespace) -> int:
     def collect_loop() -> None:
         # The informers keep the state; the leader also deletes records of pods gone or finished.
         while not stop.wait(args.resync_interval):
-            if elector.try_acquire() if elector else True:
-                try:
-                    state.collect()
-                except ClusterError as e:
-                    event(log, logging.WARNING, "collect.failed", error=str(e), action="retrying")
+            try:
+                collect_round(state, elector)
+            except ClusterError as e:
+                event(log, logging.WARNING, "collect.failed", error=str(e), action="retrying")
 
     for r in reflectors:
         r.start(stop)

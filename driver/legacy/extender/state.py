@@ -131,7 +131,7 @@ class ExtenderState:
                 self._by_node.setdefault(a.node, {})[a.uid] = a
             self.synced = True
 
-    # --- informer events (driver/legacy/extender/informer.py) ------------------------------------------
+    # --- informer events (driver/cluster/informer.py Reflector) ----------------------------------------
 
     def replace_nodes(self, items: list[dict]) -> None:
         nodes = {n["metadata"]["name"]: _inventory(n) for n in items}

@@ -12,7 +12,7 @@ from support.apiserver_standin import ApiServerStandIn
 from support.partitioning import claim, mig, node_slices, soft
 
 from driver.cluster.kube import KubeCluster
-from driver.controller.leader import LeaderElector
+from driver.cluster.leader import LeaderElector, ObjectLeases
 from driver.controller.reconcile import Reconciler, ReconcilerConfig
 from driver.simulate.cluster import device_classes
 
@@ -127,7 +127,7 @@ def test_two_replicas_take_turns_on_the_lease(apiserver, api) -> None:
     now = [1000.0]
     mono = [0.0]
     a = LeaderElector(
-        api,
+        ObjectLeases(api),
         "carve",
         "carve-controller",
         "a",
@@ -137,7 +137,7 @@ def test_two_replicas_take_turns_on_the_lease(apiserver, api) -> None:
         monotonic=lambda: mono[0],
     )
     b = LeaderElector(
-        api,
+        ObjectLeases(api),
         "carve",
         "carve-controller",
         "b",
@@ -146,18 +146,18 @@ def test_two_replicas_take_turns_on_the_lease(apiserver, api) -> None:
         clock=lambda: now[0],
         monotonic=lambda: mono[0],
     )
-    assert a.try_acquire_or_renew() and a.is_leader
-    assert not b.try_acquire_or_renew() and not b.is_leader
+    assert a.try_acquire() and a.is_leader
+    assert not b.try_acquire() and not b.is_leader
     now[0] += 10
     mono[0] += 10
-    assert not b.try_acquire_or_renew()  # a renewed 10 s ago: its 15 s Lease still holds
+    assert not b.try_acquire()  # a renewed 10 s ago: its 15 s Lease still holds
     now[0] += 6  # 16 s since a's last renewal: the Lease has expired
     mono[0] += 6
     assert not a.is_leader  # a stopped acting before b could take over
-    assert b.try_acquire_or_renew() and b.is_leader
+    assert b.try_acquire() and b.is_leader
     lease = apiserver.objects.get("leases", "carve", "carve-controller")
     assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
-    assert not a.try_acquire_or_renew()
+    assert not a.try_acquire()
 
 
 def test_a_field_selector_lists_and_watches_one_node_partitioning(apiserver, api) -> None:

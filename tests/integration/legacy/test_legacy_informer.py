@@ -1,6 +1,7 @@
 """The extender's informers through the real `kubernetes` client against the API stand-in: the state
-follows watch events without relisting, a 410 Gone relists, failures are retried with a bounded backoff, and
-a restarted extender rebuilds the same state (and refuses to over-commit what its predecessor bound)."""
+follows watch events without relisting, and a restarted extender rebuilds the same state (and refuses to
+over-commit what its predecessor bound). The list+watch loop itself (410 Gone, backoff, a bad event) is
+tested through both its callers in tests/integration/cluster/test_cluster_informer.py."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from support.apiserver_standin import ApiServerStandIn
 from support.legacy_node import NAMESPACE, gpu_pod, inventory_node
 
 from driver import names
+from driver.cluster.informer import Reflector
 from driver.cluster.kube import load_api_client
-from driver.legacy.extender.informer import Reflector
 from driver.legacy.extender.state import ExtenderState
 from driver.legacy.extender.verbs import Extender
 from driver.legacy.kubeapi import KubeLegacyApi, Source
@@ -38,14 +39,14 @@ def cluster(tmp_path):
 class Informers:
     """ExtenderState fed by the three reflectors of `carve scheduler-extender`."""
 
-    def __init__(self, api: KubeLegacyApi, relist_s: float = 600.0, **kw) -> None:
+    def __init__(self, api: KubeLegacyApi) -> None:
         self.state = ExtenderState(api, NAMESPACE)
         st = self.state
         records = Source("configmaps", NAMESPACE, f"{names.LEGACY_RECORD_LABEL}=true")
         self.reflectors = {
-            "nodes": Reflector(api, Source("nodes"), st.replace_nodes, st.node_event, relist_s, 1, **kw),
-            "records": Reflector(api, records, st.replace_records, st.record_event, relist_s, 1, **kw),
-            "pods": Reflector(api, Source("pods"), st.replace_pods, st.pod_event, relist_s, 1, **kw),
+            "nodes": Reflector(api, Source("nodes"), st.replace_nodes, st.node_event, 600, 1),
+            "records": Reflector(api, records, st.replace_records, st.record_event, 600, 1),
+            "pods": Reflector(api, Source("pods"), st.replace_pods, st.pod_event, 600, 1),
         }
         self.stop = threading.Event()
         self.threads = [r.start(self.stop) for r in self.reflectors.values()]
@@ -113,43 +114,6 @@ def test_state_follows_watch_events_without_relisting(cluster):
         inf.close()
 
 
-def test_gone_relists_and_keeps_following(cluster):
-    s, api = cluster
-    seed(s, "n0")
-    inf = Informers(api)
-    try:
-        s.compact()  # the version the watches resume from is no longer in the log
-        seed(s, "n1")  # wakes the waiting watches: they get 410 Expired
-        wait_for(lambda: inf.reflectors["nodes"].lists >= 2)
-        wait_for(lambda: "n1" in inf.state.nodes)
-        lists = inf.reflectors["nodes"].lists
-        seed(s, "n2")  # and the new watch follows from the relist's version
-        wait_for(lambda: "n2" in inf.state.nodes)
-        assert inf.reflectors["nodes"].lists == lists
-    finally:
-        inf.close()
-
-
-def test_failures_are_retried_with_bounded_backoff(cluster):
-    s, api = cluster
-    seed(s, "n0")
-    s.fail_next("GET", "/api/v1/nodes", code=500, times=3)
-    inf = Informers(api, backoff_s=0.01, max_backoff_s=0.05)
-    try:
-        assert "n0" in inf.state.nodes
-        gets = [r for r in s.requests if r[:2] == ("GET", "/api/v1/nodes")]
-        assert len(gets) >= 4  # three refused lists, then the one that worked
-        # A watch that fails resumes from the known version: no relist needed.
-        s.fail_next("GET", "/api/v1/nodes", code=503, times=2)
-        seed(s, "n1")
-        wait_for(lambda: "n1" in inf.state.nodes)
-        assert inf.reflectors["nodes"].lists == 1
-    finally:
-        inf.close()
-    r = inf.reflectors["nodes"]
-    assert [r.delay(n) for n in (1, 2, 3, 10)] == [0.01, 0.02, 0.04, 0.05]
-
-
 def test_a_restarted_extender_rebuilds_the_state_and_does_not_over_commit(cluster):
     s, api = cluster
     seed(s, "n0", memory_mib=10000)
@@ -169,29 +133,3 @@ def test_a_restarted_extender_rebuilds_the_state_and_does_not_over_commit(cluste
         assert got["NodeNames"] == [] and "n0" in got["FailedNodes"]
     finally:
         second.close()
-
-
-def test_an_event_the_state_cannot_take_relists_instead_of_ending_the_informer(cluster):
-    s, api = cluster
-    seed(s, "n0")
-    seen: list[str] = []
-    bad = {"once": True}
-
-    def apply(kind: str, obj: dict) -> None:
-        if obj["metadata"]["name"] == "n1" and bad.pop("once", False):
-            raise KeyError("spec")  # e.g. a field the state did not expect
-        seen.append(obj["metadata"]["name"])
-
-    r = Reflector(api, Source("nodes"), lambda items: None, apply, 600, 1, backoff_s=0.01)
-    stop = threading.Event()
-    t = r.start(stop)
-    try:
-        assert r.synced.wait(10)
-        seed(s, "n1")
-        wait_for(lambda: r.lists == 2)  # listed again (the list carries n1), then watched on
-        seed(s, "n2")
-        wait_for(lambda: "n2" in seen)
-        assert t.is_alive()
-    finally:
-        stop.set()
-        t.join(5)

@@ -20,9 +20,9 @@ from support.legacy_node import LegacyNode, gpu_pod
 from support.rbac import rbac_of
 
 from driver import names
+from driver.cluster.informer import Reflector
 from driver.cluster.kube import load_api_client
-from driver.legacy.extender.informer import Reflector
-from driver.legacy.extender.leader import LeaderElector
+from driver.cluster.leader import LeaderElector
 from driver.legacy.kubeapi import KubeLegacyApi, Source
 
 NODE = "node-a"

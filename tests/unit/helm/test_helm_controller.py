@@ -50,9 +50,10 @@ def plugin_partitioning_calls() -> set[tuple[str, str, str]]:
 
 def controller_calls() -> set[tuple[str, str, str]]:
     """(apiGroup, resource, verb): list+watch of every watched kind, and each literal
-    `<x>.api.get_object/create_object/update_object("<plural>", ...)` in driver/controller/."""
+    `<x>.api.get_object/create_object/update_object("<plural>", ...)` in driver/controller/ and in the
+    shared Lease elector it runs (driver/cluster/leader.py, through ObjectLeases)."""
     calls = {(OBJECT_KINDS[p][0].rpartition("/")[0], p, v) for p in WATCHED for v in ("list", "watch")}
-    for path in sorted(Path(CONTROLLER_CODE).glob("*.py")):
+    for path in [*sorted(Path(CONTROLLER_CODE).glob("*.py")), REPO / "driver" / "cluster" / "leader.py"]:
         calls |= object_calls(path)
     return calls
 

@@ -1,16 +1,15 @@
 """The extender's state comes from the API (restart = resync), finished pods' records are collected by the
-leader only, unreadable records are skipped, and the Lease elects one leader that another takes over on
-expiry."""
+leader only, and unreadable records are skipped. (The Lease elector that picks the leader is tested in
+tests/unit/cluster/test_cluster_leader.py, through this API too.)"""
 
 from __future__ import annotations
-
-import datetime
 
 from support.legacy_node import NAMESPACE, gpu_pod, inventory_node
 
 from driver import names
 from driver.cluster.base import ClusterError
-from driver.legacy.extender.leader import LeaderElector
+from driver.cluster.leader import LeaderElector
+from driver.legacy.extender.command import collect_round
 from driver.legacy.extender.state import ExtenderState
 from driver.legacy.extender.verbs import Extender
 from driver.legacy.kubeapi import MemoryLegacyApi
@@ -64,6 +63,25 @@ def test_only_the_leader_collects_records_of_finished_pods():
     assert not api.configmaps
 
 
+def test_only_the_replica_holding_the_lease_collects():
+    api, ext = cluster()
+    bind(api, ext, "a", 1000)
+    api.pods[("team", "a")]["status"]["phase"] = "Succeeded"
+    leader, follower = (LeaderElector(api, NAMESPACE, "lease", who) for who in ("leader", "follower"))
+    assert leader.try_acquire()
+    assert collect_round(ext.state, follower) == 0 and len(api.configmaps) == 1
+    readable = api.get_lease
+
+    def unreachable(namespace: str, name: str) -> dict:
+        raise ClusterError("Lease: API server unreachable", "Lease", name, namespace)
+
+    api.get_lease = unreachable  # the leader cannot renew: it deletes nothing this round
+    assert collect_round(ext.state, leader) == 0 and len(api.configmaps) == 1
+    api.get_lease = readable
+    assert collect_round(ext.state, leader) == 1 and not api.configmaps
+    assert collect_round(ext.state, None) == 0  # without --leader-elect every round collects (none left)
+
+
 def test_record_of_a_pod_being_bound_is_kept():
     api, ext = cluster()
     bind(api, ext, "a", 1000)
@@ -98,22 +116,6 @@ def test_bind_of_the_same_pod_again_replaces_its_record():
         "Error": ""
     }
     assert len(api.configmaps) == 1 and api.bindings == [("team", "a", "uid-a", "n0")]
-
-
-def test_leader_election_one_leader_and_takeover_after_expiry():
-    api = MemoryLegacyApi()
-    a = LeaderElector(api, NAMESPACE, "lease", "a", lease_s=15)
-    b = LeaderElector(api, NAMESPACE, "lease", "b", lease_s=15)
-    assert a.try_acquire() is True
-    assert b.try_acquire() is False
-    assert a.try_acquire() is True  # renewal
-    lease = api.leases[(NAMESPACE, "lease")]
-    old = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=60)
-    lease["spec"]["renewTime"] = old.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    assert b.try_acquire() is True
-    assert api.leases[(NAMESPACE, "lease")]["spec"]["holderIdentity"] == "b"
-    assert api.leases[(NAMESPACE, "lease")]["spec"]["leaseTransitions"] == 1
-    assert a.try_acquire() is False and not a.leading.is_set()
 
 
 def test_a_binding_that_landed_despite_an_error_keeps_its_record():
