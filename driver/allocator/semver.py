@@ -49,11 +49,14 @@ class Semver:
     def __hash__(self) -> int:
         return hash(self._key())
 
-    def __lt__(self, other: Semver) -> bool:
-        return self.compare(other) < 0
+    # Ordering a version against another type is "no such overload" in CEL: NotImplemented makes Python
+    # raise TypeError, which cel-python turns into a CEL error that `&&` and `||` can absorb (an
+    # AttributeError would escape the evaluator as a Python crash).
+    def __lt__(self, other: object) -> bool:
+        return self.compare(other) < 0 if isinstance(other, Semver) else NotImplemented
 
-    def __gt__(self, other: Semver) -> bool:
-        return self.compare(other) > 0
+    def __gt__(self, other: object) -> bool:
+        return self.compare(other) > 0 if isinstance(other, Semver) else NotImplemented
 
     def __str__(self) -> str:
         s = f"{self.major}.{self.minor}.{self.patch}"

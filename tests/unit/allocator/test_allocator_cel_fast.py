@@ -131,3 +131,16 @@ def test_negated_has_works_on_cel_python_too(form, expected):
     # on its interpreted runner, which answers as Kubernetes does.
     assert cel.evaluate(form, TYPED.cel_value()) is expected
     assert cel.compile_selector(form).fast(DeviceInputs(TYPED)) is expected
+
+
+def test_a_version_ordered_against_a_string_is_an_error_that_and_absorbs():
+    # Found by the random test above: cel-python crashed (AttributeError) on `version < "mig"` instead of
+    # giving CEL's "no such overload" error, so `false && ...` was an error rather than false.
+    device = read_slice({"metadata": {"name": "s"}, "spec": {
+        "driver": "gpu.carve.dev", "nodeName": "n",
+        "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "d", "attributes": {"example.com/type": {"version": "1.2.3"}}}]}}).devices[0]
+    absorbed = f'has({A}.type) && device.attributes["example.com"].type < "mig"'
+    assert reference(absorbed, device) == ("ok", False)
+    assert cel.compile_selector(absorbed).fast(DeviceInputs(device)) is False
+    assert reference('device.attributes["example.com"].type < "mig"', device)[0] == "error"
