@@ -7,12 +7,13 @@ files, hooks) comes from `HostLayout` (driver/plugin/hostlayout.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from driver import names
-from driver.cdi.spec import CdiDevice, ContainerEdits, Hook, Mount
+from driver.cdi.spec import CdiDevice, ContainerEdits, DeviceNode, Hook, Mount
 from driver.limits import ClaimLimits, limiter_env
 from driver.plugin.driverfiles import DriverFilesError
 from driver.plugin.hostlayout import HostLayout
@@ -129,5 +130,15 @@ def claim_edits(
             nodes = layout.mig_nodes(d.gpu_minor, d.gpu_instance_id, d.compute_instance_id)
         else:
             nodes = layout.gpu_nodes(d.gpu_minor)
-        per_device.append(CdiDevice(d.cdi_name, ContainerEdits(device_nodes=nodes)))
+        per_device.append(CdiDevice(d.cdi_name, _device_edits(d, nodes)))
     return ClaimEdits(common, tuple(per_device))
+
+
+def _device_edits(device: ClaimDevice, nodes: tuple[DeviceNode, ...]) -> ContainerEdits:
+    if nodes:
+        return ContainerEdits(device_nodes=nodes)
+    # Only fake GPUs without /dev/nvidia* nodes get here. CDI refuses a device with no edits of its own
+    # ("empty device edits", and containerd then fails the whole pod), so such a device names itself in
+    # a variable instead: unique per CDI device, so claims sharing a container do not overwrite each other.
+    name = re.sub(r"[^A-Z0-9]", "_", device.cdi_name.upper())
+    return ContainerEdits(env=(f"CARVE_FAKE_DEVICE_{name}={device.cdi_name}",))
