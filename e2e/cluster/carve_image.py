@@ -191,6 +191,10 @@ def build(cache: Path = CACHE) -> Image:
         _smoke(rootfs)
         env = ("CARVE_FAKE_LIB_DIR=/usr/local/carve/fakes", "PYTHONUNBUFFERED=1")
         images.oci_tarball(name, rootfs, ["carve"], env, out, cmd=["plugin"])
+    # Each change to carve's sources is a new 180 MB image: keep only the one just built.
+    for old in cache.glob("carve-*.oci.tar"):
+        if old != out:
+            old.unlink(missing_ok=True)
     return Image(name, out)
 
 
