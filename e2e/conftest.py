@@ -11,7 +11,6 @@ The kind suite (e2e/kind, against $KUBECONFIG) runs with `make e2e-kind`.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -40,23 +39,12 @@ def pytest_collection_modifyitems(config, items):
 def cluster():
     from e2e.cluster.launcher import Cluster
     from e2e.cluster.versions import resolve
+    from e2e.sessions import cluster_session
 
     version = resolve(os.environ.get("CARVE_E2E_K8S", "1.36"), os.environ.get("CARVE_E2E_GATES", "on"))
     root = Path(tempfile.mkdtemp(prefix=f"carve-e2e-{version.minor}-"))
     c = Cluster(version, root, runtime=os.environ.get("CARVE_E2E_RUNTIME", "containerd"))
-    try:
-        c.start()
-    except Exception as e:
-        pytest.fail(f"e2e: the {version.label} cluster did not start (logs in {root / 'logs'}): {e}")
-    print(
-        f"\ne2e: {version.label} cluster up in {root}: "
-        + ", ".join(f"{k} {v:.1f}s" for k, v in c.timings.items())
-    )
-    yield c
-    c.stop()
-    if os.environ.get("CARVE_E2E_KEEP") != "1":
-        c.unmount_all()
-        shutil.rmtree(root, ignore_errors=True)
+    yield from cluster_session(c, root, f"{version.label} cluster")
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,12 @@ def soft_or_slot(gates_on: bool) -> list[dict]:
     return [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_SLOT}}]
 
 
+def mig_profile(profile: str) -> list[dict]:
+    """A claim's request for one MIG device of `profile` (e.g. "1g.10gb")."""
+    selector = {"cel": {"expression": f'device.attributes["{names.DRIVER_NAME}"].profile == "{profile}"'}}
+    return [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_MIG, "selectors": [selector]}}]
+
+
 def template(name: str, requests: list[dict], constraints: list[dict] | None = None) -> dict:
     devices: dict[str, Any] = {"requests": requests}
     if constraints:

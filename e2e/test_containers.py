@@ -100,17 +100,7 @@ def test_whole_gpu_container_sees_its_device_node(cluster, api, namespace):
 def test_mig_container_sees_its_parent_gpu(cluster, api, namespace, gates_on):
     if not gates_on:
         pytest.skip("MIG devices need DRAPartitionableDevices, off in this run (GATES=off)")
-    mig = [
-        {
-            "name": "gpu",
-            "exactly": {
-                "deviceClassName": names.CLASS_MIG,
-                "selectors": [
-                    {"cel": {"expression": 'device.attributes["gpu.carve.dev"].profile == "1g.10gb"'}}
-                ],
-            },
-        }
-    ]
+    mig = kube.mig_profile("1g.10gb")
     _run(cluster, api, namespace, "mig", mig, "e2e/busybox")
     seen = _device_nodes(cluster, namespace, "mig")
     # The MIG GPU is n1's GPU 0: its node, and no other GPU's.

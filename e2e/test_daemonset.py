@@ -10,7 +10,6 @@ naming the runtime. CARVE_E2E_DAEMONSET=0 leaves it out (it starts a second clus
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from e2e import kube
 from e2e.cluster.launcher import NAMESPACE, Cluster
 from e2e.cluster.nodes import NodeSpec
 from e2e.cluster.versions import resolve
+from e2e.sessions import cluster_session
 
 NODE = "e2e-d1"
 LIMITER_FILES = (names.LIMITER_LIBRARY, "carve-cdi-hook", "carve-ldconfig")
@@ -38,22 +38,7 @@ def ds_cluster():
     root = Path(tempfile.mkdtemp(prefix=f"carve-e2e-ds-{version.minor}-"))
     spec = NodeSpec(NODE, "fake:1xA100-80GB,1xT4", "soft")
     c = Cluster(version, root, specs=(spec,), runtime="containerd", plugin_mode="daemonset")
-    try:
-        c.start()
-    except Exception as e:
-        c.stop()
-        pytest.fail(
-            f"e2e: the {version.label} daemonset cluster did not start (logs in {root / 'logs'}): {e}"
-        )
-    print(
-        f"\ne2e: {version.label} daemonset cluster up in {root}: "
-        + ", ".join(f"{k} {v:.1f}s" for k, v in c.timings.items())
-    )
-    yield c
-    c.stop()
-    if os.environ.get("CARVE_E2E_KEEP") != "1":
-        c.unmount_all()
-        shutil.rmtree(root, ignore_errors=True)
+    yield from cluster_session(c, root, f"{version.label} daemonset cluster")
 
 
 def _ready(pod: client.V1Pod) -> bool:

@@ -90,17 +90,7 @@ def test_deleting_a_mig_pod_destroys_its_instance(cluster, api, namespace, gates
         pytest.skip("MIG devices need DRAPartitionableDevices, off in this run (GATES=off)")
     node = cluster.nodes[N1]
     before = _mig_instances(node)
-    mig = [
-        {
-            "name": "gpu",
-            "exactly": {
-                "deviceClassName": names.CLASS_MIG,
-                "selectors": [
-                    {"cel": {"expression": 'device.attributes["gpu.carve.dev"].profile == "1g.10gb"'}}
-                ],
-            },
-        }
-    ]
+    mig = kube.mig_profile("1g.10gb")
     uid = _run(api, namespace, "mig", mig)["metadata"]["uid"]
     # Prepare created the instance in the GPU's (fake NVML) state, not only in the CDI spec.
     created = {u: i for u, i in _mig_instances(node).items() if u not in before}
