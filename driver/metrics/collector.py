@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 from driver.limits import RegionError
 from driver.metrics.regions import ClaimUsage, is_limited, read_claim_usage, region_path
 from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord
-from driver.plugin.enforcement import Findings
+from driver.plugin.crosscheck import Findings
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)

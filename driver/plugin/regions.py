@@ -10,8 +10,9 @@ Every few seconds a background thread, for each prepared soft-slice or slot clai
    a region a container grew is cut back to its fixed size) and fills in the host pids of the claim's
    processes (Region.resolve_host_pids): NVML reports host pids, a containerised process cannot see its own.
    Seeing them needs the host's pid namespace (hostPID: true);
- - cross-checks the regions with NVML (driver/plugin/enforcement.py): processes no region knows, claims over
-   their memory quota, claims over their effective compute share where their core policy does not permit it.
+ - cross-checks the regions with NVML (driver/plugin/crosscheck.py, enforcement.py): processes no region
+   knows, claims over their memory quota, claims over their effective compute share where their core policy
+   does not permit it.
 A missing or corrupt file is logged once and skipped; nothing the watcher meets stops it or the plugin.
 """
 
@@ -38,8 +39,9 @@ from driver.limits import (
     write_limits,
 )
 from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord
+from driver.plugin.crosscheck import ClaimView
 from driver.plugin.edits import ClaimFiles, region_container_path
-from driver.plugin.enforcement import ClaimView, Enforcer
+from driver.plugin.enforcement import Enforcer
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)

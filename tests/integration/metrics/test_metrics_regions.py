@@ -169,7 +169,7 @@ def test_the_quota_shown_is_the_plugins_not_what_the_container_wrote_into_its_re
 
 
 def test_the_nvml_cross_check_is_exported(claims_dir):
-    from driver.plugin.enforcement import Findings, OverQuota, OverShare, Unenforced
+    from driver.plugin.crosscheck import Findings, OverQuota, OverShare, Unenforced
 
     soft = ClaimRecord("u1", "ml", "train", STATE_COMPLETED, [device("gpu-1", "vgpu", "GPU-1")])
     findings = Findings(

@@ -73,7 +73,8 @@ from driver.gpu import nvml
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
 from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
 from driver.plugin.edits import ClaimFiles
-from driver.plugin.enforcement import CORE_WINDOW, Enforcer
+from driver.plugin.crosscheck import CORE_WINDOW
+from driver.plugin.enforcement import Enforcer
 from driver.plugin.regions import RegionWatcher
 
 claims_dir, uuid, pid = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])

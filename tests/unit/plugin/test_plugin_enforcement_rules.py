@@ -5,19 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from driver.cluster.local import LocalCluster
-from driver.plugin.enforcement import (
+from driver.plugin.crosscheck import (
     CORE_MARGIN,
     CORE_WINDOW,
     ClaimView,
     CoreSample,
-    Enforcer,
     GpuProcess,
     allowed_bytes,
-    claim_of_process,
     cross_check,
     over_share,
     unpermitted_excess,
 )
+from driver.plugin.enforcement import Enforcer, claim_of_process
 
 MIB = 1 << 20
 
