@@ -6,23 +6,12 @@ Run: KUBECONFIG=... make e2e-kind (a kind cluster with fake GPUs works: e2e/READ
 from __future__ import annotations
 
 import os
-import time
 
 from driver import names
+from e2e.kube import wait
 
 IMAGE = os.environ.get("CARVE_E2E_IMAGE", "busybox:1.36")
 TIMEOUT_S = float(os.environ.get("CARVE_E2E_TIMEOUT", "180"))
-
-
-def _wait(what: str, check, timeout_s: float = TIMEOUT_S, every_s: float = 2.0):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")
 
 
 def _pod_with_claim(name: str, exactly: dict) -> tuple[dict, dict]:
@@ -64,11 +53,14 @@ def _run(api, namespace: str, name: str, exactly: dict) -> dict[str, str]:
         "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", template
     )
     core.create_namespaced_pod(namespace, pod)
-    _wait(
+    wait(
         f"pod {namespace}/{name} Running",
         lambda: core.read_namespaced_pod(name, namespace).status.phase == "Running",
+        TIMEOUT_S,
     )
-    logs = _wait(f"pod {namespace}/{name} logs", lambda: core.read_namespaced_pod_log(name, namespace))
+    logs = wait(
+        f"pod {namespace}/{name} logs", lambda: core.read_namespaced_pod_log(name, namespace), TIMEOUT_S
+    )
     return dict(line.split("=", 1) for line in logs.splitlines() if "=" in line)
 
 

@@ -157,9 +157,9 @@ def gpu(tmp_path):
         assert p.stdout.readline().startswith("ready 0")
         return p
 
-    def watch(quota: int, kill: bool = False) -> dict:
+    def run_watcher(script: str, *argv: str, kill: bool) -> dict:
         out = subprocess.run(
-            [sys.executable, "-c", WATCHER, str(claims_dir), uuid, str(quota), "kill" if kill else "report"],
+            [sys.executable, "-c", script, str(claims_dir), uuid, *argv, "kill" if kill else "report"],
             env={**env, "PYTHONPATH": str(REPO), "CARVE_FAKE_LIB_DIR": str(BUILD / "fakes")},
             capture_output=True,
             text=True,
@@ -169,20 +169,14 @@ def gpu(tmp_path):
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout.strip().splitlines()[-1])
 
+    def watch(quota: int, kill: bool = False) -> dict:
+        return run_watcher(WATCHER, str(quota), kill=kill)
+
     def watch_compute(
         pid: int, share: int, policy: str, mine: int, neighbour: int, kill: bool = False
     ) -> dict:
-        argv = [str(claims_dir), uuid, str(pid), str(share), policy, str(mine), str(neighbour)]
-        out = subprocess.run(
-            [sys.executable, "-c", COMPUTE_WATCHER, *argv, "kill" if kill else "report"],
-            env={**env, "PYTHONPATH": str(REPO), "CARVE_FAKE_LIB_DIR": str(BUILD / "fakes")},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=REPO,
-        )
-        assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        argv = (str(pid), str(share), policy, str(mine), str(neighbour))
+        return run_watcher(COMPUTE_WATCHER, *argv, kill=kill)
 
     hold.compute = watch_compute
     yield hold, watch
