@@ -135,10 +135,10 @@ def run(args: argparse.Namespace) -> int:
 
     from driver.cluster import LocalCluster
     from driver.gpu import discover
-    from driver.plugin.mig import NvmlMig
+    from driver.plugin.mig.ops import NvmlMig
     from driver.plugin.server import Plugin, PluginConfig
 
-    gpus = discover(GPUS, NODE)  # the plugin turns MIG mode on for the mig GPUs (driver/plugin/modes.py)
+    gpus = discover(GPUS, NODE)  # the plugin turns MIG mode on for the mig GPUs (driver/plugin/mig/modes.py)
     cluster = LocalCluster(version=(1, 36))
     config = PluginConfig(
         node_name=NODE,

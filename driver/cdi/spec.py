@@ -27,7 +27,7 @@ class DeviceNode:
     host_path: str | None = None  # on the host, when it differs (driver root not "/")
     permissions: str = "rw"
     # A fully specified node (type "c" and a major) is created by the runtime without a host file to stat:
-    # MIG capability nodes, which need not exist in the plugin's /dev (driver/plugin/migcaps.py).
+    # MIG capability nodes, which need not exist in the plugin's /dev (driver/plugin/mig/caps.py).
     type: str = ""
     major: int | None = None
     minor: int | None = None

@@ -1,7 +1,7 @@
 """The CDI spec directory: one transient spec file per prepared claim, written atomically.
 
 The directory is also evidence: after a lost checkpoint, the spec files say which claims were prepared
-(see driver/plugin/recovery.py).
+(see driver/plugin/state/recovery.py).
 """
 
 from __future__ import annotations

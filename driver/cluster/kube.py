@@ -184,7 +184,7 @@ class KubeCluster(KubeObjects):
         )
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        """Record a core/v1 Event (driver/plugin/enforcement.py: about a claim the limiter does not hold)."""
+        """Record a core/v1 Event (plugin/enforcement/enforcer.py: a claim the limiter does not hold)."""
         name = (body.get("metadata") or {}).get("generateName", "")
         self._call(
             "Event",

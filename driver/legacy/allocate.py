@@ -21,9 +21,9 @@ from driver import names
 from driver.gpu.model import Gpu
 from driver.legacy.records import ContainerAssignment
 from driver.limits import ClaimLimits
-from driver.plugin.catalog import NodeDevice
-from driver.plugin.claims import ClaimPlan, ClaimRef, PlannedDevice, claim_limits
-from driver.plugin.edits import region_container_path
+from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.plan import ClaimPlan, ClaimRef, PlannedDevice, claim_limits
+from driver.plugin.container.edits import region_container_path
 
 MIB = 1024**2
 DELIVERIES = ("cdi-field", "cdi-annotation")

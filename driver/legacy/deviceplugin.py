@@ -31,8 +31,8 @@ from driver.legacy.prestart import Allocations, AllocationSettings
 from driver.legacy.records import GpuInfo, NodeGpus, node_gpus_annotation
 from driver.legacy.registration import KubeletWatch, RegistrationError, register
 from driver.limits import LimitsError
-from driver.plugin.claims import PrepareError
-from driver.plugin.edits import DriverFilesError, HostLayout
+from driver.plugin.claims.plan import PrepareError
+from driver.plugin.container.edits import DriverFilesError, HostLayout
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)

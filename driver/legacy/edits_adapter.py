@@ -1,10 +1,10 @@
 """The one place the legacy shim turns limits into container edits: through the DRA preparer's own builder.
 
-`allocation_spec` calls `claim_edits` (driver/plugin/edits.py), the builder the DRA preparer uses, with one
-device per assigned GPU, and writes the result with `claim_spec` exactly as the preparer does.
-The allocation's files (limiter check, directory, region) are written by driver/plugin/claimfiles.py's
-`write_claim_files`, the preparer's own function. When edits.py changes again, this module is the only one
-to re-point; nothing else in driver/legacy builds edits.
+`allocation_spec` calls `claim_edits` (driver/plugin/container/edits.py), the builder the DRA preparer uses,
+with one device per assigned GPU, and writes the result with `claim_spec` exactly as the preparer does.
+The allocation's files (limiter check, directory, region) are written by
+driver/plugin/container/claimfiles.py's `write_claim_files`, the preparer's own function. When edits.py
+changes again, this module is the only one to re-point; nothing else in driver/legacy builds edits.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from driver.cdi.spec import claim_spec
 from driver.limits import ClaimLimits
-from driver.plugin.edits import ClaimDevice, ClaimFiles, HostLayout, claim_edits
+from driver.plugin.container.edits import ClaimDevice, ClaimFiles, HostLayout, claim_edits
 
 
 def allocation_spec(
@@ -29,4 +29,3 @@ def allocation_spec(
     devices = [ClaimDevice(name, minor) for name, minor in zip(cdi_names, minors, strict=True)]
     edits = claim_edits(layout, devices, limits, files, limiter_dir)
     return claim_spec(uid, edits.devices, edits.common)
-

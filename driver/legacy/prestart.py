@@ -23,8 +23,8 @@ from driver.legacy.allocate import allocation_uid, cdi_names, container_limits
 from driver.legacy.edits_adapter import allocation_spec
 from driver.legacy.identity import IdentityError, PodResourcesClient, resolve
 from driver.legacy.kubeapi import LegacyApi
-from driver.plugin.claimfiles import write_claim_files
-from driver.plugin.edits import ClaimFiles, HostLayout
+from driver.plugin.container.claimfiles import write_claim_files
+from driver.plugin.container.edits import ClaimFiles, HostLayout
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,8 @@
 
 The limiter enforces only what this file says (and, without one, its environment); the container mounts
 its directory read-only and cannot change it. The plugin writes it whole and atomically at prepare and
-whenever a claim's effective compute share or high-priority neighbours change (driver/plugin/regions.py).
+whenever a claim's effective compute share or high-priority neighbours change
+(driver/plugin/enforcement/regions.py).
 The ctypes structures mirror the C layout; tests/unit/limits/test_limits_region_layout.py compares them
 with a compiled probe.
 """

@@ -18,9 +18,9 @@ from prometheus_client.registry import Collector
 
 from driver.limits import RegionError
 from driver.metrics.regions import ClaimUsage, is_limited, read_claim_usage, region_path
-from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord
-from driver.plugin.crosscheck import Findings
+from driver.plugin.enforcement.crosscheck import Findings
 from driver.plugin.logfmt import event
+from driver.plugin.state.checkpoint import STATE_COMPLETED, ClaimRecord
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class PluginState:
     # Whether a claim is still prepared now: a region that vanished because the claim was just unprepared
     # is not an error.
     still_prepared: Callable[[str], bool] = lambda _uid: True
-    # The region watcher's last NVML cross-check (driver/plugin/enforcement.py); None: not checked.
+    # The region watcher's last NVML cross-check (driver/plugin/enforcement/enforcer.py); None: not checked.
     findings: Findings | None = None
 
 

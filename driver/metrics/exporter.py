@@ -74,7 +74,7 @@ class PluginMetrics:
         )
         self.mode_pending = Gauge(
             "carve_plugin_gpu_mode_pending",
-            "1 for a GPU not published under its strategy yet, with the reason (driver/plugin/modes.py).",
+            "1 for a GPU not published under its strategy yet, with the reason (driver/plugin/mig/modes.py).",
             ["gpu_uuid", "index", "strategy", "reason"],
             registry=r,
         )

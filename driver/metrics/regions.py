@@ -14,8 +14,8 @@ from pathlib import Path
 
 from driver import names
 from driver.limits import Region, read_limits
-from driver.plugin.checkpoint import ClaimRecord
-from driver.plugin.edits import ClaimFiles
+from driver.plugin.container.edits import ClaimFiles
+from driver.plugin.state.checkpoint import ClaimRecord
 
 LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT)
 

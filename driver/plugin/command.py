@@ -167,9 +167,9 @@ def run(args: argparse.Namespace) -> int:
         os.environ[names.ENV_FAKE_PROC_ROOT] = str(plugin_dir / "fake-proc")
 
     from driver.gpu import InventoryError, discover
-    from driver.plugin.checkpoint import read_boot_id
-    from driver.plugin.mig import NvmlMig
+    from driver.plugin.mig.ops import NvmlMig
     from driver.plugin.server import Plugin, PluginConfig
+    from driver.plugin.state.checkpoint import read_boot_id
 
     try:
         gpus = discover(args.gpus, args.node_name)

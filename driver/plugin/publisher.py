@@ -14,7 +14,7 @@ same comparison is made on what a real write stored. The affected GPUs fall back
 timeslice -> exclusive, mig -> exclusive), with a warning naming the gates and the GPUs.
 
 The gate probe builds the requested strategies and changes nothing on the node; only then does `select`
-(driver/plugin/modes.py through the plugin) turn the effective strategies into the ones each GPU's real
+(driver/plugin/mig/modes.py through the plugin) turn the effective strategies into the ones each GPU's real
 MIG mode can serve now, switching modes where it may: the fallback is decided before any mode change.
 """
 

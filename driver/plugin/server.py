@@ -2,7 +2,7 @@
 
 Order at start matters: feature gates are probed (the fallback decided) first, then state is recovered (so
 the node knows which GPUs hold prepared claims), then MIG modes are applied where a GPU is idle
-(driver/plugin/modes.py) and slices published, all before the DRA socket serves; the registration socket
+(driver/plugin/mig/modes.py) and slices published, all before the DRA socket serves; the registration socket
 appears last, because the kubelet calls us as soon as it sees that socket.
 At stop the registration socket goes first, so the kubelet stops sending work before we close.
 """
@@ -27,14 +27,15 @@ from driver.devices.limits import LIMITS
 from driver.fsutil import ensure_private_dir
 from driver.gpu.model import Gpu
 from driver.metrics import MetricsServer, PluginMetrics, plugin_state
-from driver.plugin.catalog import NodeDevice, catalog_from_slices
-from driver.plugin.checkpoint import Checkpoint, read_boot_id
-from driver.plugin.edits import DriverFilesError, HostLayout
-from driver.plugin.enforcement import Enforcer
-from driver.plugin.health import HealthServer, check_dra_socket
+from driver.plugin.claims.catalog import NodeDevice, catalog_from_slices
+from driver.plugin.claims.preparer import Preparer, PreparerSettings
+from driver.plugin.container.edits import DriverFilesError, HostLayout
+from driver.plugin.enforcement.enforcer import Enforcer
+from driver.plugin.enforcement.regions import DEFAULT_INTERVAL_S, RegionWatcher
+from driver.plugin.health.endpoint import HealthServer, check_dra_socket
 from driver.plugin.logfmt import event
-from driver.plugin.miginstances import MigOps
-from driver.plugin.modes import (
+from driver.plugin.mig.instances import MigOps
+from driver.plugin.mig.modes import (
     GpuMode,
     MigModeSwitch,
     applied_strategies,
@@ -42,12 +43,11 @@ from driver.plugin.modes import (
     prepared_per_gpu,
     read_modes,
 )
-from driver.plugin.partitioning import NodePartitioningApplier
-from driver.plugin.preparer import Preparer, PreparerSettings
+from driver.plugin.mig.partitioning import NodePartitioningApplier
 from driver.plugin.publisher import Publisher, PublishError
-from driver.plugin.recovery import recover
-from driver.plugin.regions import DEFAULT_INTERVAL_S, RegionWatcher
 from driver.plugin.service import DraV1, DraV1beta1, Registration, RegistrationState
+from driver.plugin.state.checkpoint import Checkpoint, read_boot_id
+from driver.plugin.state.recovery import recover
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class PluginConfig:
     kill_unenforced: bool = False  # kill processes that escape the limiter or exceed quota/share (NVML)
     workers: int = 16
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
-    partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/partitioning.py)
+    partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/mig/partitioning.py)
 
 
 def _k8s_version(cluster, configured: str) -> str:

@@ -20,9 +20,9 @@ from api.grpc import (
     pluginregistration_pb2_grpc,
 )
 from driver import names
-from driver.plugin.claims import ClaimRef
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.claims.preparer import Preparer
 from driver.plugin.logfmt import event
-from driver.plugin.preparer import Preparer
 
 if TYPE_CHECKING:
     from driver.metrics import PluginMetrics

@@ -18,13 +18,13 @@ from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProc
 
 from driver import names
 from driver.cluster import LocalCluster
-from driver.plugin import checkpoint as checkpoint_module
-from driver.plugin.catalog import NodeDevice
-from driver.plugin.checkpoint import Checkpoint
-from driver.plugin.claims import ClaimRef
-from driver.plugin.edits import HostLayout
-from driver.plugin.preparer import Preparer, PreparerSettings
-from driver.plugin.recovery import recover
+from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.claims.preparer import Preparer, PreparerSettings
+from driver.plugin.container.edits import HostLayout
+from driver.plugin.state import checkpoint as checkpoint_module
+from driver.plugin.state.checkpoint import Checkpoint
+from driver.plugin.state.recovery import recover
 
 ROUNDS = 150
 

@@ -18,7 +18,7 @@ from support.cdi_sandbox import image_root, run_in_spec, sandbox_available
 from support.driverroot import hook_dir
 
 from driver.cdi.spec import claim_spec
-from driver.plugin.edits import ClaimDevice, HostLayout, claim_edits
+from driver.plugin.container.edits import ClaimDevice, HostLayout, claim_edits
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "native/build/tests/cuda_probe"

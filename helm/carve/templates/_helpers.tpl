@@ -72,7 +72,7 @@ own path, so the paths the plugin writes into CDI specs are host paths. For a dr
 {{- end -}}
 
 {{/* Library directories searched for libnvidia-ml.so.1 under the driver root (the plugin's
-driver/plugin/driverfiles.py LIBRARY_SEARCH_DIRS, the container toolkit's list). */}}
+driver/plugin/container/driverfiles.py LIBRARY_SEARCH_DIRS, the container toolkit's list). */}}
 {{- define "carve.nvmlLibDirs" -}}
 usr/lib64 usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu usr/lib/x86_64-linux-gnu/nvidia/current usr/lib/aarch64-linux-gnu/nvidia/current lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu lib/x86_64-linux-gnu/nvidia/current lib/aarch64-linux-gnu/nvidia/current usr/lib
 {{- end -}}

@@ -7,7 +7,7 @@ import shutil
 
 from support.driverroot import FAKES
 
-from driver.plugin.libfiles import read_ld_cache
+from driver.plugin.container.libfiles import read_ld_cache
 
 LDCONFIG = "/sbin/ldconfig"
 

@@ -17,8 +17,8 @@ from support.cdi_sandbox import image_root, run_in_spec, sandbox_available
 from support.driverroot import FAKES, LAYOUTS, VERSION, build_driver_root, hook_dir
 
 from driver.cdi.spec import claim_spec
-from driver.plugin.edits import ClaimDevice, HostLayout, claim_edits
-from driver.plugin.libfiles import read_ld_cache
+from driver.plugin.container.edits import ClaimDevice, HostLayout, claim_edits
+from driver.plugin.container.libfiles import read_ld_cache
 
 REPO = Path(__file__).resolve().parents[3]
 PROBES = REPO / "native/build/tests"

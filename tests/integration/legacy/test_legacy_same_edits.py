@@ -9,11 +9,11 @@ from support.legacy_node import LegacyNode, gpu_pod
 
 from driver import names
 from driver.cluster import LocalCluster
-from driver.plugin.catalog import NodeDevice
-from driver.plugin.checkpoint import Checkpoint
-from driver.plugin.claims import ClaimRef
-from driver.plugin.edits import HostLayout
-from driver.plugin.preparer import Preparer, PreparerSettings
+from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.claims.preparer import Preparer, PreparerSettings
+from driver.plugin.container.edits import HostLayout
+from driver.plugin.state.checkpoint import Checkpoint
 
 MIB = 1024**2
 

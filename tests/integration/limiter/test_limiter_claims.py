@@ -153,8 +153,8 @@ def test_each_gpu_is_throttled_to_its_own_claims_share(node):
 
 
 def test_regions_root_defaults_to_var_run_carve():
-    # the plugin mounts each claim's region directory there (driver/plugin/edits.py)
-    from driver.plugin.edits import REGION_CONTAINER_DIR
+    # the plugin mounts each claim's region directory there (driver/plugin/container/edits.py)
+    from driver.plugin.container.edits import REGION_CONTAINER_DIR
 
     header = (REPO / "native" / "src" / "limiter.h").read_text()
     assert f'#define CARVE_DEFAULT_REGION_DIR "{REGION_CONTAINER_DIR}"' in header

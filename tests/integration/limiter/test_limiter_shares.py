@@ -4,7 +4,7 @@ and without a busy high-priority neighbour.
 
 Every scenario is two (or one) saturating launch loops on their own fake GPU; all run concurrently in one
 module fixture, so the suite pays the measurement window once. The limits files are written as the plugin
-writes them (driver/plugin/regions.py decides the effective shares and the neighbour marks).
+writes them (driver/plugin/enforcement/regions.py decides the effective shares and the neighbour marks).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from limiter_harness import Claim, require_native
 
-from driver.plugin.regions import ClaimRegion, effective_shares
+from driver.plugin.enforcement.regions import ClaimRegion, effective_shares
 
 SECONDS = 4
 GRID = 80

@@ -18,7 +18,7 @@ from support.plugin_harness import (
     slice_config,
 )
 
-from driver.plugin.edits import ClaimFiles
+from driver.plugin.container.edits import ClaimFiles
 
 GIB = 1 << 30
 

@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from driver.limits import ClaimLimits, DeviceLimit, create_region, write_limits
 from driver.limits.region import RegionStruct
 from driver.metrics import MetricsServer, PluginMetrics, PluginState
-from driver.plugin.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord
-from driver.plugin.edits import ClaimFiles
+from driver.plugin.container.edits import ClaimFiles
+from driver.plugin.state.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord
 
 GIB = 1 << 30
 
@@ -169,7 +169,7 @@ def test_the_quota_shown_is_the_plugins_not_what_the_container_wrote_into_its_re
 
 
 def test_the_nvml_cross_check_is_exported(claims_dir):
-    from driver.plugin.crosscheck import Findings, OverQuota, OverShare, Unenforced
+    from driver.plugin.enforcement.crosscheck import Findings, OverQuota, OverShare, Unenforced
 
     soft = ClaimRecord("u1", "ml", "train", STATE_COMPLETED, [device("gpu-1", "vgpu", "GPU-1")])
     findings = Findings(

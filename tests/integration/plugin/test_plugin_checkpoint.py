@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from driver.plugin.checkpoint import STATE_COMPLETED, Checkpoint, ClaimRecord, DeviceRecord, MigRecord
+from driver.plugin.state.checkpoint import STATE_COMPLETED, Checkpoint, ClaimRecord, DeviceRecord, MigRecord
 
 
 def sample() -> dict:

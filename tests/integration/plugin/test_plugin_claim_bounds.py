@@ -10,12 +10,12 @@ from support.driverroot import LAYOUTS, build_driver_root, hook_dir, write_proc_
 
 from driver import names
 from driver.cluster import LocalCluster
-from driver.plugin.catalog import NodeDevice
-from driver.plugin.checkpoint import Checkpoint
-from driver.plugin.claims import ClaimRef
-from driver.plugin.edits import HostLayout
-from driver.plugin.preparer import Preparer, PreparerSettings
-from driver.plugin.recovery import recover
+from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.claims.preparer import Preparer, PreparerSettings
+from driver.plugin.container.edits import HostLayout
+from driver.plugin.state.checkpoint import Checkpoint
+from driver.plugin.state.recovery import recover
 
 GI = 1024**3
 CATALOG = {"gpu-1": NodeDevice("gpu-1", names.TYPE_VGPU, "GPU-1", 1, {"memory": 80 * GI, "cores": 100})}

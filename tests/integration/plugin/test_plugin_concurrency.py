@@ -49,14 +49,14 @@ from pathlib import Path
 from driver.devices import build_slices
 from driver.gpu import discover
 from driver.gpu.mig import set_mig_mode
-from driver.plugin.catalog import catalog_from_slices
-from driver.plugin.checkpoint import Checkpoint
-from driver.plugin.claims import ClaimRef
-from driver.plugin.edits import HostLayout
+from driver.plugin.claims.catalog import catalog_from_slices
+from driver.plugin.state.checkpoint import Checkpoint
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.container.edits import HostLayout
 from driver.plugin.filecluster import FileCluster
-from driver.plugin.mig import NvmlMig
-from driver.plugin.preparer import Preparer, PreparerSettings
-from driver.plugin.recovery import recover
+from driver.plugin.mig.ops import NvmlMig
+from driver.plugin.claims.preparer import Preparer, PreparerSettings
+from driver.plugin.state.recovery import recover
 
 root, ns, name, uid, at = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
 gpus = discover("fake:2xA100-80GB,1xT4", "node-a")

@@ -31,10 +31,10 @@ from driver import names
 from driver.cluster.local import LocalCluster
 from driver.gpu import nvml
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
-from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
-from driver.plugin.edits import ClaimFiles
-from driver.plugin.enforcement import Enforcer
-from driver.plugin.regions import RegionWatcher
+from driver.plugin.state.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
+from driver.plugin.container.edits import ClaimFiles
+from driver.plugin.enforcement.enforcer import Enforcer
+from driver.plugin.enforcement.regions import RegionWatcher
 
 claims_dir, uuid, quota, kill = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "kill"
 nvml.load("fake:1xT4", "enforcement-test")
@@ -71,11 +71,11 @@ from driver import names
 from driver.cluster.local import LocalCluster
 from driver.gpu import nvml
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
-from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
-from driver.plugin.edits import ClaimFiles
-from driver.plugin.crosscheck import CORE_WINDOW
-from driver.plugin.enforcement import Enforcer
-from driver.plugin.regions import RegionWatcher
+from driver.plugin.state.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
+from driver.plugin.container.edits import ClaimFiles
+from driver.plugin.enforcement.crosscheck import CORE_WINDOW
+from driver.plugin.enforcement.enforcer import Enforcer
+from driver.plugin.enforcement.regions import RegionWatcher
 
 claims_dir, uuid, pid = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 share, policy, kill = int(sys.argv[4]), sys.argv[5], sys.argv[8] == "kill"

@@ -8,8 +8,11 @@ from support.driverroot import LAYOUTS, build_driver_root, hook_dir, write_proc_
 from driver import names
 from driver.cluster import LocalCluster
 from driver.gpu.model import MigInstance, MigPlacement
-from driver.plugin.catalog import NodeDevice
-from driver.plugin.checkpoint import (
+from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.claims.preparer import Preparer, PreparerSettings
+from driver.plugin.container.edits import HostLayout
+from driver.plugin.state.checkpoint import (
     STATE_COMPLETED,
     STATE_STARTED,
     Checkpoint,
@@ -17,10 +20,7 @@ from driver.plugin.checkpoint import (
     DeviceRecord,
     MigRecord,
 )
-from driver.plugin.claims import ClaimRef
-from driver.plugin.edits import HostLayout
-from driver.plugin.preparer import Preparer, PreparerSettings
-from driver.plugin.recovery import recover
+from driver.plugin.state.recovery import recover
 
 GI = 1024**3
 CATALOG = {
@@ -65,8 +65,14 @@ class DictMig:
             raise RuntimeError(f"MigPlacementError: an instance is already at {start}")
         self.created += 1
         self.live[key] = MigInstance(
-            f"MIG-{gpu_uuid}-{start}-{self.next_gi}", 19, profile, MigPlacement(start, 1), self.next_gi, 0,
-            10 * GI, 14,
+            f"MIG-{gpu_uuid}-{start}-{self.next_gi}",
+            19,
+            profile,
+            MigPlacement(start, 1),
+            self.next_gi,
+            0,
+            10 * GI,
+            14,
         )
         self.next_gi += 1
         return self.live[key]
@@ -362,10 +368,24 @@ def test_a_prepare_another_process_left_half_done_is_undone_before_preparing_aga
     recover(p)
     ref = put(cluster, "a", MIXED[:1])
     made = mig.create("GPU-0", "1g.10gb", 5)
-    stale = ClaimRecord(ref.uid, "ns", "a", STATE_STARTED, [
-        DeviceRecord(["m"], "node-a", "gpu-0-mig-1g10gb-5", None, [], names.TYPE_MIG, "GPU-0",
-                     MigRecord("GPU-0", "1g.10gb", 5, made.gpu_instance_id, made.uuid, 0))
-    ])
+    stale = ClaimRecord(
+        ref.uid,
+        "ns",
+        "a",
+        STATE_STARTED,
+        [
+            DeviceRecord(
+                ["m"],
+                "node-a",
+                "gpu-0-mig-1g10gb-5",
+                None,
+                [],
+                names.TYPE_MIG,
+                "GPU-0",
+                MigRecord("GPU-0", "1g.10gb", 5, made.gpu_instance_id, made.uuid, 0),
+            )
+        ],
+    )
     Checkpoint(tmp_path / "checkpoint.json", "b1").save({ref.uid: stale})
     assert p.prepare([ref])[ref.uid].error == ""
     assert list(mig.live) == [("GPU-0", 6)]

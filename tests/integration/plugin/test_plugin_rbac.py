@@ -16,8 +16,8 @@ from support.rbac import PUBLIC_PATHS, rbac_of
 from driver import names
 from driver.cluster.kube import KubeCluster, load_api_client
 from driver.devices.slices import slice_name
-from driver.plugin.crosscheck import ClaimView, GpuProcess
-from driver.plugin.enforcement import Enforcer
+from driver.plugin.enforcement.crosscheck import ClaimView, GpuProcess
+from driver.plugin.enforcement.enforcer import Enforcer
 
 
 def test_rbac_of_maps_requests_like_the_api_server():

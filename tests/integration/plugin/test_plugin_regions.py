@@ -15,9 +15,9 @@ from support.plugin_harness import result, slice_config
 
 from driver import names
 from driver.limits import ClaimLimits, DeviceLimit, Region, create_region, read_limits, write_limits
-from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
-from driver.plugin.edits import ClaimFiles
-from driver.plugin.regions import RegionWatcher
+from driver.plugin.container.edits import ClaimFiles
+from driver.plugin.enforcement.regions import RegionWatcher
+from driver.plugin.state.checkpoint import STATE_COMPLETED, ClaimRecord, DeviceRecord
 
 GIB = 1 << 30
 
@@ -108,7 +108,7 @@ def test_missing_and_corrupt_regions_are_logged_once_and_skipped(tmp_path, caplo
     low = node.add("low", "low", "GPU-A")
     node.add("high", "high", "GPU-A")
     watcher = node.watcher()
-    with caplog.at_level(logging.INFO, logger="driver.plugin.regions"):
+    with caplog.at_level(logging.INFO, logger="driver.plugin.enforcement.regions"):
         for _ in range(3):
             watcher.tick()
     skipped = [r for r in caplog.records if r.getMessage() == "regions.skipped"]
@@ -120,7 +120,7 @@ def test_missing_and_corrupt_regions_are_logged_once_and_skipped(tmp_path, caplo
         corrupt, ClaimLimits(devices=(DeviceLimit(GIB, 30, uuid="GPU-A"),), region_path="/r", priority="low")
     )
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="driver.plugin.regions"):
+    with caplog.at_level(logging.INFO, logger="driver.plugin.enforcement.regions"):
         watcher.tick()
     assert [r.fields["uid"] for r in caplog.records if r.getMessage() == "regions.recovered"] == ["corrupt"]
     assert marks(corrupt) == [1]
@@ -139,7 +139,7 @@ def test_the_thread_survives_errors_and_stops_cleanly(tmp_path, caplog):
         return node.state
 
     watcher = RegionWatcher(state, node.claims_dir, interval_s=0.02)
-    with caplog.at_level(logging.WARNING, logger="driver.plugin.regions"):
+    with caplog.at_level(logging.WARNING, logger="driver.plugin.enforcement.regions"):
         watcher.start()
         deadline = time.monotonic() + 5
         while marks(low) != [1] and time.monotonic() < deadline:
@@ -222,7 +222,7 @@ def test_a_region_replaced_by_a_link_or_a_node_is_not_opened(tmp_path, caplog, k
         os.mkfifo(region)  # a blocking open would hang the watcher for good
     else:
         region.symlink_to("/dev/zero")
-    with caplog.at_level(logging.WARNING, logger="driver.plugin.regions"):
+    with caplog.at_level(logging.WARNING, logger="driver.plugin.enforcement.regions"):
         node.watcher().tick()
     (skipped,) = [r for r in caplog.records if r.getMessage() == "regions.skipped"]
     assert ("symlink" if kind != "fifo" else "not a regular file") in skipped.fields["error"]
@@ -234,7 +234,7 @@ def test_a_region_a_container_grew_is_cut_back_to_its_size(tmp_path, caplog):
     size = region.stat().st_size
     with open(region, "ab") as f:
         f.truncate(size + (64 << 20))
-    with caplog.at_level(logging.WARNING, logger="driver.plugin.regions"):
+    with caplog.at_level(logging.WARNING, logger="driver.plugin.enforcement.regions"):
         node.watcher().tick()
     assert region.stat().st_size == size
     assert [r.fields["uid"] for r in caplog.records if r.getMessage() == "regions.oversized"] == ["c"]

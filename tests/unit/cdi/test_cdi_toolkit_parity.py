@@ -1,8 +1,8 @@
 """carve's CDI specs against what NVIDIA's container toolkit generator gives for the same driver root.
 
 For every claim kind and every driver layout of tests/support/driverroot.py, carve builds the spec
-(driver.plugin.edits.claim_edits + driver.cdi.spec.claim_spec) and the test compares it with an expectation
-written here by hand from the toolkit's rules (nvidia-container-toolkit pkg/nvcdi/driver-nvml.go,
+(driver.plugin.container.edits.claim_edits + driver.cdi.spec.claim_spec) and the test compares it with an
+expectation written here by hand from the toolkit's rules (nvidia-container-toolkit pkg/nvcdi/driver-nvml.go,
 common-nvml.go, internal/discover/{mounts,ipc,symlinks,ldconfig,hooks}.go, platform-support/dgpu): it does
 not call carve's discovery. What the expectation knows of the fixture is only its file list.
 
@@ -28,7 +28,13 @@ from support.driverroot import LAYOUTS, VERSION, build_driver_root, hook_dir, wr
 
 from driver.cdi.spec import claim_spec
 from driver.limits import ClaimLimits, DeviceLimit
-from driver.plugin.edits import ClaimDevice, ClaimFiles, HostLayout, claim_edits, region_container_path
+from driver.plugin.container.edits import (
+    ClaimDevice,
+    ClaimFiles,
+    HostLayout,
+    claim_edits,
+    region_container_path,
+)
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "cdi-schema"
 UID = "5c0ffee0-1111-4222-8333-444455556666"

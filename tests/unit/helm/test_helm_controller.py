@@ -43,8 +43,8 @@ def object_calls(path: Path) -> set[tuple[str, str, str]]:
 
 
 def plugin_partitioning_calls() -> set[tuple[str, str, str]]:
-    """What driver/plugin/partitioning.py calls: its object's get and status update, list + watch of it."""
-    calls = object_calls(REPO / "driver" / "plugin" / "partitioning.py")
+    """What driver/plugin/mig/partitioning.py calls: its object's get and status update, list + watch."""
+    calls = object_calls(REPO / "driver" / "plugin" / "mig" / "partitioning.py")
     return calls | {("carve.dev", "nodepartitionings", v) for v in ("list", "watch")}
 
 
@@ -155,7 +155,7 @@ def test_the_controller_can_be_turned_off():
 
 def test_the_plugin_role_grants_exactly_its_node_partitioning_calls():
     # The process-level test (tests/integration/plugin/test_plugin_rbac.py) records them; this one reads
-    # them from driver/plugin/partitioning.py.
+    # them from driver/plugin/mig/partitioning.py.
     granted = {r for r in rules_of(render()) if r[1].startswith("nodepartitionings")}
     assert granted == plugin_partitioning_calls()
     assert ("carve.dev", "nodepartitionings/status", "update") in granted

@@ -24,7 +24,7 @@ from helm_render import (
 
 from driver import cli
 from driver.plugin import command as plugin_command
-from driver.plugin.driverfiles import LIBRARY_SEARCH_DIRS
+from driver.plugin.container.driverfiles import LIBRARY_SEARCH_DIRS
 
 # Flags the chart leaves at the plugin's own default, and why.
 NOT_FROM_CHART = {

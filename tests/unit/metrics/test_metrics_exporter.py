@@ -12,9 +12,9 @@ from prometheus_client import REGISTRY
 
 from api.grpc import dra_v1_pb2, dra_v1beta1_pb2
 from driver.metrics import GpuState, PluginMetrics, PluginState, claim_result
-from driver.plugin.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord
-from driver.plugin.preparer import Prepared
+from driver.plugin.claims.preparer import Prepared
 from driver.plugin.service import DraV1, DraV1beta1
+from driver.plugin.state.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord
 
 
 def claim(uid: str, state: str = STATE_COMPLETED, type_: str = "gpu") -> ClaimRecord:

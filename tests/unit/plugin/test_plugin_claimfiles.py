@@ -9,9 +9,9 @@ from driver import names
 from driver.legacy import prestart
 from driver.limits import ClaimLimits, DeviceLimit, read_limits
 from driver.limits.region import Region
-from driver.plugin import preparer
-from driver.plugin.claimfiles import LimiterMissing, write_claim_files
-from driver.plugin.edits import ClaimFiles
+from driver.plugin.claims import preparer
+from driver.plugin.container.claimfiles import LimiterMissing, write_claim_files
+from driver.plugin.container.edits import ClaimFiles
 
 GIB = 1024**3
 LIMITS = ClaimLimits(devices=(DeviceLimit(2 * GIB, 30, uuid="GPU-A"),), region_path="/var/run/carve/u/region")

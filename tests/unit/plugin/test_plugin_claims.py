@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from driver import names
-from driver.plugin.catalog import NodeDevice
-from driver.plugin.claims import ClaimRef, PrepareError, claim_limits, plan_claim
+from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.plan import ClaimRef, PrepareError, claim_limits, plan_claim
 
 GI = 1024**3
 REF = ClaimRef("ml", "train", "uid-1")
@@ -133,7 +133,7 @@ def test_limits_follow_pci_order_not_minor_order():
 
 
 def test_catalog_reads_the_pci_bus_id_attribute():
-    from driver.plugin.catalog import device_from_slice
+    from driver.plugin.claims.catalog import device_from_slice
 
     dev = device_from_slice(
         {

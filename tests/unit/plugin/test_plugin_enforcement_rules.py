@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from driver.cluster.local import LocalCluster
-from driver.plugin.crosscheck import (
+from driver.plugin.enforcement.crosscheck import (
     CORE_MARGIN,
     CORE_WINDOW,
     ClaimView,
@@ -16,7 +16,7 @@ from driver.plugin.crosscheck import (
     over_share,
     unpermitted_excess,
 )
-from driver.plugin.enforcement import Enforcer, claim_of_process
+from driver.plugin.enforcement.enforcer import Enforcer, claim_of_process
 
 MIB = 1 << 20
 

@@ -4,8 +4,8 @@ then fails the pod, which fake GPUs on a driver root without /dev/nvidia* nodes 
 from pathlib import Path
 
 from driver.cdi.spec import claim_spec
-from driver.plugin.edits import ClaimDevice, claim_edits
-from driver.plugin.hostlayout import HostLayout
+from driver.plugin.container.edits import ClaimDevice, claim_edits
+from driver.plugin.container.hostlayout import HostLayout
 
 
 def layout(root: Path) -> HostLayout:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.driverroot import LAYOUTS, VERSION, build_driver_root, hook_dir, write_ld_cache, write_proc_root
 
-from driver.plugin.edits import DriverFilesError, HostLayout
+from driver.plugin.container.edits import DriverFilesError, HostLayout
 
 
 @pytest.fixture

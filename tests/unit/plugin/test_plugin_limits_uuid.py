@@ -13,8 +13,8 @@ import pytest
 from driver import names
 from driver.devices import Settings, build_slices
 from driver.devices.catalog import fake_node
-from driver.plugin.catalog import catalog_from_slices
-from driver.plugin.claims import ClaimRef, PrepareError, claim_limits, plan_claim
+from driver.plugin.claims.catalog import catalog_from_slices
+from driver.plugin.claims.plan import ClaimRef, PrepareError, claim_limits, plan_claim
 
 NODE = "node-a"
 REF = ClaimRef("ml", "train", "uid-1")

@@ -1,4 +1,4 @@
-"""driver/plugin/modes.py: each GPU published only as its real MIG mode allows; switches only on idle GPUs."""
+"""driver/plugin/mig/modes.py: each GPU published only as its MIG mode allows; switches only on idle GPUs."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from driver import names
 from driver.devices.catalog import fake_gpu
 from driver.gpu.model import MigInstance, MigPlacement
-from driver.plugin.checkpoint import ClaimRecord, DeviceRecord
-from driver.plugin.modes import (
+from driver.plugin.mig.modes import (
     NEEDS_RESET,
     applied_strategies,
     apply_modes,
@@ -21,6 +20,7 @@ from driver.plugin.modes import (
     read_modes,
 )
 from driver.plugin.publisher import GATE_CONSUMABLE, GATE_PARTITIONABLE
+from driver.plugin.state.checkpoint import ClaimRecord, DeviceRecord
 
 MIG, SOFT, EXCL = names.STRATEGY_MIG, names.STRATEGY_SOFT, names.STRATEGY_EXCLUSIVE
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from api.v1alpha1.partitioning import parse_node_partitioning
 from driver.devices.catalog import fake_node
-from driver.plugin.partitioning_state import (
+from driver.plugin.mig.partitioning_state import (
     APPLIED,
     APPLYING,
     ChangeRecord,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from driver import names
-from driver.plugin.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord
-from driver.plugin.regions import ClaimRegion, high_neighbour_marks, limited_claims
+from driver.plugin.enforcement.regions import ClaimRegion, high_neighbour_marks, limited_claims
+from driver.plugin.state.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord
 
 
 def high(uid: str, *gpus: str) -> ClaimRegion:
@@ -57,7 +57,7 @@ def test_only_prepared_claims_with_soft_slices_or_slots_have_regions():
 
 
 def test_reserved_cores_are_kept_and_best_effort_shares_what_is_left():
-    from driver.plugin.regions import effective_shares
+    from driver.plugin.enforcement.regions import effective_shares
 
     claims = [
         ClaimRegion("r1", "high", ("GPU-A",), (30,)),

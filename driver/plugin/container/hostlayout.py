@@ -20,8 +20,8 @@ from pathlib import Path
 
 from driver import names
 from driver.cdi.spec import ContainerEdits, DeviceNode, Hook, Mount
-from driver.plugin.driverfiles import DriverFiles, DriverFilesError, driver_version, scan_driver
-from driver.plugin.migcaps import MigCapsError, mig_cap_nodes
+from driver.plugin.container.driverfiles import DriverFiles, DriverFilesError, driver_version, scan_driver
+from driver.plugin.mig.caps import MigCapsError, mig_cap_nodes
 
 # The toolkit's control nodes, in its order; the first two are optional (no display, no profiling).
 CONTROL_NODES = ("nvidia-modeset", "nvidia-uvm-tools", "nvidia-uvm", "nvidiactl")

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.plugin.libfiles import LibFileError, read_ld_cache, read_soname
+from driver.plugin.container.libfiles import LibFileError, read_ld_cache, read_soname
 
 LIBRARY_SEARCH_DIRS = (
     "",

@@ -6,7 +6,7 @@
 - checkpoint corrupt (moved aside by Checkpoint.load) or missing while spec files exist: the state is
   rebuilt from the CDI directory (a spec file is written only after every other step, so it proves a
   complete prepare) and from the MIG journal (the ids and UUIDs of the instances carve created for them).
-- then the MIG journal (driver/plugin/migjournal.py) is reconciled: an instance recorded for a claim that is
+- then the MIG journal (driver/plugin/mig/journal.py) is reconciled: an instance recorded for a claim that is
   not prepared now (a crash mid-prepare, whatever became of the checkpoint) is destroyed, after checking its
   UUID; instances no record names are left alone.
 - a prepared claim whose CDI spec is missing is logged; the kubelet's next prepare writes it again.
@@ -20,9 +20,15 @@ import re
 
 from driver import names
 from driver.fsutil import ensure_private_dir
-from driver.plugin.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord, MigRecord
+from driver.plugin.claims.preparer import Preparer
 from driver.plugin.logfmt import event
-from driver.plugin.preparer import Preparer
+from driver.plugin.state.checkpoint import (
+    STATE_COMPLETED,
+    STATE_STARTED,
+    ClaimRecord,
+    DeviceRecord,
+    MigRecord,
+)
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +179,14 @@ def _reconcile_journal(preparer: Preparer) -> None:
         try:
             preparer.migs.destroy(entry)
         except Exception as e:  # NVML trouble must not crash-loop the plugin; the entry stays for next time
-            event(log, logging.ERROR, "mig.orphan-destroy-failed", uid=entry.claim, mig=entry.uuid,
-                  error=f"{type(e).__name__}: {e}")
+            event(
+                log,
+                logging.ERROR,
+                "mig.orphan-destroy-failed",
+                uid=entry.claim,
+                mig=entry.uuid,
+                error=f"{type(e).__name__}: {e}",
+            )
 
 
 def _device_record(uid: str, cdi_name: str, catalog: dict, pool: str) -> DeviceRecord:

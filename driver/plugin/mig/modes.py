@@ -27,7 +27,7 @@ API (small on purpose; the strategy controller's plugin side calls the same two 
     prepared_per_gpu(records)   # {gpu uuid: prepared claims} from the checkpoint's ClaimRecords
     mode.status()               # the per-GPU status dict (/status, NodePartitioning status)
 
-`switch` is anything with `set_mig_mode(gpu_uuid, enabled) -> (current, pending)` (driver/plugin/mig.py's
+`switch` is anything with `set_mig_mode(gpu_uuid, enabled) -> (current, pending)` (driver/plugin/mig/ops.py's
 NvmlMig on NVML; a dict in unit tests), `pending` being None when no change is pending; `reader` anything
 with `mig_mode(gpu_uuid) -> (current, pending)` and `instances(gpu_uuid)` (NvmlMig too). Modes change behind
 the records' back (the preparer turns MIG off for a whole-GPU claim, an admin runs nvidia-smi), so call
@@ -44,9 +44,9 @@ from typing import Protocol
 
 from driver import names
 from driver.gpu.model import Gpu, MigInstance
-from driver.plugin.checkpoint import ClaimRecord
 from driver.plugin.logfmt import event
 from driver.plugin.publisher import fallback
+from driver.plugin.state.checkpoint import ClaimRecord
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from driver import names
-from driver.plugin.crosscheck import (
+from driver.plugin.enforcement.crosscheck import (
     CONTEXT_ALLOWANCE_BYTES,
     CORE_WINDOW,
     POLICY_FORCE,

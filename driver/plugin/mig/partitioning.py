@@ -1,5 +1,5 @@
 """The plugin applies its node's NodePartitioning: desired strategies in, MIG modes switched on idle GPUs
-(driver/plugin/modes.py, through the publisher's `select`), slices republished, status written back.
+(driver/plugin/mig/modes.py, through the publisher's `select`), slices republished, status written back.
 
 `NodePartitioningApplier` is wired into the Plugin (server.py):
 - `start_strategies(flag)` at start, before anything is published: reads the change in progress
@@ -33,7 +33,7 @@ from driver.cluster.informer import Informer
 from driver.gpu.model import Gpu
 from driver.plugin import faults
 from driver.plugin.logfmt import event
-from driver.plugin.partitioning_state import (
+from driver.plugin.mig.partitioning_state import (
     APPLIED,
     APPLYING,
     ChangeRecord,

@@ -20,17 +20,17 @@ import logging
 from typing import Protocol
 
 from driver.gpu.model import MigInstance
-from driver.plugin.catalog import NodeDevice
-from driver.plugin.checkpoint import ClaimRecord
-from driver.plugin.claims import ClaimRef, PrepareError
+from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.plan import ClaimRef, PrepareError
 from driver.plugin.logfmt import event
-from driver.plugin.migjournal import CREATED, JournalEntry, MigJournal
+from driver.plugin.mig.journal import CREATED, JournalEntry, MigJournal
+from driver.plugin.state.checkpoint import ClaimRecord
 
 log = logging.getLogger(__name__)
 
 
 class MigOps(Protocol):
-    """What prepare needs from MIG management (driver/plugin/mig.py on NVML; a dict in unit tests)."""
+    """What prepare needs from MIG management (driver/plugin/mig/ops.py on NVML; a dict in unit tests)."""
 
     def create(self, gpu_uuid: str, profile: str, start: int) -> MigInstance:
         """A new instance; an instance already at the placement is an error (never reused)."""

@@ -3,13 +3,13 @@
 prepare (per claim, under its claim lock and the node lock):
   1. record PrepareStarted in the checkpoint (with the MIG placements it is about to create)
   2. create MIG instances at their allocated placements, each recorded in the MIG journal before and after
-     (driver/plugin/migjournal.py); an instance already at the placement is an error unless the journal
+     (driver/plugin/mig/journal.py); an instance already at the placement is an error unless the journal
      names it as this claim's (a retry), never adopted otherwise
   3. write the claim directory: the shared region and the limits file (soft slices and slots)
-  4. write the CDI spec (edits from driver/plugin/edits.py claim_edits, host files checked again)
+  4. write the CDI spec (edits from driver/plugin/container/edits.py claim_edits, host files checked again)
   5. record PrepareCompleted
 A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
-(driver/plugin/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims;
+(driver/plugin/state/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims;
 it destroys the instances the journal records for that claim, by their recorded ids, after checking that
 the live instance still has the recorded UUID. A PrepareCompleted claim whose CDI spec vanished is prepared
 again (its recorded instances kept), never answered from the checkpoint alone.
@@ -31,18 +31,10 @@ from driver.cluster.base import ClusterError, NotFound
 from driver.fsutil import fsync_dir
 from driver.gpu.model import MigInstance
 from driver.plugin import faults
-from driver.plugin.catalog import NodeDevice
-from driver.plugin.checkpoint import (
-    STATE_COMPLETED,
-    STATE_STARTED,
-    Checkpoint,
-    ClaimRecord,
-    DeviceRecord,
-    MigRecord,
-)
-from driver.plugin.claimfiles import LimiterMissing, write_claim_files
-from driver.plugin.claims import ClaimPlan, ClaimRef, PrepareError, claim_limits, plan_claim
-from driver.plugin.edits import (
+from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.plan import ClaimPlan, ClaimRef, PrepareError, claim_limits, plan_claim
+from driver.plugin.container.claimfiles import LimiterMissing, write_claim_files
+from driver.plugin.container.edits import (
     ClaimDevice,
     ClaimFiles,
     DriverFilesError,
@@ -50,11 +42,19 @@ from driver.plugin.edits import (
     claim_edits,
     region_container_path,
 )
-from driver.plugin.locks import ClaimLocks, NodeLock
+from driver.plugin.enforcement.regions import claim_runtime
 from driver.plugin.logfmt import event
-from driver.plugin.miginstances import MigKeeper, MigOps, needs_mig_off
-from driver.plugin.migjournal import FILE_NAME, MigJournal
-from driver.plugin.regions import claim_runtime
+from driver.plugin.mig.instances import MigKeeper, MigOps, needs_mig_off
+from driver.plugin.mig.journal import FILE_NAME, MigJournal
+from driver.plugin.state.checkpoint import (
+    STATE_COMPLETED,
+    STATE_STARTED,
+    Checkpoint,
+    ClaimRecord,
+    DeviceRecord,
+    MigRecord,
+)
+from driver.plugin.state.locks import ClaimLocks, NodeLock
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

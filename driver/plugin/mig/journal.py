@@ -9,7 +9,7 @@ lock, read from disk on every use so two plugin processes of a rolling update sh
 An entry is written as `creating` before the NVML call and completed with the instance's ids and UUID
 right after it, and removed once the instance is destroyed. It is carve's proof of ownership, separate from
 the checkpoint so that a corrupt checkpoint cannot make carve forget an instance it made: at start every
-entry whose claim is not prepared is destroyed (driver/plugin/recovery.py). An instance no entry (and no
+entry whose claim is not prepared is destroyed (driver/plugin/state/recovery.py). An instance no entry (and no
 checkpoint record) names is never reused nor destroyed. A `creating` entry without ids names the instance
 at its placement: carve asked NVML for exactly that free placement and crashed before writing the answer.
 One entry per (GPU, placement start): two live GPU instances never share a start.

@@ -22,7 +22,7 @@ from api.v1alpha1 import (
 from driver import names
 from driver.limits import ClaimLimits, DeviceLimit, LimitsError
 from driver.limits.env import validate
-from driver.plugin.catalog import NodeDevice, quantity_int
+from driver.plugin.claims.catalog import NodeDevice, quantity_int
 
 # Kubernetes' own format for shareID (a lowercase UUID, 8-4-4-4-12). It becomes part of CDI device names
 # and file names, so anything else is refused before a file is written.

@@ -2,7 +2,7 @@
 
 `claim_edits` is what both the DRA preparer and the legacy device plugin use: from the claim's devices
 and limits to the spec-level edits and one set of edits per device. Host knowledge (device nodes, driver
-files, hooks) comes from `HostLayout` (driver/plugin/hostlayout.py).
+files, hooks) comes from `HostLayout` (driver/plugin/container/hostlayout.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from driver import names
 from driver.cdi.spec import CdiDevice, ContainerEdits, DeviceNode, Hook, Mount
 from driver.limits import ClaimLimits, limiter_env
-from driver.plugin.driverfiles import DriverFilesError
-from driver.plugin.hostlayout import HostLayout
+from driver.plugin.container.driverfiles import DriverFilesError
+from driver.plugin.container.hostlayout import HostLayout
 
 __all__ = ["ClaimDevice", "ClaimEdits", "ClaimFiles", "DriverFilesError", "HostLayout", "claim_edits"]
 

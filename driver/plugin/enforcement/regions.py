@@ -10,7 +10,7 @@ Every few seconds a background thread, for each prepared soft-slice or slot clai
    a region a container grew is cut back to its fixed size) and fills in the host pids of the claim's
    processes (Region.resolve_host_pids): NVML reports host pids, a containerised process cannot see its own.
    Seeing them needs the host's pid namespace (hostPID: true);
- - cross-checks the regions with NVML (driver/plugin/crosscheck.py, enforcement.py): processes no region
+ - cross-checks the regions with NVML (enforcement/crosscheck.py, enforcer.py): processes no region
    knows, claims over their memory quota, claims over their effective compute share where their core policy
    does not permit it.
 A missing or corrupt file is logged once and skipped; nothing the watcher meets stops it or the plugin.
@@ -38,11 +38,11 @@ from driver.limits import (
     scan_host_pids,
     write_limits,
 )
-from driver.plugin.checkpoint import STATE_COMPLETED, ClaimRecord
-from driver.plugin.crosscheck import ClaimView
-from driver.plugin.edits import ClaimFiles, region_container_path
-from driver.plugin.enforcement import Enforcer
+from driver.plugin.container.edits import ClaimFiles, region_container_path
+from driver.plugin.enforcement.crosscheck import ClaimView
+from driver.plugin.enforcement.enforcer import Enforcer
 from driver.plugin.logfmt import event
+from driver.plugin.state.checkpoint import STATE_COMPLETED, ClaimRecord
 
 log = logging.getLogger(__name__)
 

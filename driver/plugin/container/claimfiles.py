@@ -14,7 +14,7 @@ from pathlib import Path
 from driver import names
 from driver.fsutil import ensure_private_dir
 from driver.limits import ClaimLimits, ClaimRuntime, create_region, write_limits
-from driver.plugin.edits import ClaimFiles
+from driver.plugin.container.edits import ClaimFiles
 
 ALONE = ClaimRuntime()  # the runtime of a claim alone on its GPUs
 

@@ -41,7 +41,7 @@ NEEDS_RESET = "needs reset"  # modes.py's reason for a mode change NVML left pen
 
 
 class ModeLike(Protocol):
-    """What the status needs of one GPU's decision (driver/plugin/modes.py's GpuMode)."""
+    """What the status needs of one GPU's decision (driver/plugin/mig/modes.py's GpuMode)."""
 
     index: int
     uuid: str

@@ -4,7 +4,7 @@
 and NVML's processes and SM utilization per GPU, and returns the `Findings` of one pass: processes no region
 knows, claims whose processes use more memory than their quota allows (`allowed_bytes`), and each claim's
 compute sample. `over_share` judges a claim's recent samples against its effective share and core policy.
-The I/O around it (NVML, /proc, Events, kills) is driver/plugin/enforcement.py.
+The I/O around it (NVML, /proc, Events, kills) is driver/plugin/enforcement/enforcer.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""From an allocated ResourceClaim to prepared node state: plan, device catalog, preparer."""

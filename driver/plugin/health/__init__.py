@@ -1,0 +1,1 @@
+"""The plugin's health: the HTTP probe endpoint for the DaemonSet."""

@@ -1,0 +1,1 @@
+"""MIG lifecycle and partitioning: instances, journal, capability nodes, mode switches, NodePartitioning."""
