@@ -204,7 +204,7 @@ class Preparer:
     def _apply(self, plan: ClaimPlan, record: ClaimRecord) -> list[DeviceRecord]:
         ref = plan.ref
         self.state[ref.uid] = record
-        self._save()
+        self._save(ref.uid)
         faults.reached("prepare-after-checkpoint-started")
 
         for gpu_uuid in sorted({p.device.gpu_uuid for p in plan.devices if needs_mig_off(p.device)}):
@@ -242,7 +242,7 @@ class Preparer:
         faults.reached("prepare-after-cdi")
 
         record.state = STATE_COMPLETED
-        self._save()
+        self._save(ref.uid)
         event(
             log,
             logging.INFO,
@@ -300,7 +300,7 @@ class Preparer:
         self.remove_claim_dir(record.uid)
         point("unprepare-after-files")
         if self.state.pop(record.uid, None) is not None:
-            self._save()
+            self._save(record.uid)
         point("unprepare-after-checkpoint")
 
     def remove_claim_dir(self, uid: str) -> None:
@@ -336,5 +336,6 @@ class Preparer:
                 action="keeping the state in memory",
             )
 
-    def _save(self) -> None:
-        self.checkpoint.save(self.state)
+    def _save(self, uid: str | None = None) -> None:
+        """Make the state durable: one log record for the claim `uid` changed, else a whole snapshot."""
+        self.checkpoint.save(self.state, None if uid is None else [uid])

@@ -36,6 +36,10 @@ from driver.fsutil import write_atomic
 from driver.gpu.model import Gpu
 
 STATE_FILE = "partitioning.json"
+# 1: the version field itself; a record without one (version 0, carve before it) has the same fields,
+# layouts optional. A newer version than this is not guessed at: the spec is applied again.
+STATE_VERSION = 1
+READABLE_STATE_VERSIONS = (0, 1)
 APPLYING, APPLIED = "applying", "applied"
 NEEDS_RESET = "needs reset"  # modes.py's reason for a mode change NVML left pending
 
@@ -68,6 +72,7 @@ class ChangeRecord:
     def to_json(self) -> bytes:
         return json.dumps(
             {
+                "version": STATE_VERSION,
                 "generation": self.generation,
                 "state": self.state,
                 "desired": {str(k): v for k, v in sorted(self.desired.items())},
@@ -95,6 +100,8 @@ def read_record(plugin_dir: Path) -> ChangeRecord | None:
     """The recorded change, or None (none, or unreadable: then the spec is simply applied again)."""
     try:
         raw = json.loads((plugin_dir / STATE_FILE).read_text())
+        if raw.get("version", 0) not in READABLE_STATE_VERSIONS:
+            return None
         return ChangeRecord(
             int(raw["generation"]),
             {int(k): str(v) for k, v in raw["desired"].items()},

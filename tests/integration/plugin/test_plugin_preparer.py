@@ -277,13 +277,19 @@ def test_unexpected_exception_is_an_internal_error_for_that_claim(world, caplog)
     assert p.prepare([ref])[ref.uid].error == ""
 
 
+def lose_checkpoint(plugin_dir) -> None:
+    """The whole checkpoint gone: its snapshot and its log."""
+    (plugin_dir / "checkpoint.json").unlink()
+    (plugin_dir / "checkpoint.log").unlink(missing_ok=True)
+
+
 def test_lost_checkpoint_is_rebuilt_from_cdi_specs_and_mig_state(world, tmp_path):
     cluster, mig, make = world
     p = make()
     recover(p)
     ref = put(cluster, "a", MIXED)
     before = p.prepare([ref])[ref.uid]
-    (tmp_path / "checkpoint.json").unlink()
+    lose_checkpoint(tmp_path)
     q = make()
     assert recover(q) == "missing"
     rebuilt = q.state[ref.uid]
@@ -413,7 +419,7 @@ def test_an_unreadable_cdi_spec_is_removed_when_rebuilding_the_checkpoint(world,
     recover(p)
     good, bad = put(cluster, "good", MIXED[1:]), put(cluster, "bad", MIXED[1:])
     assert {r.error for r in p.prepare([good, bad]).values()} == {""}
-    (tmp_path / "checkpoint.json").unlink()
+    lose_checkpoint(tmp_path)
     p.specs.path(bad.uid).write_text(content)
     q = make()
     assert recover(q) == "missing"
