@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test unit demo lint bench e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
+.PHONY: all venv native protos test unit demo lint bench bench-scale e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -40,6 +40,10 @@ demo: native
 
 bench: native
 	$(PY) -m pytest -q -s -p no:cacheprovider tests/benchmarks
+
+# The 1,000-claim node (docs/reliability.md): the same benchmark `make test` runs with 200 claims.
+bench-scale: native
+	CARVE_BENCH_CLAIMS=1000 $(PY) -m pytest -q -s -p no:cacheprovider tests/benchmarks/test_node_1000_claims.py
 
 # The e2e on a local control plane built from the Kubernetes Go modules (docs/e2e.md).
 # K8S picks the minor (e2e/cluster/<minor>/go.mod pins the patch); GATES=off runs 1.34/1.35 without the alpha DRA gates.

@@ -107,10 +107,10 @@ def test_fsync_share_of_prepare(tmp_path, monkeypatch, stub_cache):
         if in_checkpoint["on"]:
             spent["checkpoint"] += dt
 
-    def flagged_save(self, claims):
+    def flagged_save(self, claims, changed=None):
         in_checkpoint["on"] = True
         try:
-            real_save(self, claims)
+            real_save(self, claims, changed)
         finally:
             in_checkpoint["on"] = False
 
