@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test unit demo lint bench bench-scale e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
+.PHONY: all venv native protos test unit demo lint bench bench-scale soak e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -76,6 +76,15 @@ e2e: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 # Only the legacy shim's tests (marker `legacy`); on 1.29 (no DRA) `make e2e` runs the same and skips the rest.
 e2e-legacy: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) $(PY) -m pytest -q -s -p no:cacheprovider -m legacy e2e
+
+# A soak on the e2e cluster (docs/reliability.md): SOAK_MINUTES of pods of every kind while seeded faults hit.
+SOAK_MINUTES ?= 10
+SOAK_SEED ?= 1
+soak: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
+	@command -v faketime >/dev/null || apt-get -o DPkg::Lock::Timeout=600 install -y -qq faketime \
+	  || echo "soak: no faketime (apt-get install faketime): the clock-skew fault is left out"
+	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) SOAK_MINUTES=$(SOAK_MINUTES) \
+	  SOAK_SEED=$(SOAK_SEED) $(PY) -m e2e.soak
 
 e2e-all: native tools
 	$(MAKE) e2e K8S=1.36
