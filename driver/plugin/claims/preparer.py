@@ -28,7 +28,6 @@ from driver import names
 from driver.cdi.spec import claim_spec
 from driver.cdi.store import SpecStore
 from driver.cluster.base import ClusterError, NotFound
-from driver.fsutil import fsync_dir
 from driver.gpu.model import MigInstance
 from driver.plugin import faults
 from driver.plugin.claims.catalog import NodeDevice
@@ -306,8 +305,7 @@ class Preparer:
     def remove_claim_dir(self, uid: str) -> None:
         root = self.claims_dir / uid
         if root.exists():
-            shutil.rmtree(root)
-            fsync_dir(self.claims_dir)
+            shutil.rmtree(root)  # no fsync: per-boot state (driver/fsutil.py)
 
     def sync(self) -> None:
         """Adopt the checkpoint another plugin process wrote (rolling update); call with the node lock held.

@@ -5,7 +5,8 @@ claims the node holds (docs/reliability.md has the figures):
 - `checkpoint.json`, the snapshot, written atomically (driver.fsutil.write_atomic):
     {"version": 2, "checksum": "sha256:<hex of the canonical data>",
      "data": {"bootID": ..., "seq": <last log record folded in>, "claims": {...}}}
-- `checkpoint.log`, one JSON record per line, appended and fsynced per change:
+- `checkpoint.log`, one JSON record per line, appended per change (no fsync: the checkpoint is this boot's
+  state, see driver/fsutil.py):
     {"seq": 7, "op": "put"|"del", "uid": ..., "claim": {...}|null, "checksum": "sha256:..."}
   Records with seq <= the snapshot's are already in it (a crash between writing a snapshot and emptying the
   log leaves such records behind). A torn last line is a write that never returned, so it is dropped; a bad
@@ -28,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from driver.fsutil import fsync_dir, write_atomic
+from driver.fsutil import PER_BOOT, fsync_dir, write_atomic
 
 VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1: one snapshot file, rewritten whole on every change
@@ -204,27 +205,24 @@ class Checkpoint:
             else:
                 out += _log_record(self._seq, "put", uid, claim_to_json(claim))
         if out:
-            created = not self.log_path.exists()
+            # No fsync: the checkpoint is this boot's state (driver/fsutil.py, PER_BOOT).
             fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 view = memoryview(out)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
             finally:
                 os.close(fd)
-            if created:
-                fsync_dir(self.path.parent)
             self._log_records += len(changed)
         self._stamp = self._file_stamp()
 
     def _compact(self, claims: dict[str, ClaimRecord]) -> None:
         # The snapshot first (it names the last seq it holds), then the empty log: a crash in between
         # leaves log records the snapshot already holds, which load skips by seq.
-        write_atomic(self.path, self.encode(claims), mode=0o600)
+        write_atomic(self.path, self.encode(claims), mode=0o600, durable=PER_BOOT)
         self._snapshot_seq = self._seq
         if self._log_records or self.log_path.exists():
-            write_atomic(self.log_path, b"", mode=0o600)
+            write_atomic(self.log_path, b"", mode=0o600, durable=PER_BOOT)
         self._log_records = 0
         self._stamp = self._file_stamp()
 
