@@ -24,6 +24,7 @@ class Container:
         self.bundle = tmp / "bundle"
         self.root = self.bundle / "rootfs"
         self.root.mkdir(parents=True)
+        (self.root / "proc").mkdir()  # every container root has one (the runtime mounts /proc there)
         config = config if config is not None else {"ociVersion": "1.2.0", "root": {"path": "rootfs"}}
         (self.bundle / "config.json").write_text(json.dumps(config))
 
