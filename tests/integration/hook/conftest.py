@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-HOOK = REPO / "native/build/carve-cdi-hook"
+# CARVE_TEST_HOOK: run these tests against another build (the mutation check, docs/plugin.md).
+HOOK = Path(os.environ.get("CARVE_TEST_HOOK") or REPO / "native/build/carve-cdi-hook")
 
 
 class Container:
@@ -52,3 +53,16 @@ def container(tmp_path) -> Container:
     if not HOOK.exists():
         pytest.fail(f"{HOOK} missing: run `make native`")
     return Container(tmp_path)
+
+
+@pytest.fixture
+def container_at(tmp_path):
+    """A Container whose root is an existing directory (its bundle in tmp_path)."""
+
+    def make(root: Path) -> Container:
+        bundle = tmp_path / f"bundle-{len(list(tmp_path.iterdir()))}"
+        c = Container(bundle, {"ociVersion": "1.2.0", "root": {"path": str(root)}})
+        c.root = root
+        return c
+
+    return make
