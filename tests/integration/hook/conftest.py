@@ -24,8 +24,8 @@ class Container:
     def __init__(self, tmp: Path, config: dict | None = None):
         self.bundle = tmp / "bundle"
         self.root = self.bundle / "rootfs"
-        self.root.mkdir(parents=True)
-        (self.root / "proc").mkdir()  # every container root has one (the runtime mounts /proc there)
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "proc").mkdir(exist_ok=True)  # every container root has one (the runtime mounts /proc there)
         config = config if config is not None else {"ociVersion": "1.2.0", "root": {"path": "rootfs"}}
         (self.bundle / "config.json").write_text(json.dumps(config))
 
@@ -34,10 +34,19 @@ class Container:
             {"ociVersion": "1.2.0", "id": "c1", "status": "creating", "pid": 1, "bundle": str(self.bundle)}
         )
 
-    def hook(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    def hook(
+        self, *args: str, stdin: str | None = None, proc_at: str | None = None, wrap: tuple[str, ...] = ()
+    ) -> subprocess.CompletedProcess:
+        """Runs the hook on this container. `proc_at`: first a new pid and mount namespace, the hook as its
+        pid 1, a fresh procfs mounted at that directory of the root, as when runc runs createContainer
+        hooks (its init is pid 1 of the container and still has the host's "/"): that procfs's /1/root
+        and /self/root are then this machine's "/"."""
         prefix = [] if os.geteuid() == 0 else ["unshare", "-r"]
+        if proc_at:
+            mount = 'mount -t proc proc "$0" && exec "$@"'
+            prefix += ["unshare", "-mpf", "--propagation", "private", "sh", "-c", mount, str(self.path(proc_at))]
         return subprocess.run(
-            [*prefix, str(HOOK), *args],
+            [*prefix, *wrap, str(HOOK), *args],
             input=self.state() if stdin is None else stdin,
             capture_output=True,
             text=True,
