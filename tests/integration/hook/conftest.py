@@ -38,12 +38,12 @@ class Container:
         self, *args: str, stdin: str | None = None, proc_at: str | None = None, wrap: tuple[str, ...] = ()
     ) -> subprocess.CompletedProcess:
         """Runs the hook on this container. `proc_at`: first a new pid and mount namespace, the hook as its
-        pid 1, a fresh procfs mounted at that directory of the root, as when runc runs createContainer
+        parent (pid 1), a fresh procfs mounted at that directory of the root, as when runc runs createContainer
         hooks (its init is pid 1 of the container and still has the host's "/"): that procfs's /1/root
         and /self/root are then this machine's "/"."""
         prefix = [] if os.geteuid() == 0 else ["unshare", "-r"]
         if proc_at:
-            mount = 'mount -t proc proc "$0" && exec "$@"'
+            mount = 'mount -t proc proc "$0" && "$@"'  # sh stays pid 1, like runc init
             prefix += ["unshare", "-mpf", "--propagation", "private", "sh", "-c", mount, str(self.path(proc_at))]
         return subprocess.run(
             [*prefix, *wrap, str(HOOK), *args],
