@@ -25,7 +25,9 @@ class Container:
         self.bundle = tmp / "bundle"
         self.root = self.bundle / "rootfs"
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "proc").mkdir(exist_ok=True)  # every container root has one (the runtime mounts /proc there)
+        (self.root / "proc").mkdir(
+            exist_ok=True
+        )  # every container root has one (the runtime mounts /proc there)
         config = config if config is not None else {"ociVersion": "1.2.0", "root": {"path": "rootfs"}}
         (self.bundle / "config.json").write_text(json.dumps(config))
 
@@ -37,14 +39,23 @@ class Container:
     def hook(
         self, *args: str, stdin: str | None = None, proc_at: str | None = None, wrap: tuple[str, ...] = ()
     ) -> subprocess.CompletedProcess:
-        """Runs the hook on this container. `proc_at`: first a new pid and mount namespace, the hook as its
-        parent (pid 1), a fresh procfs mounted at that directory of the root, as when runc runs createContainer
-        hooks (its init is pid 1 of the container and still has the host's "/"): that procfs's /1/root
-        and /self/root are then this machine's "/"."""
+        """Runs the hook on this container. `proc_at`: first a new pid and mount namespace, a shell as
+        the hook's parent (pid 1), a fresh procfs mounted at that directory of the root, as when runc runs
+        createContainer hooks (its init is pid 1 of the container and still has the host's "/"): that
+        procfs's /1/root and /self/root are then this machine's "/"."""
         prefix = [] if os.geteuid() == 0 else ["unshare", "-r"]
         if proc_at:
             mount = 'mount -t proc proc "$0" && "$@"'  # sh stays pid 1, like runc init
-            prefix += ["unshare", "-mpf", "--propagation", "private", "sh", "-c", mount, str(self.path(proc_at))]
+            prefix += [
+                "unshare",
+                "-mpf",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                mount,
+                str(self.path(proc_at)),
+            ]
         return subprocess.run(
             [*prefix, *wrap, str(HOOK), *args],
             input=self.state() if stdin is None else stdin,

@@ -72,7 +72,10 @@ IMAGES: dict[str, tuple[dict[str, str], bool]] = {
     "conf.d to /proc/1/root": ({"/etc/ld.so.conf.d": "/{proc}/1/root{host}/etc/ld.so.conf.d"}, True),
     "usr to /proc/1/root": ({"/usr": "/{proc}/1/root{host}/usr"}, True),
     "lib dir to /proc/1/root": ({"/usr/lib64": "/{proc}/1/root{host}/usr/lib64"}, True),
-    "lib file to /proc/self/root": ({"/usr/lib64/libcuda.so": "/{proc}/self/root{host}/usr/lib64/libcuda.so"}, False),
+    "lib file to /proc/self/root": (
+        {"/usr/lib64/libcuda.so": "/{proc}/self/root{host}/usr/lib64/libcuda.so"},
+        False,
+    ),
     "etc up and out": ({"/etc": "../../../../../../../..{host}/etc"}, False),
     "etc absolute host path": ({"/etc": "{host}/etc"}, False),
     "lib dir up to the top": ({"/usr/lib64": "../../../.."}, False),
