@@ -38,6 +38,11 @@ CASES = {
     "colons, no final separator": (f"{A}:{L}:{B}", [A, L, B]),
     "tabs and a trailing comment": (f"\t{A}  # {B}\n{B}", [A, B]),
     "glibc's comment-window quirk": (f"{A}\n#x\n{B}\n#{L}\n", [A, B]),
+    # after the first comment glibc searches only the file's first bytes: the second '#' is blanked
+    # alone and the rest of that line is read as names
+    "a second comment only half blanked": (f"{B}\n#c\n#y {A}\n", [B, A]),
+    "an image library commented out": (f"# {A}\n{B}\n", [B]),
+    "an image library with a carriage return": (f"{A}\r\n", []),
     "empty file": ("", []),
     "two copies of the limiter": (f"{L}\n{A}\n{L}\n", [L, A]),
 }
