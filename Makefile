@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test test-runc unit demo lint bench e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
+.PHONY: all venv native protos test unit demo lint bench e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -37,6 +37,7 @@ test: native tools test-runc
 
 # The hook's escape tests run it under real runc (tests/integration/hook/test_hook_runc.py): install
 # Debian's runc when missing and we may (root); otherwise those tests skip, naming the reason.
+.PHONY: test-runc
 test-runc:
 	@command -v runc >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing Debian's runc for the hook tests"; \
 	  apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends runc; } \
