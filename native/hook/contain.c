@@ -69,6 +69,10 @@ static const char *resolve_error(int err)
         return "refused: it resolves across a mount point (the hook stays in the image's own tree)";
     case HOOK_ENOTREG:
         return "not a regular file";
+    case ENOENT:
+        /* the usual outcome of a link through /proc/<pid>/root: /proc is detached for the hook */
+        return "not found inside the container root (symlinks resolve inside it; /proc and /sys are "
+               "not mounted for the hook)";
     default:
         return strerror(err);
     }
