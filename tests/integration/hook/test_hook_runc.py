@@ -57,7 +57,7 @@ class Bundle:
     def path(self, p: str) -> Path:
         return self.root / p.lstrip("/")
 
-    def run(self, *hooks: tuple[str, ...]) -> subprocess.CompletedProcess:
+    def run(self, *hooks: tuple[str, ...], mounts: tuple[dict, ...] = ()) -> subprocess.CompletedProcess:
         config_path = self.dir / "config.json"
         config_path.unlink(missing_ok=True)
         subprocess.run([RUNC, "spec", "--bundle", str(self.dir)], check=True, capture_output=True)
@@ -65,6 +65,7 @@ class Bundle:
         config["process"]["args"] = ["/exit0"]
         config["process"]["terminal"] = False
         config["root"] = {"path": "rootfs", "readonly": False}
+        config["mounts"] += list(mounts)
         config["hooks"] = {
             "createContainer": [{"path": str(HOOK), "args": ["carve-cdi-hook", *h]} for h in hooks]
         }
@@ -154,6 +155,21 @@ def test_a_hostile_image_does_not_start_and_the_host_is_untouched(bundle, host, 
     if any(w == link or w.startswith(link + "/") for w in WRITES[sub]):
         assert done.returncode != 0, f"started through {attack}"
         assert "carve-cdi-hook: error" in done.stderr and link in done.stderr, done.stderr
+
+
+def test_the_hook_not_runc_stops_a_pod_like_container(bundle, host, tmp_path):
+    """As the kubelet asks for: /etc/hosts bind-mounted into an image whose /etc leads to the host. runc
+    places the mount inside the root (its own contained resolution); the hook then refuses, so the pod's
+    status shows carve-cdi-hook's message (what e2e/test_hook_escape.py checks on a cluster)."""
+    hosts = tmp_path / "etc-hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    plant(bundle, *ATTACKS["etc to /proc/1/root"], host)
+    before = snapshot(host)
+    bind = {"destination": "/etc/hosts", "type": "bind", "source": str(hosts), "options": ["rbind", "ro"]}
+    done = bundle.run(HOOKS["preload"], mounts=(bind,))
+    assert done.returncode != 0
+    assert "carve-cdi-hook: error: preload: writing the container's /etc/ld.so.preload" in done.stderr
+    assert snapshot(host) == before
 
 
 def test_a_traversing_soname_under_runc(bundle, host):
