@@ -31,9 +31,17 @@ protos: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: native tools
+test: native tools test-runc
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# The hook's escape tests run it under real runc (tests/integration/hook/test_hook_runc.py): install
+# Debian's runc when missing and we may (root); otherwise those tests skip, naming the reason.
+.PHONY: test-runc
+test-runc:
+	@command -v runc >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing Debian's runc for the hook tests"; \
+	  apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends runc; } \
+	  || echo "runc could not be installed: tests/integration/hook/test_hook_runc.py will be skipped"
 
 demo: native
 	$(VENV)/bin/carve demo
