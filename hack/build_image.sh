@@ -17,6 +17,9 @@ BASE="${BASE:-debian}"
 MIRROR="${MIRROR:-http://deb.debian.org/debian}"
 ROOT="${BUILDAH_ROOT:-$PWD/.buildah}"
 OUT="dist/carve-$VERSION.oci.tar"
+# The CA bundle the Debian base trusts (and so the image built from it): the host's, when pip here is
+# told to use one (PIP_CERT / SSL_CERT_FILE), else Debian's own. CA_BUNDLE= (empty) keeps Debian's.
+CA_BUNDLE="${CA_BUNDLE-${PIP_CERT:-${SSL_CERT_FILE:-}}}"
 BA="buildah --root $ROOT/storage --runroot $ROOT/run --storage-driver vfs"
 mkdir -p dist "$ROOT"
 command -v buildah >/dev/null || { echo "make image: needs buildah (Debian: apt-get install buildah)"; exit 2; }
@@ -24,6 +27,7 @@ start=$(date +%s)
 
 if [ "$BASE" = debian ]; then
   BASE_REF=localhost/carve-base:bookworm
+  [ -z "${REBASE:-}" ] || $BA rmi -f "$BASE_REF" >/dev/null 2>&1 || true
   if ! $BA inspect --type image "$BASE_REF" >/dev/null 2>&1; then
     if [ ! -s dist/base-bookworm.tar ]; then
       command -v mmdebstrap >/dev/null || { echo "make image: needs mmdebstrap (apt-get install mmdebstrap)"; exit 2; }
@@ -37,6 +41,12 @@ if [ "$BASE" = debian ]; then
     fi
     ctr=$($BA from --pull=never scratch)
     $BA add "$ctr" dist/base-bookworm.tar /
+    if [ -n "$CA_BUNDLE" ]; then
+      # Behind a TLS-inspecting proxy pip needs the build host's CAs; Debian's pip reads the system bundle.
+      # (also as a local CA, so an update-ca-certificates in a build step keeps it)
+      $BA copy "$ctr" "$CA_BUNDLE" /etc/ssl/certs/ca-certificates.crt
+      $BA copy "$ctr" "$CA_BUNDLE" /usr/local/share/ca-certificates/build-host.crt
+    fi
     $BA config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd python3 "$ctr"
     $BA commit --rm "$ctr" "$BASE_REF"
   fi
