@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test unit demo lint bench bench-scale soak e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
+.PHONY: all venv native protos test unit demo lint bench bench-scale soak image e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -52,6 +52,12 @@ bench: native
 # The 1,000-claim node (docs/reliability.md): the same benchmark `make test` runs with 200 claims.
 bench-scale: native
 	CARVE_BENCH_CLAIMS=1000 $(PY) -m pytest -q -s -p no:cacheprovider tests/benchmarks/test_node_1000_claims.py
+
+# The container image: the Dockerfile built by buildah into dist/carve-<version>.oci.tar (docs/install.md,
+# "The image"). BASE=debian (default) makes the base from Debian's packages; BASE=python:3.11-slim-bookworm
+# pulls the Dockerfile's own default. IMAGE names the result (default localhost/carve).
+image:
+	./hack/build_image.sh
 
 # The e2e on a local control plane built from the Kubernetes Go modules (docs/e2e.md).
 # K8S picks the minor (e2e/cluster/<minor>/go.mod pins the patch); GATES=off runs 1.34/1.35 without the alpha DRA gates.

@@ -104,6 +104,8 @@ KUBELET_SOCKET = "kubelet.sock"
 POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 LEGACY_SCHEDULER_NAME = "carve-scheduler"
 LEGACY_NODE_LABEL = "gpu.carve.dev/legacy"  # "true": the node runs the legacy device plugin, not the DRA one
+# On a Node: strategy rules for its GPUs (driver/devices/rules.py grammar), over the chart's --strategy.
+ANNOTATION_STRATEGY = "gpu.carve.dev/strategy"
 LEGACY_INVENTORY_ANNOTATION = "gpu.carve.dev/legacy-gpus"
 LEGACY_ASSIGNMENT_ANNOTATION = "gpu.carve.dev/legacy-assignment"  # on the pod: informational only
 LEGACY_RECORD_LABEL = "gpu.carve.dev/legacy-record"

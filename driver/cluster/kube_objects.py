@@ -123,7 +123,12 @@ class KubeObjects:
             resp.release_conn()
 
     def get_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
-        _, _core, custom, coordination = self._apis()
+        _, core, custom, coordination = self._apis()
+        if plural == "nodes":  # the plugin reads its own Node's annotations (gpu.carve.dev/strategy)
+            got = self._call(
+                plural, name, "", lambda: core.read_node(name, _request_timeout=self.request_timeout)
+            )
+            return {"apiVersion": "v1", "kind": "Node", **self.to_dict(got)}
         if plural in _CRDS:
             return self._call(
                 plural,

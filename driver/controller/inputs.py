@@ -32,6 +32,7 @@ from driver import names
 from driver.controller.nodes import NodeState, claim_devices, device_gpus, gpus_from_slices
 from driver.controller.planner import Change, Pending, PlanInput
 from driver.devices import Settings
+from driver.devices.rules import SOURCE_PINNED, RuleError, StrategyRules, parse_rules, resolve
 
 KEEP_HISTORY_S = 86400.0  # change times older than a day matter to no hysteresis setting
 
@@ -81,8 +82,15 @@ def build_input(
     isolated_namespaces: frozenset[str] = frozenset(),
     settings: Settings | None = None,
     grace_s: float = 0.0,
+    plugin_rules: StrategyRules | None = None,
+    node_annotations: dict[str, dict[str, str]] | None = None,
 ) -> tuple[PlanInput, list[str]]:
-    """The planner's input, and the problems found (a bad NodePartitioning pauses its node)."""
+    """The planner's input, and the problems found (a bad NodePartitioning pauses its node).
+
+    Pinned GPUs (never changed): those a rule of `plugin_rules` (the plugins' --strategy) names by index or
+    model, those the node annotation gpu.carve.dev/strategy gives a strategy, the NodePartitioning entries
+    marked `pinned: true`, and those whose NodePartitioning status says `source: pinned` (the plugin knows
+    its own rules best)."""
     problems: list[str] = []
     settings = settings or Settings()
     nodes: dict[str, NodeState] = {}
@@ -97,11 +105,13 @@ def build_input(
             slices=members,
         )
         gpu_of[node] = device_gpus(members)
+        _pin_by_rules(state, plugin_rules, (node_annotations or {}).get(node, {}), problems)
         obj = partitionings.get(node)
         if obj is not None:
             try:
                 np = parse_node_partitioning(obj)
                 state.paused = np.spec.paused
+                _pin_by_partitioning(np, state)
                 _in_flight(np, state)
             except PartitioningError as e:
                 problems.append(str(e))
@@ -144,6 +154,39 @@ def build_input(
     return inp, problems
 
 
+def _pin_by_rules(
+    state: NodeState, rules: StrategyRules | None, annotations: dict[str, str], problems: list[str]
+) -> None:
+    """The GPUs the plugins' rules or the node annotation pin, and the node's home strategy."""
+    annotation = None
+    text = annotations.get(names.ANNOTATION_STRATEGY)
+    if text is not None:
+        try:
+            annotation = parse_rules(text, f"Node {state.name} annotation {names.ANNOTATION_STRATEGY}", True)
+        except RuleError as e:
+            problems.append(str(e))  # the plugin ignores it too (and says so in a Node Event)
+    empty = StrategyRules((), None, "")
+    for p in state.gpus:
+        if resolve([p.gpu], rules or empty, annotation)[p.gpu.index].pinned:
+            state.pinned.add(p.gpu.uuid)
+    if rules is not None and rules.default is not None:
+        state.home = rules.default.strategy
+
+
+def _pin_by_partitioning(np: NodePartitioning, state: NodeState) -> None:
+    """Entries the admin wrote (`pinned: true`) and GPUs the plugin reports pinned."""
+    by_index = {p.gpu.index: p.gpu.uuid for p in state.gpus}
+    uuids = set(by_index.values())
+    for entry in np.spec.gpus:
+        if entry.pinned:
+            uuid = by_index.get(entry.index) if entry.index is not None else entry.uuid
+            if uuid in uuids:
+                state.pinned.add(uuid)
+    for g in np.status.gpus if np.status else []:
+        if g.source == SOURCE_PINNED and g.index in by_index:
+            state.pinned.add(by_index[g.index])
+
+
 def _in_flight(np: NodePartitioning, state: NodeState) -> None:
     """GPUs whose desired strategy is not yet what they publish, or whose status reports a wait, are busy;
     the planner sees the former as they will be (their desired strategy), so the claims a change was made
@@ -166,19 +209,25 @@ def _in_flight(np: NodePartitioning, state: NodeState) -> None:
 def updated_partitioning(
     node: str, current: dict[str, Any] | None, changes: list[Change], strategies: dict[int, str], now: float
 ) -> dict[str, Any]:
-    """The NodePartitioning to write for `node`: every GPU's strategy as planned, and the change history
-    (the last hour, for maxChangesPerHour) in the annotation. Keeps the object's paused flag,
-    resourceVersion and other annotations."""
+    """The NodePartitioning to write for `node`: every GPU's strategy as planned (`strategies`: the GPUs
+    the controller manages), the entries the admin pinned exactly as written, and the change history (the
+    last hour, for maxChangesPerHour) in the annotation. Keeps the object's paused flag, resourceVersion
+    and other annotations."""
     meta = (current or {}).get("metadata") or {}
     old_spec = (current or {}).get("spec") or {}
     layouts = {g.get("index"): g for g in old_spec.get("gpus") or []}
-    entries = []
+    pinned = [g for g in old_spec.get("gpus") or [] if g.get("pinned") is True]
+    pinned_indices = {g.get("index") for g in pinned}
+    entries = [GpuPartition.model_validate(g) for g in pinned]
     for index, strategy in sorted(strategies.items()):
+        if index in pinned_indices:
+            continue
         kept = layouts.get(index) or {}
         extra = {}
         if kept.get("strategy") == strategy:  # an unchanged GPU keeps its layout / split count
             extra = {k: kept[k] for k in ("migLayout", "splitCount") if k in kept}
         entries.append(GpuPartition.model_validate({"index": index, "strategy": strategy, **extra}))
+    entries.sort(key=lambda e: (e.index is None, e.index or 0, e.uuid or ""))
     spec = NodePartitioningSpec(gpus=entries, paused=bool(old_spec.get("paused", False)))
     history = history_of(current)
     for c in changes:

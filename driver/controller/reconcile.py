@@ -27,6 +27,7 @@ from driver.controller.inputs import build_input, updated_partitioning
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.planner import Change, Plan, Planner
 from driver.devices import Settings
+from driver.devices.rules import StrategyRules
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class ReconcilerConfig:
     identity: str = "carve-controller"
     dry_run: bool = False  # plan and log, write nothing
     settings: Settings = field(default_factory=Settings)
+    plugin_rules: StrategyRules | None = None  # the plugins' --strategy: pins and the home strategy
 
 
 class Reconciler:
@@ -109,10 +111,9 @@ class Reconciler:
         self.problems = []
         now = self.clock()
         policy = self.policy()
-        nodes = {
-            o["metadata"]["name"]: (o["metadata"].get("labels") or {})
-            for o in self.informers["nodes"].items()
-        }
+        node_objects = self.informers["nodes"].items()
+        nodes = {o["metadata"]["name"]: (o["metadata"].get("labels") or {}) for o in node_objects}
+        annotations = {o["metadata"]["name"]: (o["metadata"].get("annotations") or {}) for o in node_objects}
         isolated: frozenset[str] = frozenset()
         selector = policy.isolation.namespace_selector
         if selector is not None:
@@ -133,6 +134,8 @@ class Reconciler:
             isolated,
             self.config.settings,
             self.config.grace_s,
+            self.config.plugin_rules,
+            annotations,
         )
         self.problems += problems
         inp = type(inp)(**{**inp.__dict__, "max_changes": self.config.max_changes})
@@ -146,7 +149,11 @@ class Reconciler:
             by_node.setdefault(c.node, []).append(c)
         states = {n.name: n for n in inp.nodes}
         for node, changes in sorted(by_node.items()):
-            if self._write(node, partitionings.get(node), changes, states[node].strategies, now):
+            state = states[node]
+            # GPUs pinned by rules or the node annotation get no entry (the plugin would ignore it);
+            # entries the admin pinned are kept as written.
+            unpinned = {i: s for i, s in state.strategies.items() if i not in state.pinned_indices}
+            if self._write(node, partitionings.get(node), changes, unpinned, now):
                 self._announce(changes)
         self.last_plan = plan
         return plan

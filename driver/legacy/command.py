@@ -63,6 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(older kubelets; the runtime must resolve CDI annotations)",
     )
     p.add_argument("--health-interval", type=float, default=5.0, help="seconds between GPU health checks")
+    p.add_argument(
+        "--metrics-addr",
+        default="",
+        help="GET /metrics, /healthz and /readyz on this address, e.g. ':8082' (default: off)",
+    )
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")
 
 
@@ -124,6 +129,24 @@ def run(args: argparse.Namespace) -> int:
         driver_required=not args.gpus.startswith("fake:"),
     )
     plugin = LegacyDevicePlugin(config, api, gpus)
+    probes = None
+    if args.metrics_addr:
+        from prometheus_client import CollectorRegistry, Counter
+
+        from driver.metrics.probes import ProbeServer
+
+        registry = CollectorRegistry(auto_describe=False)
+        calls = Counter(
+            "carve_legacy_device_plugin_calls",
+            "Allocate and PreStartContainer calls from the kubelet, by result.",
+            ["method", "result"],
+            registry=registry,
+        )
+        plugin.observe_call = lambda method, result: calls.labels(method, result).inc()
+        probes = ProbeServer(
+            args.metrics_addr, registry, lambda: "" if plugin.started.is_set() else "starting"
+        )
+        probes.start()
     try:
         plugin.start()
     except Exception as e:
@@ -136,4 +159,6 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: plugin.stopping.set())
     plugin.stopping.wait()
     plugin.stop()
+    if probes:
+        probes.stop()
     return 0

@@ -79,6 +79,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scheduler-name", default=names.LEGACY_SCHEDULER_NAME, help="schedulerName the webhook sets"
     )
+    p.add_argument(
+        "--metrics-addr",
+        default="",
+        help="GET /metrics, /healthz and /readyz on this address, e.g. ':8081' (the verbs stay on --addr; "
+        "default: off)",
+    )
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")
 
 
@@ -164,6 +170,25 @@ def run(args: argparse.Namespace) -> int:
         return f"first list of {', '.join(waiting)} pending" if waiting else ""
 
     server = ExtenderServer(Extender(state, defaults), args.addr, ready=ready)
+    probes = None
+    if args.metrics_addr:
+        from prometheus_client import CollectorRegistry, Counter
+
+        from driver.metrics.probes import ProbeServer
+
+        registry = CollectorRegistry(auto_describe=False)
+        requests = Counter(
+            "carve_extender_requests",
+            "Requests to the extender's HTTP verbs (/filter, /prioritize, /bind, probes), by answer code.",
+            ["method", "path", "code"],
+            registry=registry,
+        )
+        known = {"/filter", "/prioritize", "/bind", "/healthz", "/readyz"}
+        server.observe = lambda method, path, code: requests.labels(
+            method, path if path in known else "other", str(code)
+        ).inc()
+        probes = ProbeServer(args.metrics_addr, registry, ready)
+        probes.start()
 
     def collect_loop() -> None:
         # The informers keep the state; the leader also deletes records of pods gone or finished.
@@ -195,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     server.stop()
+    if probes:
+        probes.stop()
     if webhook:
         webhook.stop()
     return 0

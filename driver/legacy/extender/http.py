@@ -25,6 +25,7 @@ class ExtenderServer:
         host, _, port = addr.rpartition(":")
         self.extender = extender
         self.ready = ready  # '' when ready, else why not
+        self.observe: Callable[[str, str, int], None] = lambda method, path, code: None  # metrics
         outer = self
 
         class Handler(_Handler):
@@ -54,6 +55,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _reply(self, code: int, body: object) -> None:
+        self.server_ref.observe(self.command, self.path.split("?", 1)[0], code)
         data = (json.dumps(body) if not isinstance(body, str) else body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json" if not isinstance(body, str) else "text/plain")
