@@ -1,7 +1,10 @@
 """The plugin's checkpoint: which claims are prepared, with what, on this boot of the node.
 
 File `<plugin-dir>/checkpoint.json`:
-    {"version": 1, "checksum": "sha256:<hex of the canonical data>", "data": {"bootID": ..., "claims": {...}}}
+    {"version": 2, "checksum": "sha256:<hex of the canonical data>", "data": {"bootID": ..., "claims": {...}}}
+Version 2 added each claim's `pods` (the UIDs of the pods in its status.reservedFor at prepare: the NVML
+cross-check gives a GPU process to a claim by its cgroup's pod); a version 1 file is read with no pods (the
+region watcher reads them from the API server) and written back as version 2.
 Written atomically (driver.fsutil.write_atomic). Loading never raises for a bad file: a corrupt or
 unreadable checkpoint is moved aside and reported, so the plugin can rebuild its state and keep running.
 During a rolling update two plugin processes share the file (one at a time, under the node lock):
@@ -19,7 +22,8 @@ from pathlib import Path
 
 from driver.fsutil import fsync_dir, write_atomic
 
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 STATE_STARTED = "PrepareStarted"
 STATE_COMPLETED = "PrepareCompleted"
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
@@ -56,6 +60,7 @@ class ClaimRecord:
     name: str
     state: str
     devices: list[DeviceRecord] = field(default_factory=list)
+    pods: list[str] = field(default_factory=list)  # UIDs of the pods the claim was reserved for at prepare
 
 
 @dataclass
@@ -101,8 +106,11 @@ def claim_from_json(uid: str, raw: dict) -> ClaimRecord:
         )
     if raw["state"] not in (STATE_STARTED, STATE_COMPLETED):
         raise ValueError(f"claims.{uid}.state: unknown state {raw['state']!r}")
+    pods = raw.get("pods", [])
+    if not isinstance(pods, list) or not all(isinstance(p, str) for p in pods):
+        raise ValueError(f"claims.{uid}.pods: not a list of pod UIDs")
     return ClaimRecord(
-        uid=uid, namespace=raw["namespace"], name=raw["name"], state=raw["state"], devices=devices
+        uid=uid, namespace=raw["namespace"], name=raw["name"], state=raw["state"], devices=devices, pods=pods
     )
 
 
@@ -161,8 +169,8 @@ class Checkpoint:
             doc = json.loads(raw_bytes)
             if not isinstance(doc, dict):
                 raise ValueError("top level is not an object")
-            if doc.get("version") != VERSION:
-                raise ValueError(f"version: {doc.get('version')!r} is not {VERSION}")
+            if doc.get("version") not in READABLE_VERSIONS:
+                raise ValueError(f"version: {doc.get('version')!r} is not one of {list(READABLE_VERSIONS)}")
             data = doc["data"]
             if doc.get("checksum") != _checksum(data):
                 raise ValueError("checksum: does not match the data")
