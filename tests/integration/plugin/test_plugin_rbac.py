@@ -9,6 +9,7 @@ import time
 
 from support.admission import AdmissionRequest, evaluators
 from support.apiserver_standin import ApiServerStandIn, Recorded
+from support.cgroups import pod_uid, write_cgroup
 from support.helm_render import NAMESPACE, RELEASE, SCENARIOS, render, rules_of
 from support.plugin_harness import NODE, PluginProcess, result
 from support.rbac import PUBLIC_PATHS, rbac_of
@@ -102,7 +103,8 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
             plugin.stop()
         # The region watcher's NVML cross-check: a claim over its quota by NVML's count, seen on two passes
         # in a row, is reported as an Event on the claim through the plugin's own cluster client.
-        view = ClaimView(claim[2], "ml", "c", ("GPU-1",), (1 << 30,), frozenset({4242}))
+        view = ClaimView(claim[2], "ml", "c", ("GPU-1",), (1 << 30,), pods=frozenset({pod_uid(1)}))
+        write_cgroup(tmp_path, 4242, pod_uid(1))  # the claim's pod's process, by its cgroup
         stray = {"GPU-1": [GpuProcess(pid=4242, used_bytes=4 << 30)]}
         enforcer = Enforcer(NODE, seed, False, processes=lambda _gpus: stray, proc_root=tmp_path)
         for _ in range(2):
