@@ -85,6 +85,7 @@ ENV_CORE_POLICY = "CARVE_CORE_POLICY"
 ENV_PRIORITY = "CARVE_PRIORITY"
 ENV_OOM_POLICY = "CARVE_OOM_POLICY"
 ENV_REGION = "CARVE_REGION"
+ENV_LIMITS_SOURCE = "CARVE_LIMITS_SOURCE"  # <major>:<minor>:<root> of the claims dir (limits/mounts.py)
 ENV_LOG = "CARVE_LOG"
 
 # Fake GPU libraries (native/fakes).
