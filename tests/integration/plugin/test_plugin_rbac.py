@@ -111,6 +111,7 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
             enforcer.check([view], {claim[2]: ("ml", "c")})
         recorded = [rbac_of(r) for r in server.requests]
         slice_writes = [r for r in server.requests if "/resourceslices" in r.path and r.method != "GET"]
+        event_writes = [r for r in server.requests if r.path.endswith("/events") and r.method == "POST"]
 
     used = {r for r in recorded if isinstance(r, tuple)}
     assert {r for r in recorded if isinstance(r, str)} <= PUBLIC_PATHS
@@ -144,3 +145,31 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
         decision = policy.admit(request)
         assert decision.matched and decision.allowed and not decision.errors, (r.method, r.path, decision)
     assert {r.method for r in slice_writes} == {"POST", "PUT", "DELETE"}
+
+    # Its Events pass the chart's policy for them (about a ResourceClaim, from its node, carve's reasons);
+    # the same Event about another object, as another node, or with another reason does not.
+    events = evaluators(render())[f"{RELEASE}-plugin-events"]
+    node_extra = {"authentication.kubernetes.io/node-name": [NODE]}
+
+    def event_decision(body: dict, extra=node_extra):
+        namespace = body["metadata"]["namespace"]
+        request = AdmissionRequest(
+            "CREATE", "", "v1", "events", user, extra, object=body, namespace=namespace
+        )
+        return events.admit(request)
+
+    assert event_writes
+    for r in event_writes:
+        decision = event_decision(r.body)
+        assert decision.matched and decision.allowed and not decision.errors, (r.path, decision)
+    body = event_writes[0].body
+    forged = [
+        {**body, "involvedObject": {**body["involvedObject"], "kind": "Pod", "apiVersion": "v1"}},
+        {**body, "involvedObject": {**body["involvedObject"], "namespace": "kube-system"}},
+        {**body, "reason": "Killing"},
+        {**body, "source": {**body["source"], "host": "node-b"}},
+    ]
+    for f in forged:
+        decision = event_decision(f)
+        assert decision.matched and not decision.allowed, f
+    assert not event_decision(body, {"authentication.kubernetes.io/node-name": ["node-b"]}).allowed
