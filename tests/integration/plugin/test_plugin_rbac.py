@@ -37,6 +37,9 @@ def test_rbac_of_maps_requests_like_the_api_server():
     )
     assert rbac_of(Recorded("GET", "/api/v1/nodes/n", {})) == ("", "nodes", "get")
     assert rbac_of(Recorded("GET", "/version", {})) == "/version"
+    # the namespaces collection is a resource like any other (the controller lists and watches it)
+    assert rbac_of(Recorded("GET", "/api/v1/namespaces", {})) == ("", "namespaces", "list")
+    assert rbac_of(Recorded("GET", "/api/v1/namespaces/ns", {})) == ("", "namespaces", "get")
 
 
 def _old_slice(k: int) -> dict:
