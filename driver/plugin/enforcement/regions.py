@@ -341,7 +341,7 @@ class RegionWatcher:
                     core_shares=view.cores_limits,  # the effective shares this pass's _update_limits wrote
                     core_policy=view.core_policy,
                     pods=frozenset(record.pods) | self._pods.get(uid, frozenset()),
-                    reported_processes=len(region.processes()) if region else 0,
+                    reported_processes=self._live_slots(region) if region else 0,
                 )
             )
         refs = {uid: (r.namespace, r.name) for uid, r in state.items()}
@@ -351,6 +351,12 @@ class RegionWatcher:
         for c in claims:
             if unknown_on & set(c.gpus):
                 self._refresh_pods(c.uid, state[c.uid])
+
+    def _live_slots(self, region: Region) -> int:
+        """Slots the region reports as running: a slot whose host pid the node resolved and which has
+        exited since (its limiter died before freeing it) does not count. A report only: nothing decides
+        on it."""
+        return sum(1 for p in region.processes() if not p.host_pid or (self._proc / str(p.host_pid)).exists())
 
     def _refresh_pods(self, uid: str, record: ClaimRecord) -> None:
         """Read the claim's reservedFor again (a pod may have joined a shared claim after prepare)."""
