@@ -187,7 +187,10 @@ class LegacyDevicePlugin:
             layout,
             gpus,
             api,
-            PodResourcesClient(str(c.pod_resources_socket)),
+            PodResourcesClient(
+                str(c.pod_resources_socket),
+                checkpoint=Path(c.device_plugin_dir) / names.KUBELET_DEVICE_CHECKPOINT,
+            ),
         )
 
     # --- model -----------------------------------------------------------------------------------------

@@ -225,6 +225,7 @@ class Plugin:
             c.region_interval_s,
             Path(c.proc_root),
             enforcer,
+            self.cluster if hasattr(self.cluster, "get_resource_claim") else None,
         )
         self.region_watcher.start()
 

@@ -22,10 +22,17 @@ if TYPE_CHECKING:
     from driver.legacy.extender.state import ExtenderState
 
 log = logging.getLogger(__name__)
+DEFAULT_ADDR = "127.0.0.1:8888"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--addr", default=":8888", help="HTTP listen address [host]:port")
+    # Loopback by default: the extender's HTTP API is unauthenticated and only the scheduler beside it (same
+    # pod) calls it. Listening on every interface is a deliberate ':8888'.
+    p.add_argument(
+        "--addr",
+        default=DEFAULT_ADDR,
+        help=f"HTTP listen address [host]:port (default {DEFAULT_ADDR}: loopback)",
+    )
     p.add_argument(
         "--kubeconfig", default="", help="kubeconfig file (default: in-cluster, else ~/.kube/config)"
     )
@@ -93,7 +100,7 @@ def _check(args: argparse.Namespace):
 
     _host, sep, port = args.addr.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
-        raise CliError(f"--addr {args.addr!r}: expected [host]:port, e.g. ':8888'")
+        raise CliError(f"--addr {args.addr!r}: expected [host]:port, e.g. '127.0.0.1:8888'")
     for flag, value in (
         ("--node-scheduler-policy", args.node_scheduler_policy),
         ("--gpu-scheduler-policy", args.gpu_scheduler_policy),

@@ -41,6 +41,7 @@ from driver.plugin.container.edits import (
     claim_edits,
     region_container_path,
 )
+from driver.plugin.enforcement.attribution import reserved_pods
 from driver.plugin.enforcement.regions import claim_runtime
 from driver.plugin.logfmt import event
 from driver.plugin.mig.instances import MigKeeper, MigOps, needs_mig_off
@@ -162,6 +163,7 @@ class Preparer:
                 elif leftover:  # a PrepareStarted left by a failed attempt: start clean
                     self._undo(leftover, inject=False)
                 record = self._record(plan)
+                record.pods = list(reserved_pods(claim))
                 try:
                     return Prepared(devices=tuple(self._apply(plan, record)))
                 except BaseException:

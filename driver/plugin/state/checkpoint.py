@@ -12,8 +12,11 @@ claims the node holds (docs/reliability.md has the figures):
   log leaves such records behind). A torn last line is a write that never returned, so it is dropped; a bad
   line before the last is corruption. Once the log holds more records than max(COMPACT_MIN, claims), the
   next save folds it into a new snapshot: that O(claims) write happens once per O(claims) changes.
-Version 1 (a snapshot without `seq` and no log) is read too and rewritten as version 2 by the first full
-save (recovery does one at every start), with fixtures of both in tests/fixtures/formats/.
+Each claim records its `pods` (the UIDs of the pods in its status.reservedFor at prepare: the NVML
+cross-check gives a GPU process to a claim by its cgroup's pod).
+Version 1 (a snapshot without `seq` or `pods`, and no log) is read too (its claims with no pods: the region
+watcher reads them from the API server) and rewritten as version 2 by the first full save (recovery does
+one at every start), with fixtures of both in tests/fixtures/formats/.
 Loading never raises for a bad file: a corrupt checkpoint is moved aside and reported, so the plugin can
 rebuild its state and keep running. During a rolling update two plugin processes share the files (one at
 a time, under the node lock): `reload_if_changed` lets each adopt what the other wrote, not overwrite it.
@@ -70,6 +73,7 @@ class ClaimRecord:
     name: str
     state: str
     devices: list[DeviceRecord] = field(default_factory=list)
+    pods: list[str] = field(default_factory=list)  # UIDs of the pods the claim was reserved for at prepare
 
 
 @dataclass
@@ -115,8 +119,11 @@ def claim_from_json(uid: str, raw: dict) -> ClaimRecord:
         )
     if raw["state"] not in (STATE_STARTED, STATE_COMPLETED):
         raise ValueError(f"claims.{uid}.state: unknown state {raw['state']!r}")
+    pods = raw.get("pods", [])
+    if not isinstance(pods, list) or not all(isinstance(p, str) for p in pods):
+        raise ValueError(f"claims.{uid}.pods: not a list of pod UIDs")
     return ClaimRecord(
-        uid=uid, namespace=raw["namespace"], name=raw["name"], state=raw["state"], devices=devices
+        uid=uid, namespace=raw["namespace"], name=raw["name"], state=raw["state"], devices=devices, pods=pods
     )
 
 

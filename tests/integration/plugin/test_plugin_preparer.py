@@ -470,3 +470,18 @@ def test_a_corrupt_mig_journal_is_moved_aside_not_fatal(world, tmp_path):
     journal.write_text("{not json")
     assert recover(p) == "missing" and p.migs.journal.entries() == []
     assert list(journal.parent.glob("mig-journal.json.corrupt-*"))
+
+
+def test_prepare_records_the_pods_the_claim_is_reserved_for(world):
+    # the NVML cross-check gives a GPU process to a claim through these pods (its cgroup names its pod)
+    cluster, _mig, make = world
+    ref = put(cluster, "soft", MIXED[1:])
+    pod = "00000001-0000-4000-8000-000000000001"
+    stored = cluster.get_resource_claim("ns", "soft")
+    stored["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": pod}]
+    cluster.put_resource_claim(stored)
+    preparer = make()
+    recover(preparer)
+    assert preparer.prepare([ref])[ref.uid].error == ""
+    assert preparer.state[ref.uid].pods == [pod]
+    assert make().checkpoint.load().claims[ref.uid].pods == [pod]
