@@ -91,8 +91,9 @@ def test_ordinary_selectors_stay_far_below_the_limit():
 @pytest.mark.parametrize("compiled", [True, False])
 def test_runtime_cost_limit_stops_an_evaluation_and_is_not_absorbed(compiled):
     # A slice read from a file is not held to the API's 64-character strings; the meter is.
+    # ...and it is reported as the budget it is, not as an ordinary runtime error that || could absorb.
     long = device("a" * 3_000_000)
-    with pytest.raises(cel.CelError, match="cost limit exceeded"):
+    with pytest.raises(cel.CelError, match=r"^CEL cost limit exceeded: more than 1000000 units"):
         cel.compile_selector(f'{NAME}.matches("bbbbbbbbbbbbbbbb") || true', compiled).evaluate(long)
 
 
@@ -118,3 +119,10 @@ def test_an_over_budget_selector_fails_only_its_claim():
         a.allocate(claim("bad", exactly("r", selectors=[too_complex])))
     good = claim("good", exactly("r", selectors=[f'{NAME}.matches("(a+)+$") || {NAME} == "ok"']))
     assert devices_of(a.allocate(good)) == [("r", "n1", "g1")]
+
+
+def test_replace_is_charged_for_the_string_it_builds():
+    # 3M characters become 12M: the result's size is charged before it is built.
+    long = device("a" * 3_000_000)
+    with pytest.raises(cel.CelError, match="cost limit exceeded"):
+        cel.compile_selector(f'{NAME}.replace("a", "aaaa") == ""').evaluate(long)
