@@ -183,8 +183,11 @@ class Program:
         cel_cost.Meter.start()
         try:
             result = self.runner.evaluate({"device": device})
-        finally:
-            over = cel_cost.Meter.stop()
+        except Exception:
+            if cel_cost.Meter.stop() is not None:  # whatever cel-python made of it, the budget decides
+                raise cel_cost.CostLimitExceeded(cel_cost.Meter.last_reason()) from None
+            raise
+        over = cel_cost.Meter.stop()
         if over is not None:
             raise cel_cost.CostLimitExceeded(over)
         return result

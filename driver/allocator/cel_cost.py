@@ -154,10 +154,15 @@ class Meter:
 
     @classmethod
     def stop(cls) -> str | None:
-        """End the evaluation; the reason it went over budget, or None."""
+        """End the evaluation; the reason it went over budget (also kept in `last`), or None."""
         state = getattr(cls._local, "state", None)
         cls._local.state = None
-        return None if state is None else state[3]
+        cls._local.last = None if state is None else state[3]
+        return cls._local.last
+
+    @classmethod
+    def last_reason(cls) -> str:
+        return getattr(cls._local, "last", None) or ""
 
     @classmethod
     def charge(cls, cost: int) -> None:
