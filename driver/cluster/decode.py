@@ -105,7 +105,7 @@ def decode_object(data: bytes | str, what: str, limit: int = MAX_DEPTH) -> Any:
     except RecursionError:
         raise DecodeError(f"{what}: nested deeper than the decoder can follow (limit {limit})") from None
     except ValueError as e:
-        raise DecodeError(f"{what}: not valid JSON: {e}") from None
+        raise DecodeError(f"{what} is not JSON: {e}") from None
     check_depth(value, what, limit)
     return value
 
@@ -206,7 +206,7 @@ def _decode_by_item(text: str, limit: int) -> Decoded:
             bad.append(_bad_from_text(piece, i, f"nested deeper than {limit} levels"))
             continue
         except ValueError as e:
-            bad.append(_bad_from_text(piece, i, f"not valid JSON: {e}"))
+            bad.append(_bad_from_text(piece, i, f"is not JSON: {e}"))
             continue
         reason = _item_problem(item, limit)
         if reason:
