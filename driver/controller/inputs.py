@@ -6,6 +6,9 @@
   belongs to is busy. So is a GPU whose NodePartitioning status says a change waits for it (`pending`),
   and a GPU whose desired strategy (spec) differs from what it publishes: the plugin has not applied it.
 - Pending claims: no status.allocation, not being deleted; pending since the claim's creationTimestamp.
+  Each is read once with the allocator's claim reader (driver/allocator/model.read_claim) before the
+  planner sees it: a claim that does not have the shape of a ResourceClaim (`requests: "x"`,
+  `matchAttribute: 5`) is a problem naming that claim and field, and is left out; the round goes on.
 - History: the controller keeps the times it changed each GPU in the annotation
   `carve.dev/strategy-changes` of the node's NodePartitioning ({"<uuid>": [unix seconds, ...]}).
 """
@@ -29,6 +32,7 @@ from api.v1alpha1.partitioning import (
     parse_node_partitioning,
 )
 from driver import names
+from driver.allocator.model import ModelError, object_name, read_claim
 from driver.controller.nodes import NodeState, claim_devices, device_gpus, gpus_from_slices
 from driver.controller.planner import Change, Pending, PlanInput
 from driver.devices import Settings
@@ -41,6 +45,17 @@ def parse_time(text: str | None) -> float:
     if not text:
         return 0.0
     return datetime.strptime(text.rstrip("Z")[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+
+
+def claim_problem(claim: dict[str, Any]) -> str:
+    """Why a pending claim cannot be planned for ("" when it can), naming the claim and the field."""
+    try:
+        read_claim(claim)
+    except ModelError as e:
+        return str(e)
+    except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as e:  # a shape not foreseen
+        return f"ResourceClaim {object_name(claim)}: malformed: {type(e).__name__}: {e}"
+    return ""
 
 
 def newest_pools(slices: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -84,8 +99,10 @@ def build_input(
     grace_s: float = 0.0,
     plugin_rules: StrategyRules | None = None,
     node_annotations: dict[str, dict[str, str]] | None = None,
+    invalid: list[tuple[dict[str, Any], str]] | None = None,
 ) -> tuple[PlanInput, list[str]]:
-    """The planner's input, and the problems found (a bad NodePartitioning pauses its node).
+    """The planner's input, and the problems found (a bad NodePartitioning pauses its node, a malformed
+    claim is left out; each such claim is also appended to `invalid` with its message, for Events).
 
     Pinned GPUs (never changed): those a rule of `plugin_rules` (the plugins' --strategy) names by index or
     model, those the node annotation gpu.carve.dev/strategy gives a strategy, the NodePartitioning entries
@@ -121,10 +138,15 @@ def build_input(
     pending: list[Pending] = []
     for claim in claims:
         meta = claim.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
+        if not isinstance(meta, dict) or meta.get("deletionTimestamp"):
             continue
         if (claim.get("status") or {}).get("allocation"):
-            for pool, device in claim_devices(claim):
+            try:
+                held = claim_devices(claim)
+            except (AttributeError, KeyError, TypeError, ValueError) as e:
+                problems.append(f"ResourceClaim {object_name(claim)}: status.allocation: malformed: {e}")
+                continue
+            for pool, device in held:
                 if pool in nodes:
                     nodes[pool].allocated[
                         meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
@@ -132,6 +154,12 @@ def build_input(
                     gpu = gpu_of[pool].get(device)
                     if gpu:
                         nodes[pool].busy.add(gpu)
+            continue
+        message = claim_problem(claim)
+        if message:
+            problems.append(message)
+            if invalid is not None:
+                invalid.append((claim, message))
             continue
         pending.append(
             Pending(

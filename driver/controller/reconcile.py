@@ -42,6 +42,7 @@ WATCHED = (
     "namespaces",
 )
 EVENT_REASON = "GPUStrategyChange"
+INVALID_REASON = "InvalidClaim"  # a pending claim the planner leaves out (inputs.claim_problem)
 
 
 def claim_pods(claim: dict[str, Any]) -> list[tuple[str, str]]:
@@ -90,6 +91,7 @@ class Reconciler:
         self.informers = {p: Informer(api, p, self._changed, config.resync_s) for p in WATCHED}
         self.last_plan: Plan | None = None
         self.problems: list[str] = []
+        self._reported: set[tuple[str, str]] = set()  # (uid, resourceVersion) of invalid claims with an Event
 
     def _changed(self, plural: str) -> None:
         self.dirty.set()
@@ -123,6 +125,7 @@ class Reconciler:
                 if selector.matches(o["metadata"].get("labels") or {})
             )
         partitionings = {o["metadata"]["name"]: o for o in self.informers["nodepartitionings"].items()}
+        invalid: list[tuple[dict, str]] = []
         inp, problems = build_input(
             self.informers["resourceslices"].items(),
             self.informers["deviceclasses"].items(),
@@ -136,8 +139,10 @@ class Reconciler:
             self.config.grace_s,
             self.config.plugin_rules,
             annotations,
+            invalid,
         )
         self.problems += problems
+        self._report_invalid(invalid)
         inp = type(inp)(**{**inp.__dict__, "max_changes": self.config.max_changes})
         started = time.perf_counter()
         plan = self.planner.plan(inp)
@@ -231,15 +236,33 @@ class Reconciler:
                 for obj in involved:
                     self._event(key, obj, message)
 
-    def _event(self, key: str, involved: dict[str, str], message: str) -> None:
+    def _report_invalid(self, invalid: list[tuple[dict, str]]) -> None:
+        """A Warning Event on each malformed pending claim, once per version of it (rounds repeat)."""
+        current: set[tuple[str, str]] = set()
+        for claim, message in invalid:
+            meta = claim.get("metadata") or {}
+            name, namespace = meta.get("name"), meta.get("namespace")
+            if not isinstance(name, str) or not isinstance(namespace, str) or not name or not namespace:
+                continue
+            version = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
+            current.add(version)
+            if version in self._reported:
+                continue
+            involved = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "name": name,
+                        "namespace": namespace, "uid": version[0]}
+            self._event(f"{namespace}/{name}", involved, message, INVALID_REASON, "Warning")
+        self._reported = current
+
+    def _event(self, key: str, involved: dict[str, str], message: str, reason: str = EVENT_REASON,
+               kind: str = "Normal") -> None:
         ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
         body = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
             "involvedObject": involved,
-            "reason": EVENT_REASON,
-            "type": "Normal",
+            "reason": reason,
+            "type": kind,
             "message": message,
             "source": {"component": "carve-controller"},
             "reportingComponent": "carve.dev/controller",

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from driver.cluster.decode import DecodeError, decode_object
 from driver.legacy.extender.verbs import ArgsError, Extender
 from driver.plugin.logfmt import event
 
@@ -97,11 +98,15 @@ class _Handler(BaseHTTPRequestHandler):
         if verb is None:
             return self._reply(404, {"Error": f"no route POST {self.path}"})
         try:
-            args = json.loads(raw)
+            # One pod per request: decoded with the nesting limit every API object gets (a body nested
+            # thousands deep is this request's 400, not a RecursionError).
+            args = decode_object(raw, "body")
             if not isinstance(args, dict):
                 raise ArgsError("the body must be a JSON object")
             result = verb(args)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except DecodeError as e:
+            return self._reply(400, {"Error": f"{self.path}: {e}"})
+        except UnicodeDecodeError as e:
             return self._reply(400, {"Error": f"{self.path}: body is not JSON: {e}"})
         except ArgsError as e:
             return self._reply(400, {"Error": f"{self.path}: {e}"})
