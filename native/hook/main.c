@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "hook.h"
+#include "memlimits.h"
 
 static int usage(void)
 {
@@ -21,6 +22,8 @@ int main(int argc, char **argv)
     if (argc < 2)
         return usage();
     const char *cmd = argv[1];
+    if (strcmp(cmd, "memory-limits") == 0) /* createRuntime/poststop: reads the state itself, no root */
+        return run_memory_limits(argc - 2, argv + 2);
     if (strcmp(cmd, "create-symlinks") && strcmp(cmd, "update-ldcache") && strcmp(cmd, "preload"))
         return usage();
     char *root = container_root_from_state(STDIN_FILENO);
