@@ -126,6 +126,8 @@ static int start_server(unsigned uid)
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        signal(SIGTERM, SIG_DFL); /* the daemon's handler would keep the server alive */
+        signal(SIGINT, SIG_DFL);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         prctl(PR_SET_NAME, "nvidia-cuda-mps-server");
         for (int fd = 3; fd < 1024; fd++)
@@ -416,6 +418,7 @@ int main(int argc, char **argv)
             if (null >= 0) {
                 dup2(null, 0);
                 dup2(null, 1);
+                dup2(null, 2); /* the caller waits for EOF on its pipes: keep none of them */
                 if (null > 2)
                     close(null);
             }
