@@ -17,7 +17,9 @@ from driver.devices.soft import Soft
 from driver.devices.timeslice import TimeSlice
 from driver.gpu.model import Gpu
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Exclusive(), Soft(), Slots(), Mig(), TimeSlice(), Mps())}
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s for s in (Exclusive(), Soft(), Slots(), Mig(), TimeSlice(), Mps())
+}
 DEFAULT_STRATEGY = names.STRATEGY_EXCLUSIVE
 
 

@@ -44,7 +44,10 @@ class Soft:
             ) from None
         device = {
             "name": gpu.name,
-            "attributes": {**common_attributes(gpu, names.TYPE_VGPU), **enforcement_attributes(gpu, settings)},
+            "attributes": {
+                **common_attributes(gpu, names.TYPE_VGPU),
+                **enforcement_attributes(gpu, settings),
+            },
             "allowMultipleAllocations": True,
             "capacity": {
                 "memory": {"value": quantity(memory), "requestPolicy": mem_policy},

@@ -17,7 +17,7 @@ from driver.limits import Region, read_limits
 from driver.plugin.container.edits import ClaimFiles
 from driver.plugin.state.checkpoint import ClaimRecord
 
-LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT)
+LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT, names.TYPE_MPS)
 
 
 @dataclass(frozen=True)
