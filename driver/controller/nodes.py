@@ -34,7 +34,13 @@ TYPES: dict[str, frozenset[str]] = {
 }
 # Strategies whose GPU can still take claims while it holds one.
 SHARED = frozenset(
-    {names.STRATEGY_SOFT, names.STRATEGY_SLOTS, names.STRATEGY_MIG, names.STRATEGY_TIMESLICE, names.STRATEGY_MPS}
+    {
+        names.STRATEGY_SOFT,
+        names.STRATEGY_SLOTS,
+        names.STRATEGY_MIG,
+        names.STRATEGY_TIMESLICE,
+        names.STRATEGY_MPS,
+    }
 )
 _STRATEGY_OF_TYPE = {
     names.TYPE_VGPU: names.STRATEGY_SOFT,
