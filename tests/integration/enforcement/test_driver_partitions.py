@@ -188,3 +188,27 @@ def test_poststop_clears_the_limits_it_recorded(node: Node):
     assert got == "NVMLError_NotFound"
     # A second poststop (the runtime may retry) has nothing to do and does not fail.
     assert node.hook(f"{uuid}:{GI}:{2 * GI}", pid=None, clear=True).returncode == 0
+
+
+def test_driver_usage_counts_every_process_of_the_recorded_cgroups(node: Node):
+    uuid = node.uuid()
+    claim_dir = node.tmp / "claim"
+    claim_dir.mkdir()
+    record = node.record  # the hook's --record: <claim dir>/cgroups
+    record.rename(claim_dir / "cgroups")
+    node.record = claim_dir / "cgroups"
+    with node.container() as c:
+        assert node.hook(f"{uuid}:0:{4 * GI}", pid=c.pid).returncode == 0
+    holder = subprocess.Popen(
+        [str(CLIENT), "hold", str(GI)], env=node.env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == f"ready {CUDA_SUCCESS}"
+        code = (
+            "from driver.plugin.enforcement.driverusage import driver_usage\n"
+            f"result = driver_usage({str(claim_dir)!r}, [{uuid!r}, 'GPU-unknown'])"
+        )
+        assert node.nvml(code) == {uuid: GI}
+    finally:
+        holder.kill()
+        holder.wait()
