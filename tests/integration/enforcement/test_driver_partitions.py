@@ -212,3 +212,25 @@ def test_driver_usage_counts_every_process_of_the_recorded_cgroups(node: Node):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_the_driver_refuses_also_under_the_limiter(node: Node, tmp_path):
+    """The limiter loaded with a looser quota of its own than the partition: the driver still refuses."""
+    from driver.limits import ClaimLimits, DeviceLimit, create_region, limits_path_for, write_limits
+    from driver.limits.limitsfile import ClaimRuntime
+
+    uuid = node.uuid()
+    with node.container() as c:
+        assert node.hook(f"{uuid}:0:{2 * GI}", pid=c.pid).returncode == 0
+    region = tmp_path / "region"
+    limits = ClaimLimits(devices=(DeviceLimit(8 * GI, 0, uuid=uuid),), region_path=str(region))
+    create_region(region, limits)
+    write_limits(limits_path_for(region), limits, ClaimRuntime())
+    env = {"CARVE_REGION": str(region), "CARVE_REGION_DIR": str(tmp_path / "no-root"), "CARVE_LOG": "warn"}
+    assert int(node.client("alloc", str(2 * GI), preload=True, **env)) == CUDA_SUCCESS
+    assert int(node.client("alloc", str(3 * GI), preload=True, **env)) == CUDA_ERROR_OUT_OF_MEMORY
+    # The same process outside the partition: the limiter alone lets 3Gi through (its quota is 8Gi).
+    other = node.tmp / "elsewhere"
+    (other / str(node.cgroup.relative_to(node.cgroup_fs))).mkdir(parents=True)
+    outside = node.client("alloc", str(3 * GI), preload=True, CARVE_FAKE_CGROUP_FS=str(other), **env)
+    assert int(outside) == CUDA_SUCCESS
