@@ -14,7 +14,10 @@ CLASS_VGPU = "vgpu.carve.dev"
 CLASS_SLOT = "slot.carve.dev"
 CLASS_MIG = "mig.carve.dev"
 CLASS_TIMESLICE = "timeslice.carve.dev"
-DEVICE_CLASSES = (CLASS_GPU, CLASS_VGPU, CLASS_SLOT, CLASS_MIG, CLASS_TIMESLICE)
+CLASS_MPS = "mps.carve.dev"
+# Soft slices whose memory the driver enforces (attribute memoryEnforcement == "driver").
+CLASS_VGPU_STRICT = "vgpu-strict.carve.dev"
+DEVICE_CLASSES = (CLASS_GPU, CLASS_VGPU, CLASS_SLOT, CLASS_MIG, CLASS_TIMESLICE, CLASS_MPS, CLASS_VGPU_STRICT)
 
 # Device `type` attribute values.
 TYPE_GPU = "gpu"
@@ -22,6 +25,7 @@ TYPE_VGPU = "vgpu"
 TYPE_MIG = "mig"
 TYPE_TIMESLICE = "timeslice"
 TYPE_SLOT = "slot"
+TYPE_MPS = "mps"
 
 # Strategies (how one GPU is partitioned).
 STRATEGY_EXCLUSIVE = "exclusive"
@@ -29,6 +33,16 @@ STRATEGY_SOFT = "soft"
 STRATEGY_SLOTS = "slots"
 STRATEGY_MIG = "mig"
 STRATEGY_TIMESLICE = "timeslice"
+STRATEGY_MPS = "mps"
+
+# Memory enforcement backends of shareable devices (attribute `memoryEnforcement`; docs/enforcement.md):
+# the driver's per-cgroup memory partition (NVML memory limits, CUDA 13.4 generation drivers) or carve's
+# LD_PRELOAD limiter. `--memory-enforcement auto` takes the driver where a GPU supports it.
+MEMORY_ENFORCEMENT_DRIVER = "driver"
+MEMORY_ENFORCEMENT_LIMITER = "limiter"
+MEMORY_ENFORCEMENT_AUTO = "auto"
+MEMORY_ENFORCEMENT_ATTRIBUTE = "memoryEnforcement"
+SHARING_ATTRIBUTE = "sharing"  # "mps" on the devices of the mps strategy
 
 # CDI.
 CDI_VENDOR = "k8s.gpu.carve.dev"
@@ -61,6 +75,9 @@ LIMITER_CONTAINER_PATH = f"{LIMITER_CONTAINER_DIR}/{LIMITER_LIBRARY}"
 HOOK_BINARY = "carve-cdi-hook"
 HOOK_BUILD_PATH = "native/build/carve-cdi-hook"
 LDCONFIG_BINARY = "carve-ldconfig"
+# MPS (driver/plugin/mps): the control daemon from the driver root, and where clients find its pipes.
+MPS_CONTROL_BINARY = "nvidia-cuda-mps-control"
+MPS_CONTAINER_PIPE_DIR = "/var/run/carve/mps"
 ENV_FAKE_PROC_ROOT = "CARVE_FAKE_PROC_ROOT"  # where the fake NVML writes MIG capability files
 
 # Kubelet plugin sockets.

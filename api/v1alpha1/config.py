@@ -3,7 +3,7 @@
 Users put these objects in `spec.devices.config[].opaque.parameters` of a ResourceClaim (or of a
 DeviceClass) with `driver: gpu.carve.dev`. Two kinds exist, one per family of devices:
 - `GpuConfig` for devices that are a whole GPU or a hardware partition (types gpu, mig, timeslice);
-- `SliceConfig` for soft slices of a GPU enforced by the limiter (types vgpu, slot).
+- `SliceConfig` for soft slices of a GPU (types vgpu, slot, mps).
 Each may carry a `claimPolicy` (`GpuClaimPolicy`, `SliceClaimPolicy`), valid only in a DeviceClass's config:
 what the claims of that class may change (policy.py applies it).
 Parsing is strict: unknown fields, wrong types and values outside the enums are errors whose message
@@ -161,6 +161,14 @@ class SliceClaimPolicy(_Strict):
     oomPolicy: list[OomPolicy] | None = Field(
         None, description="OOM policies a claim may choose. Default rule: any."
     )
+    maxMemoryLimitRatio: float | int | None = Field(
+        None,
+        ge=1,
+        le=16,
+        description="Largest memoryLimit a claim may set, as a multiple of the memory it requests (e.g. "
+        "1.5). Default rule: 1, i.e. no burst. Bursting also needs an mps device whose memory the driver "
+        "enforces (docs/enforcement.md).",
+    )
 
 
 # Defaults make `GpuConfig()` handy in code, but a user's object must say what it is: parse_config
@@ -199,6 +207,14 @@ class SliceConfig(_Strict):
         "error",
         description="error: an allocation beyond the memory limit fails with CUDA_ERROR_OUT_OF_MEMORY; "
         "kill: the process is killed.",
+    )
+    memoryLimit: str | None = Field(
+        None,
+        pattern=r"^[0-9]+(Ki|Mi|Gi|Ti)?$",
+        description="Hard ceiling of the claim's GPU memory per device, a quantity such as '6Gi'; the "
+        "consumed `memory` capacity is the request (the guarantee the scheduler counts). Default: the "
+        "request. Above the request only on mps devices whose memory the driver enforces, and within the "
+        "class's claimPolicy.maxMemoryLimitRatio (docs/enforcement.md).",
     )
     claimPolicy: SliceClaimPolicy | None = Field(None, description=_CLAIM_POLICY_DOC)
 

@@ -27,8 +27,8 @@ PLURAL_PARTITIONING_POLICIES = "partitioningpolicies"
 # Annotation on a NodePartitioning where the controller keeps when it changed each GPU (hysteresis).
 ANNOTATION_CHANGES = f"{names.CRD_GROUP}/strategy-changes"
 
-StrategyName = Literal["exclusive", "soft", "slots", "mig", "timeslice"]
-STRATEGY_NAMES: tuple[str, ...] = ("exclusive", "soft", "slots", "mig", "timeslice")
+StrategyName = Literal["exclusive", "soft", "slots", "mig", "timeslice", "mps"]
+STRATEGY_NAMES: tuple[str, ...] = ("exclusive", "soft", "slots", "mig", "timeslice", "mps")
 HARDWARE_ISOLATED: tuple[str, ...] = (names.STRATEGY_MIG, names.STRATEGY_EXCLUSIVE)
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 

@@ -8,6 +8,8 @@ and each change must be allowed:
   `corePolicy` may only move towards `force` (disable < default < force), `priority` only towards `low`;
   `oomPolicy` and `sharing` concern only the claim's own processes, so any value is allowed.
 
+`memoryLimit` is bounded by the class's claimPolicy.maxMemoryLimitRatio (default 1) once the request is known
+(driver/plugin/claims/plan.py); that ratio is the only part of a claimPolicy `bound` keeps.
 `bound` is the one place that decides; it returns the config the device runs with (without `claimPolicy`),
 and the decision code after it never looks at the raw claim config again. The admission policy of the Helm
 chart (templates/claimpolicy.yaml) applies the same rules when a claim is created; docs/configuration.md
@@ -26,6 +28,7 @@ from api.v1alpha1.config import (
     OomPolicy,
     Priority,
     SharingStrategy,
+    SliceClaimPolicy,
     SliceConfig,
 )
 
@@ -64,7 +67,7 @@ def bound(claim: Config | None, base: Config, class_name: str = "", where: str =
     ConfigError at `where` (the claim's entry, `claim config[i]`) naming the field, the value, the class
     that forbids it and what it allows.
     """
-    effective = base.model_copy(update={"claimPolicy": None})
+    effective = base.model_copy(update={"claimPolicy": _kept_policy(base)})
     if claim is None:
         return effective
     if type(claim) is not type(base):
@@ -104,6 +107,8 @@ def _guarded(name: str, value: Any, base: Config) -> tuple[str | None, str, str,
     """(field path, wanted value, class value, listed values) of a changed top-level field; a None path
     for fields the policy does not bound (a value of `sharing` other than its strategy)."""
     policy = base.claimPolicy
+    if isinstance(base, SliceConfig) and name == "memoryLimit":
+        return None, "", "", None  # bounded at prepare against the request (claims/plan.py), by the ratio
     if isinstance(base, SliceConfig):
         listed = getattr(policy, name) if policy is not None else None
         return name, value, getattr(base, name), listed
@@ -112,6 +117,15 @@ def _guarded(name: str, value: Any, base: Config) -> tuple[str | None, str, str,
         listed = sharing.strategy if sharing is not None else None
         return "sharing.strategy", value.strategy, base.sharing.strategy, listed
     return None, "", "", None
+
+
+def _kept_policy(base: Config) -> SliceClaimPolicy | None:
+    """What of the class's claimPolicy the device still needs after `bound`: the memoryLimit ratio, which
+    can only be checked once the request (the consumed capacity) is known."""
+    policy = base.claimPolicy
+    if isinstance(policy, SliceClaimPolicy) and policy.maxMemoryLimitRatio is not None:
+        return SliceClaimPolicy(maxMemoryLimitRatio=policy.maxMemoryLimitRatio)
+    return None
 
 
 def _class(class_name: str) -> str:

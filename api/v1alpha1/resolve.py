@@ -24,7 +24,7 @@ from api.v1alpha1.config import (
     parse_config,
 )
 from api.v1alpha1.policy import bound, check_claim_entry
-from driver.names import DRIVER_NAME, TYPE_GPU, TYPE_MIG, TYPE_SLOT, TYPE_TIMESLICE, TYPE_VGPU
+from driver.names import DRIVER_NAME, TYPE_GPU, TYPE_MIG, TYPE_MPS, TYPE_SLOT, TYPE_TIMESLICE, TYPE_VGPU
 
 # Device type -> the one config kind that fits it.
 KIND_FOR_TYPE: dict[str, str] = {
@@ -33,6 +33,7 @@ KIND_FOR_TYPE: dict[str, str] = {
     TYPE_TIMESLICE: KIND_GPU_CONFIG,
     TYPE_VGPU: KIND_SLICE_CONFIG,
     TYPE_SLOT: KIND_SLICE_CONFIG,
+    TYPE_MPS: KIND_SLICE_CONFIG,
 }
 
 SOURCE_CLASS = "FromClass"

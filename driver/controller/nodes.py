@@ -30,15 +30,25 @@ TYPES: dict[str, frozenset[str]] = {
     names.STRATEGY_SLOTS: frozenset({names.TYPE_SLOT}),
     names.STRATEGY_MIG: frozenset({names.TYPE_MIG, names.TYPE_GPU}),
     names.STRATEGY_TIMESLICE: frozenset({names.TYPE_TIMESLICE}),
+    names.STRATEGY_MPS: frozenset({names.TYPE_MPS}),
 }
 # Strategies whose GPU can still take claims while it holds one.
-SHARED = frozenset({names.STRATEGY_SOFT, names.STRATEGY_SLOTS, names.STRATEGY_MIG, names.STRATEGY_TIMESLICE})
+SHARED = frozenset(
+    {
+        names.STRATEGY_SOFT,
+        names.STRATEGY_SLOTS,
+        names.STRATEGY_MIG,
+        names.STRATEGY_TIMESLICE,
+        names.STRATEGY_MPS,
+    }
+)
 _STRATEGY_OF_TYPE = {
     names.TYPE_VGPU: names.STRATEGY_SOFT,
     names.TYPE_SLOT: names.STRATEGY_SLOTS,
     names.TYPE_MIG: names.STRATEGY_MIG,
     names.TYPE_TIMESLICE: names.STRATEGY_TIMESLICE,
     names.TYPE_GPU: names.STRATEGY_EXCLUSIVE,
+    names.TYPE_MPS: names.STRATEGY_MPS,
 }
 # carve's own classes select one device type each; other classes may select anything.
 CLASS_TYPES = {
@@ -47,6 +57,8 @@ CLASS_TYPES = {
     names.CLASS_SLOT: names.TYPE_SLOT,
     names.CLASS_MIG: names.TYPE_MIG,
     names.CLASS_TIMESLICE: names.TYPE_TIMESLICE,
+    names.CLASS_MPS: names.TYPE_MPS,
+    names.CLASS_VGPU_STRICT: names.TYPE_VGPU,
 }
 _GPU_NAME = re.compile(r"^gpu-(\d+)(?:-|$)")
 WHAT_IF_VERSION = "1.36"  # what-if slices only feed the allocator; any version's layout has the same devices

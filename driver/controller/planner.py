@@ -134,6 +134,7 @@ def _strategies_for(types: list[str] | None) -> list[str]:
             names.STRATEGY_SOFT,
             names.STRATEGY_SLOTS,
             names.STRATEGY_TIMESLICE,
+            names.STRATEGY_MPS,
         ]
     out: list[str] = []
     for t in types:
@@ -143,6 +144,7 @@ def _strategies_for(types: list[str] | None) -> list[str]:
             names.STRATEGY_SOFT,
             names.STRATEGY_SLOTS,
             names.STRATEGY_TIMESLICE,
+            names.STRATEGY_MPS,
         ):
             if t in TYPES[s] and s not in out:
                 out.append(s)

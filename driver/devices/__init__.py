@@ -1,6 +1,6 @@
 """The device model: (Gpu, strategy) -> devices and counter sets -> ResourceSlices. Pure: no I/O.
 
-One module per strategy (exclusive, soft, slots, mig, timeslice), chosen once through STRATEGIES;
+One module per strategy (exclusive, soft, slots, mig, timeslice, mps), chosen once through STRATEGIES;
 slices.py chunks the devices of a node into ResourceSlices within the API limits of a Kubernetes
 version (limits.py); catalog.py builds Gpu records of emulated models for tests and simulations.
 """
@@ -11,12 +11,15 @@ from driver import names
 from driver.devices.base import DeviceSet, ModelError, Settings, Strategy
 from driver.devices.exclusive import Exclusive
 from driver.devices.mig import Mig
+from driver.devices.mps import Mps
 from driver.devices.slots import Slots
 from driver.devices.soft import Soft
 from driver.devices.timeslice import TimeSlice
 from driver.gpu.model import Gpu
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Exclusive(), Soft(), Slots(), Mig(), TimeSlice())}
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s for s in (Exclusive(), Soft(), Slots(), Mig(), TimeSlice(), Mps())
+}
 DEFAULT_STRATEGY = names.STRATEGY_EXCLUSIVE
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from driver.devices.base import ModelError
 from driver.gpu.model import Gpu
+from driver.names import MEMORY_ENFORCEMENT_ATTRIBUTE
 
 PCI_BUS_ID_ATTRIBUTE = "resource.kubernetes.io/pciBusID"
 
@@ -119,3 +120,9 @@ def fixed_capacity(memory: int, multiprocessors: int, cores: int = 100) -> dict[
         "multiprocessors": {"value": str(multiprocessors)},
         "cores": {"value": str(cores)},
     }
+
+
+def enforcement_attributes(gpu: Gpu, settings: Any) -> dict[str, Any]:
+    """`memoryEnforcement` of a shareable device: `driver` (the driver's per-cgroup memory partition) or
+    `limiter` (carve's LD_PRELOAD limiter), so a class or claim can require the driver with CEL."""
+    return {MEMORY_ENFORCEMENT_ATTRIBUTE: string(settings.memory_enforcement(gpu))}

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from driver.gpu.model import Gpu
+from driver.names import MEMORY_ENFORCEMENT_DRIVER, MEMORY_ENFORCEMENT_LIMITER
 
 MI = 1024**2
 GI = 1024**3
@@ -39,11 +40,18 @@ class Settings:
     soft_memory_step: granularity and minimum of a soft memory request, bytes (256Mi).
     soft_context_reserve: GPU memory kept back per share (soft and slots) for the CUDA context the limiter
         cannot count, bytes; the shares together offer the GPU's memory less split_count reserves.
+    driver_memory: UUIDs of the GPUs whose shares' memory the driver enforces (driver/plugin/enforcement/
+        backends.py chooses them); every other shareable device is enforced by the limiter.
     """
 
     split_count: int = 10
     soft_memory_step: int = 256 * MI
     soft_context_reserve: int = DEFAULT_CONTEXT_RESERVE
+    driver_memory: frozenset[str] = frozenset()
+
+    def memory_enforcement(self, gpu: Gpu) -> str:
+        """`driver` or `limiter`: who enforces the memory of the shares of `gpu` (docs/enforcement.md)."""
+        return MEMORY_ENFORCEMENT_DRIVER if gpu.uuid in self.driver_memory else MEMORY_ENFORCEMENT_LIMITER
 
     def shared_memory(self, gpu_memory: int) -> int:
         """What the shares of one GPU may use together: its memory less one context reserve per share."""

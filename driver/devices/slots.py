@@ -7,7 +7,7 @@ A claim that needs more than one slot asks for several with a `matchAttribute` c
 from __future__ import annotations
 
 from driver import names
-from driver.devices.attributes import common_attributes, fixed_capacity
+from driver.devices.attributes import common_attributes, enforcement_attributes, fixed_capacity
 from driver.devices.base import MI, DeviceSet, ModelError, Settings
 from driver.gpu.model import Gpu
 
@@ -34,6 +34,7 @@ class Slots:
             attributes = common_attributes(gpu, names.TYPE_SLOT)
             attributes["slot"] = {"int": k}
             attributes["slotCount"] = {"int": n}
+            attributes.update(enforcement_attributes(gpu, settings))
             # Rounded down, so N slots never promise more than the GPU has; each keeps a context reserve back.
             capacity = fixed_capacity(
                 settings.shared_memory(gpu.memory_bytes) // n, gpu.multiprocessors // n, 100 // n

@@ -9,7 +9,7 @@ min + step <= value, and default and max are min plus a whole number of steps.
 from __future__ import annotations
 
 from driver import names
-from driver.devices.attributes import common_attributes, quantity
+from driver.devices.attributes import common_attributes, enforcement_attributes, quantity
 from driver.devices.base import DeviceSet, ModelError, Settings
 from driver.gpu.model import Gpu
 
@@ -44,7 +44,10 @@ class Soft:
             ) from None
         device = {
             "name": gpu.name,
-            "attributes": common_attributes(gpu, names.TYPE_VGPU),
+            "attributes": {
+                **common_attributes(gpu, names.TYPE_VGPU),
+                **enforcement_attributes(gpu, settings),
+            },
             "allowMultipleAllocations": True,
             "capacity": {
                 "memory": {"value": quantity(memory), "requestPolicy": mem_policy},

@@ -85,6 +85,9 @@ class Gpu:
     # The pending MIG mode when it differs from the current one (a change waits for the GPU to be idle or
     # reset, nvmlDeviceGetMigMode's pendingMode), else None.
     mig_pending: bool | None = None
+    # The driver can partition this GPU's memory per cgroup (nvmlDeviceSetMemoryLimits_v1 exists and does
+    # not answer NOT_SUPPORTED; CUDA 13.4 generation drivers, never on MIG devices). docs/enforcement.md.
+    memory_limits: bool = False
 
     @property
     def name(self) -> str:

@@ -333,6 +333,23 @@ def mig_mode(what: str, handle: Any) -> tuple[bool, bool, bool]:
     return True, current == pynvml.NVML_DEVICE_MIG_ENABLE, pending == pynvml.NVML_DEVICE_MIG_ENABLE
 
 
+def memory_limits_supported(handle: Any) -> bool:
+    """Whether the driver partitions this GPU's memory per cgroup: the limits API exists and does not
+    answer NOT_SUPPORTED. The probe asks for the limits of the cgroup root, which has none: NOT_FOUND (or
+    OPERATING_SYSTEM where /sys/fs/cgroup is not there) means the call is supported."""
+    if not hasattr(pynvml, "nvmlDeviceGetMemoryLimits_v1"):
+        return False  # bindings older than the API (nvidia-ml-py < 13.615)
+    limits = pynvml.c_nvmlGetMemoryLimits_v1_t()
+    limits.nameSpace = b"/sys/fs/cgroup"
+    try:
+        pynvml.nvmlDeviceGetMemoryLimits_v1(handle, limits)
+    except (pynvml.NVMLError_NotFound, pynvml.NVMLError_OperatingSystem):
+        return True
+    except pynvml.NVMLError:
+        return False  # NOT_SUPPORTED, FunctionNotFound (an older driver), or anything unexpected
+    return True
+
+
 def read_gpu(i: int, driver_version: str, cuda_version: str) -> Gpu:
     what = f"GPU {i}"
     handle = call(what, pynvml.nvmlDeviceGetHandleByIndex, i)
@@ -360,6 +377,7 @@ def read_gpu(i: int, driver_version: str, cuda_version: str) -> Gpu:
         mig_pending=pending if pending != enabled else None,
         mig_profiles=profiles,
         mig_instances=read_instances(what, handle, profiles) if enabled else (),
+        memory_limits=memory_limits_supported(handle),
     )
 
 

@@ -1,6 +1,8 @@
 """What a soft-slice or slot claim uses, read from its shared region at scrape time.
 
-The limiter keeps the usage in the claim's region file (driver/limits/region.py); reading it is a mapping
+The limiter keeps the usage in the claim's region file (driver/limits/region.py; where the driver enforces
+the memory, NVML's count for the claim's recorded cgroups replaces it: driver/plugin/enforcement/
+driverusage.py); reading it is a mapping
 and a few loads, so the exporter reads it on each scrape instead of caching anything. The quota and the
 share come from the plugin's limits file (driver/limits/limitsfile.py), which the container cannot write;
 it numbers the devices as the region does and names each by GPU UUID; this module puts the carve device
@@ -15,9 +17,10 @@ from pathlib import Path
 from driver import names
 from driver.limits import Region, read_limits
 from driver.plugin.container.edits import ClaimFiles
+from driver.plugin.enforcement.driverusage import driver_usage
 from driver.plugin.state.checkpoint import ClaimRecord
 
-LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT)
+LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT, names.TYPE_MPS)
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,10 @@ def read_claim_usage(record: ClaimRecord, path: Path) -> ClaimUsage:
     """The claim's usage per device; raises RegionError for a missing, foreign or corrupt region or limits
     file. `path` is the region file, <claims>/<uid>/region/region."""
     names_by_gpu = _device_names(record)
-    limits = read_limits(ClaimFiles(Path(path).parent.parent).limits)
+    claim_dir = Path(path).parent.parent
+    limits = read_limits(ClaimFiles(claim_dir).limits)
+    # Where the driver enforces, its count (every process of the containers' cgroups) is what is used.
+    by_driver = driver_usage(claim_dir, limits.uuids)
     with Region.open(path) as region:
         devices = []
         for i in range(min(region.device_count, len(limits.uuids))):
@@ -69,7 +75,7 @@ def read_claim_usage(record: ClaimRecord, path: Path) -> ClaimUsage:
                 DeviceUsage(
                     device=names_by_gpu.get(uuid, ""),
                     gpu_uuid=uuid,
-                    memory_used_bytes=region.used_bytes(i),
+                    memory_used_bytes=by_driver.get(uuid, region.used_bytes(i)),
                     memory_limit_bytes=limits.memory_limits[i],
                     memory_peak_bytes=region.peak_bytes(i),
                     oom_refusals=region.oom_refusals(i),

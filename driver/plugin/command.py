@@ -112,6 +112,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("true", "false"),
         help="follow this node's NodePartitioning (the strategy controller's choice per GPU) over --strategy",
     )
+    p.add_argument(
+        "--memory-enforcement",
+        default=names.MEMORY_ENFORCEMENT_AUTO,
+        choices=(
+            names.MEMORY_ENFORCEMENT_AUTO,
+            names.MEMORY_ENFORCEMENT_DRIVER,
+            names.MEMORY_ENFORCEMENT_LIMITER,
+        ),
+        help="who enforces the memory of shared GPUs: the driver's per-cgroup partition (driver), carve's "
+        "limiter (limiter), or the driver where the GPU supports it (auto); docs/enforcement.md",
+    )
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")
 
 
@@ -155,6 +166,12 @@ def _check_flags(args: argparse.Namespace, gpus) -> None:
         if args.k8s_version:
             limits_for(args.k8s_version)
     except ModelError as e:
+        raise CliError(str(e)) from None
+    from driver.plugin.enforcement.backends import EnforcementError, choose, probe_cgroup_v2
+
+    try:
+        choose(args.memory_enforcement, gpus, probe_cgroup_v2())
+    except EnforcementError as e:
         raise CliError(str(e)) from None
     for flag, addr, example in (
         ("--healthz-addr", args.healthz_addr, ":51515"),
@@ -216,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         kill_unenforced=args.kill_unenforced,
         boot_id=read_boot_id(Path(args.boot_id_file)),
         partitioning=args.node_partitioning == "true",
+        memory_enforcement=args.memory_enforcement,
     )
     mig = NvmlMig()
     plugin = Plugin(config, _cluster(args), gpus, mig, mig)

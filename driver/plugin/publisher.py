@@ -37,6 +37,7 @@ GATE_PARTITIONABLE = "DRAPartitionableDevices"
 FALLBACKS: dict[str, dict[str, str]] = {
     GATE_CONSUMABLE: {
         names.STRATEGY_SOFT: names.STRATEGY_SLOTS,
+        names.STRATEGY_MPS: names.STRATEGY_SLOTS,
         names.STRATEGY_TIMESLICE: names.STRATEGY_EXCLUSIVE,
     },
     GATE_PARTITIONABLE: {names.STRATEGY_MIG: names.STRATEGY_EXCLUSIVE},

@@ -41,6 +41,12 @@ from driver.metrics import MetricsServer, PluginMetrics, plugin_state
 from driver.plugin.claims.catalog import NodeDevice, catalog_from_slices
 from driver.plugin.claims.preparer import Preparer, PreparerSettings
 from driver.plugin.container.edits import DriverFilesError, HostLayout
+from driver.plugin.container.enforcement_edits import (
+    PartitionHost,
+    mps_control_path,
+    nvml_host_path,
+)
+from driver.plugin.enforcement.backends import EnforcementError, choose, probe_cgroup_v2
 from driver.plugin.enforcement.enforcer import Enforcer
 from driver.plugin.enforcement.regions import DEFAULT_INTERVAL_S, RegionWatcher
 from driver.plugin.health.endpoint import HealthServer, check_dra_socket
@@ -55,6 +61,8 @@ from driver.plugin.mig.modes import (
     read_modes,
 )
 from driver.plugin.mig.partitioning import NodePartitioningApplier
+from driver.plugin.mps.daemon import MpsDaemons
+from driver.plugin.mps.daemon import watch as watch_mps
 from driver.plugin.publisher import Publisher, PublishError
 from driver.plugin.service import DraV1, DraV1beta1, Registration, RegistrationState
 from driver.plugin.state.checkpoint import Checkpoint, read_boot_id
@@ -88,6 +96,7 @@ class PluginConfig:
     workers: int = 16
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
     partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/mig/partitioning.py)
+    memory_enforcement: str = names.MEMORY_ENFORCEMENT_AUTO  # auto | driver | limiter (docs/enforcement.md)
 
 
 def _k8s_version(cluster, configured: str) -> str:
@@ -105,6 +114,12 @@ def _k8s_version(cluster, configured: str) -> str:
         return wanted
     # Newer than any version we know: its limits are at least those of the newest one we know.
     return known[-1] if (major, minor) > tuple(int(x) for x in known[-1].split(".")) else known[0]
+
+
+def _fake_dir() -> Path:
+    from driver.gpu.nvml import fake_library_path
+
+    return fake_library_path().parent
 
 
 class Plugin:
@@ -130,6 +145,8 @@ class Plugin:
         self.sources: dict[int, str] = {}  # GPU index -> who set its strategy at start (rules.SOURCES)
         self.refused: dict[str, str] = {}  # GPU uuid -> why NVML refused MIG mode (modes.py fallback)
         self.fallbacks: dict[str, dict[str, str]] = {}  # GPU uuid -> the fallback announced for it
+        self.mps: MpsDaemons | None = None
+        self.driver_memory: frozenset[str] = frozenset()
         c = config
         self.dra_socket = Path(c.plugin_dir) / names.DRA_SOCKET
         self.reg_socket = Path(c.registry_dir) / names.REGISTRATION_SOCKET
@@ -165,7 +182,31 @@ class Plugin:
         )
 
         version = _k8s_version(self.cluster, c.k8s_version)
-        settings = Settings(split_count=c.split_count, soft_context_reserve=c.soft_context_reserve)
+        cgroup = probe_cgroup_v2()
+        try:
+            self.driver_memory = choose(c.memory_enforcement, self.gpus, cgroup)
+        except EnforcementError as e:
+            raise RuntimeError(str(e)) from None
+        fake_dir = None if c.driver_required else _fake_dir()
+        nvml = nvml_host_path(layout, fake_dir) if self.driver_memory else None
+        if self.driver_memory and (nvml is None or cgroup is None):
+            event(
+                log, logging.WARNING, "memory-enforcement.limiter", reason="no NVML library to hand the hook"
+            )
+            self.driver_memory = frozenset()
+        event(
+            log,
+            logging.INFO,
+            "memory-enforcement",
+            mode=c.memory_enforcement,
+            driver=sorted(g.name for g in self.gpus if g.uuid in self.driver_memory),
+            cgroup=cgroup.mount if cgroup else None,
+        )
+        settings = Settings(
+            split_count=c.split_count,
+            soft_context_reserve=c.soft_context_reserve,
+            driver_memory=self.driver_memory,
+        )
         strategies, pinned = self._strategies_from_rules()
         if c.partitioning and isinstance(self.cluster, ObjectApi):
             # The NodePartitioning (or a change recorded in progress) overrides the flag, GPU by GPU.
@@ -210,9 +251,21 @@ class Plugin:
             Checkpoint(Path(c.plugin_dir) / names.CHECKPOINT_FILE, boot_id),
         )
         self.preparer.after_unprepare = self._after_unprepare
+        if self.driver_memory and nvml and cgroup:
+            self.preparer.partition_host = PartitionHost(
+                self.limiter_dir / names.HOOK_BINARY, nvml, cgroup.mount, fake=not c.driver_required
+            )
+        self.mps = MpsDaemons(
+            mps_control_path(Path(c.driver_root), fake_dir),
+            Path(c.plugin_dir) / "mps",
+            {k: v for k, v in os.environ.items() if k.startswith("CARVE_FAKE_")},
+        )
+        self.preparer.mps_pipe_dir = self.mps.pipe_dir
         self.preparer.specs.ensure()
         recover(self.preparer)
         self._publish_once()
+        self.mps.ensure(self._mps_gpus())
+        watch_mps(self.mps, self._mps_gpus, self._stop)
         enforcer = Enforcer(
             c.node_name,
             self.cluster if hasattr(self.cluster, "create_event") else None,
@@ -424,6 +477,8 @@ class Plugin:
             self.dra_socket.unlink()
         if self.region_watcher:
             self.region_watcher.stop()
+        if self.mps:
+            self.mps.stop()
         if self.health:
             self.health.stop()
         if self.metrics_server:
@@ -531,4 +586,14 @@ class Plugin:
             },
             "gpus": [m.status() for _, m in sorted(self.modes.items())],
             "claims": {uid: r.state for uid, r in self.preparer.state.items()},
+            "memoryEnforcement": {
+                "mode": self.config.memory_enforcement,
+                "driver": sorted(g.name for g in self.gpus if g.uuid in self.driver_memory),
+            },
+            "mps": self.mps.health() if self.mps else {},
         }
+
+    def _mps_gpus(self) -> list[tuple[str, str]]:
+        """(uuid, name) of the GPUs published under the mps strategy: each gets a control daemon."""
+        effective = self.publisher.effective
+        return [(g.uuid, g.name) for g in self.gpus if effective.get(g.index) == names.STRATEGY_MPS]

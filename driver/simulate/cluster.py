@@ -35,6 +35,7 @@ def device_classes() -> list[dict[str, Any]]:
         names.CLASS_SLOT: names.TYPE_SLOT,
         names.CLASS_MIG: names.TYPE_MIG,
         names.CLASS_TIMESLICE: names.TYPE_TIMESLICE,
+        names.CLASS_MPS: names.TYPE_MPS,
     }
     return [
         {

@@ -26,6 +26,7 @@ STRATEGY_NAMES = (
     names.STRATEGY_SLOTS,
     names.STRATEGY_MIG,
     names.STRATEGY_TIMESLICE,
+    names.STRATEGY_MPS,
 )
 GENERATOR_KINDS = ("inference-mix", "inference", "notebook", "training")
 _GPUS_ITEM = re.compile(r"^\s*(\d+)\s*x\s*([A-Za-z0-9][A-Za-z0-9-]*)\s*$")

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "hook.h"
+#include "memlimits.h"
 
 struct subcommand {
     const char *name;
@@ -33,6 +34,10 @@ int main(int argc, char **argv)
 {
     if (argc < 2)
         return usage();
+    /* createRuntime/poststop: opens no path of the container's root (it reads the OCI state and the host's
+     * /proc/<pid>/cgroup itself, memlimits.c), so it runs before, and without, the root containment. */
+    if (strcmp(argv[1], "memory-limits") == 0)
+        return run_memory_limits(argc - 2, argv + 2);
     const struct subcommand *cmd = NULL;
     for (size_t i = 0; i < sizeof SUBCOMMANDS / sizeof *SUBCOMMANDS; i++)
         if (strcmp(argv[1], SUBCOMMANDS[i].name) == 0)

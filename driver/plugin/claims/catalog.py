@@ -19,7 +19,7 @@ _GPU_NAME = re.compile(r"^gpu-(\d+)")
 @dataclass(frozen=True)
 class NodeDevice:
     name: str
-    type: str  # gpu | vgpu | slot | mig | timeslice
+    type: str  # gpu | vgpu | slot | mig | timeslice | mps
     gpu_uuid: str  # the physical GPU (parentUUID)
     minor: int
     capacity: dict[str, int] = field(default_factory=dict)  # whole-device capacity, parsed quantities
@@ -27,6 +27,7 @@ class NodeDevice:
     placement_start: int | None = None
     pci_bus_id: str = ""  # "0000:41:00.0", lower case; CUDA_DEVICE_ORDER=PCI_BUS_ID orders by it
     mig_capable: bool = False  # a non-MIG device of such a GPU needs MIG mode off (Preparer)
+    memory_enforcement: str = names.MEMORY_ENFORCEMENT_LIMITER  # shareable devices: driver | limiter
 
     @property
     def is_mig(self) -> bool:
@@ -34,8 +35,18 @@ class NodeDevice:
 
     @property
     def is_limited(self) -> bool:
-        """Soft slices and slots run under the limiter."""
-        return self.type in (names.TYPE_VGPU, names.TYPE_SLOT)
+        """Soft slices, slots and MPS shares run under the limiter (for memory a second line where the
+        driver enforces it; for cores and reporting always)."""
+        return self.type in (names.TYPE_VGPU, names.TYPE_SLOT, names.TYPE_MPS)
+
+    @property
+    def is_mps(self) -> bool:
+        return self.type == names.TYPE_MPS
+
+    @property
+    def driver_enforced(self) -> bool:
+        """The driver partitions this share's memory (the hook sets the container cgroup's limits)."""
+        return self.memory_enforcement == names.MEMORY_ENFORCEMENT_DRIVER
 
 
 def _attr(attributes: dict, key: str):
@@ -72,6 +83,9 @@ def device_from_slice(dev: dict) -> NodeDevice:
         placement_start=_attr(attrs, "placementStart"),
         pci_bus_id=str(_attr(attrs, PCI_BUS_ID_ATTRIBUTE) or "").lower(),
         mig_capable=_attr(attrs, "migCapable") is True,
+        memory_enforcement=str(
+            _attr(attrs, names.MEMORY_ENFORCEMENT_ATTRIBUTE) or names.MEMORY_ENFORCEMENT_LIMITER
+        ),
     )
 
 

@@ -127,7 +127,86 @@ def plan_claim(ref: ClaimRef, claim: dict, pool: str, catalog: dict[str, NodeDev
             )
         )
     _check_one_slice_config(ref, planned)
+    for p in planned:
+        if p.device.is_limited and getattr(p.config, "memoryLimit", None) is not None:
+            device_memory(ref, p)  # memoryLimit against the request, the backend and the class's ratio
+    _check_one_mps_gpu(ref, planned)
     return ClaimPlan(ref=ref, devices=tuple(planned))
+
+
+def device_memory(ref: ClaimRef, p: PlannedDevice) -> tuple[int, int]:
+    """(request, hard limit) in bytes of one limited device.
+
+    The request is what the share consumed (soft, mps) or the slot's memory; the hard limit is the
+    config's `memoryLimit`, default the request. A limit above the request (a burst) is allowed only where
+    something takes the memory back under pressure: an mps device whose memory the driver enforces (MPS
+    evicts a client that borrowed past its soft limit), and only within the class's
+    claimPolicy.maxMemoryLimitRatio (default 1: none).
+    """
+    where = f"{ref}: device {p.device.name}"
+    if p.device.type in (names.TYPE_VGPU, names.TYPE_MPS):
+        request = p.consumed.get("memory", 0)
+        if request <= 0:
+            raise PrepareError(
+                f"{where}: consumedCapacity.memory: missing; "
+                "a soft slice needs a memory amount (is DRAConsumableCapacity enabled?)"
+            )
+    else:
+        request = p.device.capacity.get("memory", 0)
+    text = getattr(p.config, "memoryLimit", None)
+    if text is None:
+        return request, request
+    limit = quantity_int(text)
+    field = f"{where}: config.memoryLimit"
+    if limit < request:
+        raise PrepareError(f"{field}: {text} is below the memory the claim requests ({request} bytes)")
+    if limit > request:
+        if not (p.device.is_mps and p.device.driver_enforced):
+            raise PrepareError(
+                f"{field}: {text} is above the request ({request} bytes); bursting past the request needs "
+                f"an mps device whose memory the driver enforces (this device is {p.device.type}, memory "
+                f"enforced by the {p.device.memory_enforcement}); set memoryLimit to the request or leave "
+                "it out"
+            )
+        policy = getattr(p.config, "claimPolicy", None)
+        ratio = getattr(policy, "maxMemoryLimitRatio", None) or 1
+        if limit > request * ratio:
+            raise PrepareError(
+                f"{field}: {text} is more than {ratio} x the request ({request} bytes), the most the "
+                "claim's DeviceClass allows (claimPolicy.maxMemoryLimitRatio)"
+            )
+    return request, limit
+
+
+@dataclass(frozen=True)
+class MemoryPartition:
+    """The driver's memory partition of one GPU for a claim's containers (carve-cdi-hook memory-limits)."""
+
+    gpu_uuid: str
+    soft: int  # bytes: the request (guaranteed)
+    hard: int  # bytes: the ceiling (memoryLimit, default the request)
+
+
+def memory_partitions(plan: ClaimPlan) -> tuple[MemoryPartition, ...]:
+    """Per GPU whose memory the driver enforces, the claim's request and limit (several shares add up)."""
+    per_gpu: dict[str, list[int]] = {}
+    for p in plan.devices:
+        if p.device.is_limited and p.device.driver_enforced and p.device.gpu_uuid:
+            request, limit = device_memory(plan.ref, p)
+            acc = per_gpu.setdefault(p.device.gpu_uuid, [0, 0])
+            acc[0] += request
+            acc[1] += limit
+    return tuple(MemoryPartition(uuid, soft, hard) for uuid, (soft, hard) in sorted(per_gpu.items()))
+
+
+def _check_one_mps_gpu(ref: ClaimRef, planned: list[PlannedDevice]) -> None:
+    # A client reaches one MPS control daemon (CUDA_MPS_PIPE_DIRECTORY), and carve runs one per GPU.
+    gpus = sorted({p.device.gpu_uuid for p in planned if p.device.is_mps})
+    if len(gpus) > 1:
+        raise PrepareError(
+            f"{ref}: devices: MPS shares of {len(gpus)} GPUs ({', '.join(gpus)}); a claim's MPS shares must "
+            "be on one GPU (its processes reach one MPS control daemon)"
+        )
 
 
 def _check_one_slice_config(ref: ClaimRef, planned: list[PlannedDevice]) -> None:
@@ -163,16 +242,14 @@ def claim_limits(plan: ClaimPlan, region_path: str) -> ClaimLimits | None:
                 f"{plan.ref}: device {p.device.name}: attributes.uuid: missing; "
                 "the limiter needs the GPU's UUID to find this claim's quota"
             )
-        if p.device.type == names.TYPE_VGPU:
-            memory = p.consumed.get("memory", 0)
+        # The limiter holds the hard limit: under the driver's partition it is the second line, at the same
+        # number, so the two never disagree about what fits.
+        memory = device_memory(plan.ref, p)[1]
+        if p.device.is_mps:
+            cores = 0  # MPS partitions the SMs itself (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): no throttle on top
+        elif p.device.type == names.TYPE_VGPU:
             cores = p.consumed.get("cores", 0)
-            if memory <= 0:
-                raise PrepareError(
-                    f"{plan.ref}: device {p.device.name}: consumedCapacity.memory: missing; "
-                    "a soft slice needs a memory amount (is DRAConsumableCapacity enabled?)"
-                )
         else:
-            memory = p.device.capacity.get("memory", 0)
             cores = p.device.capacity.get("cores", 0)
         acc = per_gpu.setdefault(p.device.gpu_uuid, [0, 0])
         acc[0] += memory

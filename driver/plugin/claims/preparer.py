@@ -31,15 +31,32 @@ from driver.cluster.base import ClusterError, NotFound
 from driver.gpu.model import MigInstance
 from driver.plugin import faults
 from driver.plugin.claims.catalog import NodeDevice
-from driver.plugin.claims.plan import ClaimPlan, ClaimRef, PrepareError, claim_limits, plan_claim
+from driver.plugin.claims.plan import (
+    ClaimPlan,
+    ClaimRef,
+    PrepareError,
+    claim_limits,
+    device_memory,
+    memory_partitions,
+    plan_claim,
+)
 from driver.plugin.container.claimfiles import LimiterMissing, write_claim_files
 from driver.plugin.container.edits import (
     ClaimDevice,
+    ClaimEdits,
     ClaimFiles,
     DriverFilesError,
     HostLayout,
     claim_edits,
     region_container_path,
+)
+from driver.plugin.container.enforcement_edits import (
+    CGROUPS_DIR,
+    DriverPartition,
+    MpsShare,
+    PartitionHost,
+    mps_edits,
+    partition_edits,
 )
 from driver.plugin.enforcement.attribution import reserved_pods
 from driver.plugin.enforcement.regions import claim_runtime
@@ -103,6 +120,10 @@ class Preparer:
         self.migs = MigKeeper(mig, MigJournal(Path(settings.plugin_dir) / FILE_NAME))
         self.state: dict[str, ClaimRecord] = {}
         self.after_unprepare: Callable[[ClaimRecord], None] = lambda _record: None
+        # Memory enforcement beyond the limiter (set by the plugin at start, docs/enforcement.md): the host
+        # side of the driver-partition hook, and the MPS pipe directory of a GPU (None: no daemon).
+        self.partition_host: PartitionHost | None = None
+        self.mps_pipe_dir: Callable[[str], Path | None] = lambda _uuid: None
 
     # --- the kubelet's two calls -----------------------------------------------------------------------
 
@@ -239,6 +260,9 @@ class Preparer:
             edits = claim_edits(self.layout, devices, limits, files, self.settings.limiter_dir)
         except DriverFilesError as e:
             raise PrepareError(f"{ref}: {e}") from None
+        extra = self._enforcement_edits(plan, files, limits)
+        if extra is not None:
+            edits = ClaimEdits(edits.common.merged(extra), edits.devices)
         self.specs.write(ref.uid, claim_spec(ref.uid, edits.devices, edits.common))
         faults.reached("prepare-after-cdi")
 
@@ -256,6 +280,43 @@ class Preparer:
         )
         faults.reached("prepare-after-checkpoint-completed")
         return record.devices
+
+    def _enforcement_edits(self, plan: ClaimPlan, files: ClaimFiles, limits):
+        """The driver partition's hooks and the MPS client setup of a claim, or None when it has neither."""
+        ref = plan.ref
+        edits = None
+        parts = memory_partitions(plan)
+        if parts:
+            if self.partition_host is None:
+                raise PrepareError(
+                    f"{ref}: GPU {parts[0].gpu_uuid}: its memory is published as enforced by the driver, but "
+                    "this plugin has no driver partition support (NVML library or cgroup v2 not found)"
+                )
+            record = files.root / CGROUPS_DIR
+            record.mkdir(mode=0o700, parents=True, exist_ok=True)
+            edits = partition_edits(
+                self.partition_host, record, [DriverPartition(p.gpu_uuid, p.soft, p.hard) for p in parts]
+            )
+        for p in plan.devices:
+            if not p.device.is_mps:
+                continue
+            pipe = self.mps_pipe_dir(p.device.gpu_uuid)
+            if pipe is None:
+                raise PrepareError(
+                    f"{ref}: device {p.device.name}: no MPS control daemon runs for GPU {p.device.gpu_uuid} "
+                    "(see the plugin's health and logs: mps.*)"
+                )
+            uuids = [d.uuid for d in limits.devices] if limits else []
+            share = MpsShare(
+                pipe_dir=pipe,
+                ordinal=uuids.index(p.device.gpu_uuid) if p.device.gpu_uuid in uuids else 0,
+                cores=p.consumed.get("cores", 0),
+                memory=device_memory(ref, p)[1],
+            )
+            mps = mps_edits(share)
+            edits = mps if edits is None else edits.merged(mps)
+            break  # one MPS GPU per claim (plan.py checks)
+        return edits
 
     def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> None:
         try:

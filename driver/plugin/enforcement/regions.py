@@ -52,7 +52,7 @@ from driver.plugin.state.checkpoint import STATE_COMPLETED, ClaimRecord
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 2.0
-LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT)
+LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT, names.TYPE_MPS)
 REFRESH_PASSES = 5  # at most one read of a claim's reservedFor per this many passes
 
 

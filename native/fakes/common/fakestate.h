@@ -15,8 +15,9 @@
 #include "fakegpu.h"
 
 #define FAKE_STATE_MAGIC 0x45565243u /* "CRVE" little-endian */
-#define FAKE_STATE_VERSION 1u
+#define FAKE_STATE_VERSION 2u /* 2: memory partitions per cgroup, proc slot cgroup */
 #define FAKE_MAX_CI 8
+#define FAKE_MAX_PARTS 64 /* memory partitions (cgroups with limits) per GPU */
 
 /* Every non-static function in fakes/common is exported (FAKE_EXPORT), never hidden: when both fake
  * libraries are loaded in one process, the dynamic linker binds all their common calls to the first one
@@ -29,7 +30,17 @@ typedef struct fake_proc_slot {
     uint64_t pidns;           /* inode of the owner's pid namespace: liveness is only checkable there */
     uint64_t mem_bytes;
     uint64_t last_kernel_end; /* fake_now_ns of the end of its last kernel */
+    uint64_t cgroup;          /* inode of the process's cgroup v2 directory (0: unknown): its partition */
 } fake_proc_slot_t;
+
+/* A driver memory partition (nvmlDeviceSetMemoryLimits_v1): limits of one cgroup v2 directory on a GPU.
+ * `cgroup` is the directory's inode (kernfs node id), the same whatever mount or cgroup namespace a
+ * process sees it through, so a container (cgroupns: its /proc/self/cgroup reads "0::/") finds its own. */
+typedef struct fake_partition {
+    uint64_t cgroup;          /* 0 = free slot */
+    uint64_t soft, hard;      /* bytes; hard NVML_DEVICE_MEMORY_LIMIT_MAX = none */
+    char path[256];           /* the nameSpace given to Set */
+} fake_partition_t;
 
 typedef struct fake_kernel_rec {
     int32_t pid;
@@ -53,6 +64,7 @@ struct fake_gpu_state {
     uint32_t ring_next;       /* next write position in ring */
     uint32_t ring_count;      /* valid entries (<= FAKE_KERNEL_RING) */
     fake_proc_slot_t procs[FAKE_MAX_PROCS];
+    fake_partition_t parts[FAKE_MAX_PARTS];
     fake_kernel_rec_t ring[FAKE_KERNEL_RING];
 };
 
@@ -71,6 +83,10 @@ typedef struct fake_state_file {
 /* Slot of `pid` on `st` (created when `create`), NULL when absent or the table is full. Sweeps dead pids
  * when it needs room. Caller holds the GPU's lock. */
 FAKE_EXPORT fake_proc_slot_t *fake_proc_slot(struct fake_gpu_state *st, pid_t pid, int create);
+/* The partition of cgroup inode `cgroup` on `st`, NULL when it has none. Caller holds the lock. */
+FAKE_EXPORT fake_partition_t *fake_partition_of(struct fake_gpu_state *st, uint64_t cgroup);
+/* Bytes held by the processes of cgroup inode `cgroup` on `st`. Caller holds the lock. */
+FAKE_EXPORT uint64_t fake_partition_used(struct fake_gpu_state *st, uint64_t cgroup);
 /* Forget processes of this pid namespace that no longer exist. Caller holds the lock. */
 FAKE_EXPORT void fake_proc_sweep(struct fake_gpu_state *st);
 

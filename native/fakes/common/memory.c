@@ -49,6 +49,17 @@ static int do_reserve(void *arg, fake_gpu_state_t *st)
     fake_proc_slot_t *p = fake_proc_slot(st, op->pid, 1);
     if (!p)
         return -1;
+    /* The driver's partition: what the processes of the caller's cgroup hold together stays within its
+     * hard limit, whatever library the caller loaded (the check is in the driver, not in an interposer). */
+    const fake_partition_t *part = fake_partition_of(st, p->cgroup);
+    if (part && fake_partition_used(st, p->cgroup) + op->bytes > part->hard) {
+        fake_proc_sweep(st);
+        if (fake_partition_used(st, p->cgroup) + op->bytes > part->hard) {
+            if (!p->mem_bytes && p->last_kernel_end <= fake_now_ns())
+                memset(p, 0, sizeof *p);
+            return -1;
+        }
+    }
     p->mem_bytes += op->bytes;
     return 0;
 }

@@ -87,6 +87,7 @@ static void after_reboot(struct fake_gpu_state *st, const fake_model_t *m)
     memset(st->procs, 0, sizeof st->procs);
     memset(st->gi, 0, sizeof st->gi);
     memset(st->ci, 0, sizeof st->ci);
+    memset(st->parts, 0, sizeof st->parts); /* cgroups do not survive a reboot, nor do their limits */
     st->busy_until_ns = 0;
     st->ring_next = st->ring_count = 0;
     st->mig_current = st->mig_pending = m->architecture >= NVML_DEVICE_ARCH_HOPPER ? 0 : st->mig_pending;
@@ -271,5 +272,7 @@ FAKE_EXPORT fake_proc_slot_t *fake_proc_slot(struct fake_gpu_state *st, pid_t pi
     memset(free_slot, 0, sizeof *free_slot);
     free_slot->pid = pid;
     free_slot->pidns = g_pidns;
+    /* Only the calling process creates its own slot (fake_mem_reserve, kernels): its cgroup is ours. */
+    free_slot->cgroup = pid == getpid() ? fake_self_cgroup() : 0;
     return free_slot;
 }

@@ -116,6 +116,9 @@ FAKE_EXPORT CUresult cuInit(unsigned int flags)
     pthread_once(&g_once, init_once);
     if (!g_ok)
         return CUDA_ERROR_NO_DEVICE;
+    CUresult rc = fc_mps_connect();
+    if (rc != CUDA_SUCCESS)
+        return rc;
     g_init = 1;
     return CUDA_SUCCESS;
 }

@@ -41,6 +41,13 @@ uint64_t fc_new_address(uint64_t bytes);
 /* Kernel time: occupy the GPU of `ordinal` with `blocks` blocks of kernel `f`. */
 void fc_submit(int ordinal, CUfunction f, uint64_t blocks);
 
+/* MPS client (mps.c): connect at cuInit; kernel blocks under the active thread percentage; the pinned
+ * memory limit per ordinal (charge: -1 past it). */
+CUresult fc_mps_connect(void);
+uint64_t fc_mps_blocks(uint64_t blocks);
+int fc_mps_charge(int ordinal, uint64_t bytes);
+void fc_mps_uncharge(int ordinal, uint64_t bytes);
+
 CUresult cuMemGetInfo_v99(size_t *free_bytes, size_t *total); /* a future variant (tests) */
 
 /* CUDA 11's graph instantiate; cuda.h of CUDA 12+ no longer declares it. */

@@ -48,7 +48,7 @@ static void sleep_ns(uint64_t ns)
 void fc_submit(int ordinal, CUfunction f, uint64_t blocks)
 {
     const fake_gpu_t *g = fc_gpu(ordinal);
-    uint64_t end = fake_kernel_submit(g->index, getpid(), blocks, wave_ns(f));
+    uint64_t end = fake_kernel_submit(g->index, getpid(), fc_mps_blocks(blocks), wave_ns(f));
     uint64_t depth = fc_env_u64("CARVE_FAKE_QUEUE_NS", 5000000);
     uint64_t now = fake_now_ns();
     if (end > now + depth)

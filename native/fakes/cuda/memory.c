@@ -101,12 +101,17 @@ static CUresult take(int ordinal, uint64_t bytes, int kind, uint64_t *key)
     const fake_gpu_t *g = fc_gpu(ordinal);
     if (!g)
         return CUDA_ERROR_INVALID_DEVICE;
-    if (fake_mem_reserve(g->index, getpid(), bytes) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (fc_mps_charge(ordinal, bytes) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* MPS's pinned device memory limit */
+    if (fake_mem_reserve(g->index, getpid(), bytes) != 0) {
+        fc_mps_uncharge(ordinal, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY; /* the GPU, or the driver partition of our cgroup, is full */
+    }
     if (!*key)
         *key = fc_new_address(bytes);
     if (fc_obj_put(*key, kind, ordinal, bytes) != 0) {
         fake_mem_release(g->index, getpid(), bytes);
+        fc_mps_uncharge(ordinal, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
@@ -119,6 +124,7 @@ static CUresult give(uint64_t key, int kind)
     if (fc_obj_take(key, kind, &ordinal, &bytes) != 0)
         return kind == FC_MEM ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
     fake_mem_release(fc_gpu(ordinal)->index, getpid(), bytes);
+    fc_mps_uncharge(ordinal, bytes);
     return CUDA_SUCCESS;
 }
 
@@ -181,7 +187,15 @@ FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     const fake_gpu_t *g = fc_gpu(ordinal);
     uint64_t used = fake_mem_used(g->index);
     uint64_t cap = g->model->memory_bytes;
-    *free_bytes = used < cap ? cap - used : 0;
+    uint64_t free_dev = used < cap ? cap - used : 0;
+    /* Inside a driver memory partition the driver caps total and free at the cgroup's hard limit. */
+    uint64_t hard, part_used;
+    if (fake_mem_partition(g->index, &hard, &part_used) && hard < cap) {
+        uint64_t left = part_used < hard ? hard - part_used : 0;
+        free_dev = left < free_dev ? left : free_dev;
+        cap = hard;
+    }
+    *free_bytes = free_dev;
     *total = cap;
     return CUDA_SUCCESS;
 }
@@ -268,8 +282,10 @@ FAKE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     uint64_t bytes;
     if (fc_obj_take(handle, FC_VMM, &ordinal, &bytes) != 0)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (ordinal >= 0)
+    if (ordinal >= 0) {
         fake_mem_release(fc_gpu(ordinal)->index, getpid(), bytes);
+        fc_mps_uncharge(ordinal, bytes);
+    }
     return CUDA_SUCCESS;
 }
 

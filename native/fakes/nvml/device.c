@@ -215,6 +215,13 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory
     nvmlReturn_t rc = memory(device, g, &total, &used);
     if (rc != NVML_SUCCESS)
         return rc;
+    /* Inside a driver memory partition, v2 accounts for it (nvml.h): the cgroup's hard limit is its total
+     * and its own use is what is used. v1 keeps the device's view. */
+    uint64_t hard, part_used;
+    if (!device->is_mig && fake_mem_partition(g->index, &hard, &part_used) && hard < total) {
+        total = hard;
+        used = part_used < hard ? part_used : hard;
+    }
     mem->total = total;
     mem->reserved = 0;
     mem->used = used;

@@ -25,6 +25,11 @@ static int cuda_version(void)
     return v && *v ? atoi(v) : 13000;
 }
 
+unsigned fake_nvml_driver_major(void)
+{
+    return (unsigned)strtoul(driver_version(), NULL, 10);
+}
+
 nvmlReturn_t fake_nvml_ready(void)
 {
     return __atomic_load_n(&g_refs, __ATOMIC_ACQUIRE) > 0 ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;

@@ -33,6 +33,11 @@ struct nvmlComputeInstance_st {
 /* NVML_SUCCESS when nvmlInit succeeded and has not been shut down. */
 nvmlReturn_t fake_nvml_ready(void);
 
+/* The major number of the emulated driver (CARVE_FAKE_DRIVER_VERSION), e.g. 580. */
+unsigned fake_nvml_driver_major(void);
+/* Drivers from this major on have cgroup memory limits (nvmlDeviceSetMemoryLimits_v1). */
+#define FAKE_MEMORY_LIMITS_MAJOR 615
+
 /* Resolve a handle, NULL when it is not one of ours. */
 const fake_gpu_t *fake_nvml_gpu(nvmlDevice_t dev);
 nvmlDevice_t fake_nvml_device(unsigned gpu);

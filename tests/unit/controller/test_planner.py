@@ -214,3 +214,23 @@ def test_no_consolidation_while_a_claim_is_young_or_the_gpu_is_held_or_busy() ->
     exclusive = node_slices("n1", "1xA100-80GB", "exclusive")
     np["n1"]["spec"]["gpus"][0]["strategy"] = "exclusive"
     assert plan(exclusive, [], partitionings=np).changes == []
+
+
+def test_an_idle_gpu_switches_to_mps_for_a_pending_mps_claim() -> None:
+    wants = {
+        "devices": {
+            "requests": [
+                {
+                    "name": "g",
+                    "exactly": {
+                        "deviceClassName": "mps.carve.dev",
+                        "capacity": {"requests": {"memory": "4Gi", "cores": "20"}},
+                    },
+                }
+            ]
+        }
+    }
+    allow = policy(nodes=[{"allowedStrategies": ["soft", "mps", "exclusive"], "defaultStrategy": "soft"}])
+    p = plan(node_slices("n1", "1xT4", "soft"), [claim(wants, name="wants-mps")], allow)
+    assert _moves(p) == [("n1", 0, "soft", "mps")]
+    assert p.reasons == {"ns/wants-mps": HELPED}

@@ -141,7 +141,7 @@ def test_mig_on_a_gpu_without_mig_names_the_gpu():
 
 def test_unknown_strategy_lists_the_known_ones():
     with pytest.raises(
-        ModelError, match="unknown strategy 'fastest'; one of exclusive, mig, slots, soft, timeslice"
+        ModelError, match="unknown strategy 'fastest'; one of exclusive, mig, mps, slots, soft, timeslice"
     ):
         devices_for(fake_gpu("T4", 0), "fastest")
 

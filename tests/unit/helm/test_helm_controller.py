@@ -236,6 +236,8 @@ def test_the_isolation_policy_refuses_shared_classes_in_claims_and_templates():
         assert create(resource, claim("gpu.carve.dev", "mig.carve.dev", first_available=True)).allowed
         denied = create(resource, claim("vgpu.carve.dev"))
         assert not denied.allowed and "requires hardware isolation" in denied.denials[0]
+        for shared in ("mps.carve.dev", "vgpu-strict.carve.dev"):  # shared GPUs, whoever enforces memory
+            assert not create(resource, claim(shared)).allowed
         assert not create(
             resource, claim("mig.carve.dev", "timeslice.carve.dev", first_available=True)
         ).allowed

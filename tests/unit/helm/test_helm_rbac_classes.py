@@ -81,7 +81,10 @@ def test_extended_resource_variant_equals_its_repository_file():
 
 
 def test_device_classes_can_be_turned_off_one_by_one_or_all():
-    objects = render("--set", "deviceClasses.mig=false", "--set", "deviceClasses.timeslice=false")
+    objects = render(
+        "--set", "deviceClasses.mig=false", "--set", "deviceClasses.timeslice=false",
+        "--set", "deviceClasses.mps=false", "--set", "deviceClasses.vgpuStrict=false",
+    )  # fmt: skip
     assert sorted(o["metadata"]["name"] for o in objects if o["kind"] == "DeviceClass") == [
         "gpu.carve.dev",
         "slot.carve.dev",

@@ -1,0 +1,1 @@
+"""MPS (Multi-Process Service): the plugin's control daemon per `mps` GPU (daemon.py)."""

@@ -1,0 +1,151 @@
+"""Memory enforcement backends on real containers (containerd + runc; docs/enforcement.md).
+
+For this module the plugin of e2e-n1 restarts with a fake driver of the 615 generation (the fake NVML's
+memory limits API) and `0=mig,1=soft,2=mps`, under `--memory-enforcement auto`; the session's layout is
+restored afterwards. Then:
+- a soft pod of `vgpu-strict.carve.dev` lands on the driver-enforced GPU; runc runs the spec's createRuntime
+  hook (`carve-cdi-hook memory-limits`), which puts the container's cgroup under the fake driver's
+  partition; with the limiter removed from the container's /etc/ld.so.preload, a CUDA program is still
+  refused past the limit (by the driver) and granted under it;
+- an `mps.carve.dev` pod gets the node's MPS pipe directory and client settings, and its CUDA program
+  becomes a client of the plugin's (fake) MPS control daemon, whose server list then names a server.
+The container's fake libcuda reads the node's fake GPU state through a hostPath mount of the plugin's state
+file (the driver's state is node-wide on hardware too) and finds its cgroup through its own cgroup
+namespace's /sys/fs/cgroup (the same directory inode as the host's leaf).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import pytest
+
+from driver import names
+from e2e import kube
+
+N1 = "e2e-n1"
+MiB = 1024**2
+LIMIT = 2 * 1024**3
+CUDA_ERROR_OUT_OF_MEMORY = 2
+STRATEGY = "0=mig,1=soft,2=mps"
+STATE_IN_POD = "/var/run/carve-fake/fake-gpus.state"
+
+
+@pytest.fixture(autouse=True)
+def real_containers(cluster, gates_on):
+    if cluster.runtime != "containerd":
+        pytest.skip(f"needs real containers; this cluster runs the {cluster.runtime} runtime on purpose")
+    if not gates_on:
+        pytest.skip("soft and mps devices need DRAConsumableCapacity, off in this run (GATES=off)")
+
+
+@pytest.fixture(scope="module")
+def driver_node(cluster, api):
+    """e2e-n1's plugin on a 615 fake driver with an mps GPU, for this module only."""
+    node = cluster.nodes[N1]
+    spec, saved = node.spec, os.environ.get("CARVE_FAKE_DRIVER_VERSION")
+    os.environ["CARVE_FAKE_DRIVER_VERSION"] = "615.20.01"
+    node.spec = dataclasses.replace(spec, strategy=STRATEGY)
+    node.restart_plugin(kill=False)
+    try:
+        _wait_published(cluster, node.name)
+        yield node
+    finally:
+        node.spec = spec
+        if saved is None:
+            os.environ.pop("CARVE_FAKE_DRIVER_VERSION", None)
+        else:
+            os.environ["CARVE_FAKE_DRIVER_VERSION"] = saved
+        node.restart_plugin(kill=False)
+
+
+def _attrs(device: dict) -> dict:
+    return {k.rpartition("/")[2]: next(iter(v.values())) for k, v in (device.get("attributes") or {}).items()}
+
+
+def _wait_published(cluster, node_name: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        devices = {
+            d["name"]: _attrs(d) for s in cluster.slices(node_name) for d in s["spec"].get("devices") or []
+        }
+        if (
+            devices.get("gpu-1", {}).get("memoryEnforcement") == "driver"
+            and devices.get("gpu-2", {}).get("type") == names.TYPE_MPS
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{node_name} never published the driver/mps devices: {devices}")
+        time.sleep(1)
+
+
+def _pod(node, name: str, requests: list[dict]) -> tuple[dict, dict]:
+    pod = kube.pod(name, claim_template=name, node=N1)
+    container = pod["spec"]["containers"][0]
+    container["image"] = "e2e/glibc"
+    container["env"] = [
+        {"name": names.ENV_FAKE_GPUS, "value": node.spec.gpus.removeprefix("fake:")},
+        {"name": names.ENV_FAKE_SEED, "value": N1},
+        {"name": names.ENV_FAKE_STATE, "value": STATE_IN_POD},
+    ]
+    container["volumeMounts"] = [{"name": "fake-state", "mountPath": os.path.dirname(STATE_IN_POD)}]
+    pod["spec"]["volumes"] = [
+        {"name": "fake-state", "hostPath": {"path": str(node.plugin_dir), "type": "Directory"}}
+    ]
+    return kube.template(name, requests), pod
+
+
+def _run(cluster, api, namespace, node, name: str, requests: list[dict]) -> None:
+    template, pod = _pod(node, name, requests)
+    kube.create(api, namespace, template)
+    kube.create(api, namespace, pod)
+    kube.wait_running(api, namespace, name, timeout_s=120)
+
+
+def test_driver_backend_refuses_a_process_without_the_limiter(cluster, api, namespace, driver_node):
+    requests = [
+        {
+            "name": "gpu",
+            "exactly": {
+                "deviceClassName": names.CLASS_VGPU_STRICT,
+                "capacity": {"requests": {"memory": "2Gi", "cores": "20"}},
+            },
+        }
+    ]
+    _run(cluster, api, namespace, driver_node, "strict", requests)
+    device = kube.results(kube.claim_of(api, namespace, "strict"))[0]["device"]
+    assert device == "gpu-1", device  # the only driver-enforced soft GPU
+    # Take the limiter out of the container's preload: only the driver is left to refuse.
+    kube.exec_sh(cluster, namespace, "strict", ": > /etc/ld.so.preload")
+    over = kube.cuda_probe(cluster, namespace, "strict", LIMIT + 64 * MiB)
+    assert over["limiter"] is False, over
+    assert (over["init"], over["ctx"]) == (0, 0), over
+    assert over["alloc"] == CUDA_ERROR_OUT_OF_MEMORY, f"over the driver's limit of {LIMIT} B: {over}"
+    under = kube.cuda_probe(cluster, namespace, "strict", LIMIT // 2)
+    assert under["alloc"] == 0, under
+
+
+def test_mps_pod_is_a_client_of_the_nodes_daemon(cluster, api, namespace, driver_node):
+    requests = [
+        {
+            "name": "gpu",
+            "exactly": {
+                "deviceClassName": names.CLASS_MPS,
+                "capacity": {"requests": {"memory": "2Gi", "cores": "25"}},
+            },
+        }
+    ]
+    _run(cluster, api, namespace, driver_node, "mps", requests)
+    env = kube.container_env(cluster, namespace, "mps")
+    assert env["CUDA_MPS_PIPE_DIRECTORY"] == names.MPS_CONTAINER_PIPE_DIR, env
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25", env
+    listing = kube.exec_sh(cluster, namespace, "mps", f"ls {names.MPS_CONTAINER_PIPE_DIR}").split()
+    assert "control" in listing, listing
+    # MPS's pinned limit (2Gi) holds a process even without the limiter.
+    kube.exec_sh(cluster, namespace, "mps", ": > /etc/ld.so.preload")
+    over = kube.cuda_probe(cluster, namespace, "mps", LIMIT + 64 * MiB)
+    assert over["alloc"] == CUDA_ERROR_OUT_OF_MEMORY, over
+    pipe = driver_node.plugin_dir / "mps" / "gpu-2" / "pipe"
+    assert (pipe / "nvidia-cuda-mps-control.pid").exists()
