@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 from driver import names
-from driver.cli import CliError
+from driver.cli import LOG_LEVELS, CliError
 from driver.plugin.logfmt import event, setup
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(older kubelets; the runtime must resolve CDI annotations)",
     )
     p.add_argument("--health-interval", type=float, default=5.0, help="seconds between GPU health checks")
-    p.add_argument("--log-level", default="info", help="error, warn, info or debug")
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
 def split_count(args: argparse.Namespace) -> int:

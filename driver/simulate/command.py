@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "else soft")
     parser.add_argument("--node-policy", default="kube", choices=sorted(POLICIES),
                         help="kube: spread like the default scheduler; binpack: fullest node first")
-    parser.add_argument("--compare", action="store_true",
+    parser.add_argument("--compare", action=argparse.BooleanOptionalAction, default=False,
                         help=f"run the trace under {', '.join(COMPARED)} and print them side by side")
     parser.add_argument("--split-count", type=int, default=Settings().split_count,
                         help="soft shares / slots per GPU")

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from driver import names
 from driver.allocator.quantity import QuantityError
 from driver.allocator.quantity import of as quantity_of
+from driver.errors import yaml_error
 
 STRATEGY_NAMES = (
     names.STRATEGY_EXCLUSIVE,
@@ -147,7 +148,25 @@ class PodModel(_Strict):
                 if ("exactly" in req) == ("firstAvailable" in req):
                     raise ValueError(f"claims[{i}].devices.requests[{j}]: needs exactly one of "
                                      "exactly, firstAvailable")
+                _check_capacities(f"claims[{i}].devices.requests[{j}]", req)
         return claims
+
+
+def _check_capacities(where: str, request: dict[str, Any]) -> None:
+    """Every capacity a request asks for is a Kubernetes quantity (`4Gi`, not `4GB`), named by its field."""
+    alternatives = [("exactly", request.get("exactly"))]
+    subs = request.get("firstAvailable")
+    if isinstance(subs, list):
+        alternatives += [(f"firstAvailable[{k}]", s) for k, s in enumerate(subs)]
+    for field_name, alt in alternatives:
+        asked = ((alt.get("capacity") or {}).get("requests") if isinstance(alt, dict) else None) or {}
+        if not isinstance(asked, dict):
+            continue
+        for key, value in asked.items():
+            try:
+                quantity_of(value)
+            except QuantityError as e:
+                raise ValueError(f"{where}.{field_name}.capacity.requests.{key}: {e}") from None
 
 
 class GenerateModel(_Strict):
@@ -198,7 +217,7 @@ def _read_yaml(path: Path) -> tuple[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise SimulateError(f"{label}: not valid YAML: {e}") from None
+        raise SimulateError(yaml_error(label, e)) from None
     if not isinstance(data, dict):
         raise SimulateError(f"{label}: expected a mapping at the top level, got {type(data).__name__}")
     return label, data

@@ -14,7 +14,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from driver import names
-from driver.cli import CliError
+from driver.cli import LOG_LEVELS, CliError
 from driver.plugin.logfmt import event, setup
 
 if TYPE_CHECKING:
@@ -64,7 +64,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds between full re-lists (the watches keep the state current in between) and between "
         "the leader's collections of stale records",
     )
-    p.add_argument("--leader-elect", action="store_true", help="elect a leader among replicas (Lease)")
+    p.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="elect a leader among replicas (Lease)",
+    )
     p.add_argument("--lease-name", default="carve-scheduler-extender", help="the leader election Lease")
     p.add_argument(
         "--identity", default=os.environ.get("POD_NAME", socket.gethostname()), help="this replica's name"
@@ -79,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scheduler-name", default=names.LEGACY_SCHEDULER_NAME, help="schedulerName the webhook sets"
     )
-    p.add_argument("--log-level", default="info", help="error, warn, info or debug")
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
 def _check(args: argparse.Namespace):
