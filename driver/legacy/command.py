@@ -63,6 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(older kubelets; the runtime must resolve CDI annotations)",
     )
     p.add_argument("--health-interval", type=float, default=5.0, help="seconds between GPU health checks")
+    p.add_argument(
+        "--metrics-addr",
+        default="",
+        help="Prometheus /metrics endpoint of the containers' usage, e.g. ':8081' (default: off)",
+    )
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
@@ -131,9 +136,19 @@ def run(args: argparse.Namespace) -> int:
             log, logging.ERROR, "device-plugin.start-failed", exc_info=True, error=f"{type(e).__name__}: {e}"
         )
         return 1
+    metrics_server = None
+    if args.metrics_addr:
+        from driver.legacy.metrics import DevicePluginMetrics
+        from driver.metrics import MetricsServer
+
+        metrics = DevicePluginMetrics(Path(args.state_dir) / "allocations", args.node_name)
+        metrics_server = MetricsServer(args.metrics_addr, metrics.registry)
+        metrics_server.start()
     event(log, logging.INFO, "device-plugin.started", node=args.node_name, gpus=len(gpus), split=split)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: plugin.stopping.set())
     plugin.stopping.wait()
     plugin.stop()
+    if metrics_server is not None:
+        metrics_server.stop()
     return 0
