@@ -130,3 +130,11 @@ def test_a_closed_pipe_is_not_a_traceback() -> None:
     carve.stdout.close()
     _, err = carve.communicate(timeout=60)
     assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
+
+
+def test_a_broken_kubeconfig_is_named_with_line_and_column(tmp_path, capsys) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("clusters: [\n")
+    assert main(["status", "--kubeconfig", str(kubeconfig)]) == 2
+    err = capsys.readouterr().err
+    assert f"carve status: {kubeconfig}:2:1: invalid YAML" in err and "Traceback" not in err
