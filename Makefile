@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test unit demo lint bench e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
+.PHONY: all venv native protos test unit demo lint bench bench-scale soak image e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -31,15 +31,33 @@ protos: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: native tools test-deps
+test: native tools test-runc test-deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# The hook's escape tests run it under real runc (tests/integration/hook/test_hook_runc.py): install
+# Debian's runc when missing and we may (root); otherwise those tests skip, naming the reason.
+.PHONY: test-runc
+test-runc:
+	@command -v runc >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing Debian's runc for the hook tests"; \
+	  apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends runc; } \
+	  || echo "runc could not be installed: tests/integration/hook/test_hook_runc.py will be skipped"
 
 demo: native
 	$(VENV)/bin/carve demo
 
 bench: native
 	$(PY) -m pytest -q -s -p no:cacheprovider tests/benchmarks
+
+# The 1,000-claim node (docs/reliability.md): the same benchmark `make test` runs with 200 claims.
+bench-scale: native
+	CARVE_BENCH_CLAIMS=1000 $(PY) -m pytest -q -s -p no:cacheprovider tests/benchmarks/test_node_1000_claims.py
+
+# The container image: the Dockerfile built by buildah into dist/carve-<version>.oci.tar (docs/install.md,
+# "The image"). BASE=debian (default) makes the base from Debian's packages; BASE=python:3.11-slim-bookworm
+# pulls the Dockerfile's own default. IMAGE names the result (default localhost/carve).
+image:
+	./hack/build_image.sh
 
 # The e2e on a local control plane built from the Kubernetes Go modules (docs/e2e.md).
 # K8S picks the minor (e2e/cluster/<minor>/go.mod pins the patch); GATES=off runs 1.34/1.35 without the alpha DRA gates.
@@ -72,6 +90,15 @@ e2e: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 # Only the legacy shim's tests (marker `legacy`); on 1.29 (no DRA) `make e2e` runs the same and skips the rest.
 e2e-legacy: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) $(PY) -m pytest -q -s -p no:cacheprovider -m legacy e2e
+
+# A soak on the e2e cluster (docs/reliability.md): SOAK_MINUTES of pods of every kind while seeded faults hit.
+SOAK_MINUTES ?= 10
+SOAK_SEED ?= 1
+soak: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
+	@command -v faketime >/dev/null || apt-get -o DPkg::Lock::Timeout=600 install -y -qq faketime \
+	  || echo "soak: no faketime (apt-get install faketime): the clock-skew fault is left out"
+	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) SOAK_MINUTES=$(SOAK_MINUTES) \
+	  SOAK_SEED=$(SOAK_SEED) $(PY) -m e2e.soak
 
 e2e-all: native tools
 	$(MAKE) e2e K8S=1.36

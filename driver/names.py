@@ -85,6 +85,7 @@ ENV_CORE_POLICY = "CARVE_CORE_POLICY"
 ENV_PRIORITY = "CARVE_PRIORITY"
 ENV_OOM_POLICY = "CARVE_OOM_POLICY"
 ENV_REGION = "CARVE_REGION"
+ENV_LIMITS_SOURCE = "CARVE_LIMITS_SOURCE"  # <major>:<minor>:<root> of the claims dir (limits/mounts.py)
 ENV_LOG = "CARVE_LOG"
 
 # Fake GPU libraries (native/fakes).
@@ -101,9 +102,12 @@ ALLOCATE_REASON_ANNOTATION = "allocate.carve.dev/reason"
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 DEVICE_PLUGIN_SOCKET = "carve-gpu.sock"
 KUBELET_SOCKET = "kubelet.sock"
+KUBELET_DEVICE_CHECKPOINT = "kubelet_internal_checkpoint"  # the kubelet device manager's, beside it
 POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 LEGACY_SCHEDULER_NAME = "carve-scheduler"
 LEGACY_NODE_LABEL = "gpu.carve.dev/legacy"  # "true": the node runs the legacy device plugin, not the DRA one
+# On a Node: strategy rules for its GPUs (driver/devices/rules.py grammar), over the chart's --strategy.
+ANNOTATION_STRATEGY = "gpu.carve.dev/strategy"
 LEGACY_INVENTORY_ANNOTATION = "gpu.carve.dev/legacy-gpus"
 LEGACY_ASSIGNMENT_ANNOTATION = "gpu.carve.dev/legacy-assignment"  # on the pod: informational only
 LEGACY_RECORD_LABEL = "gpu.carve.dev/legacy-record"

@@ -1,8 +1,8 @@
 """carve's plugin as the chart installs it: the chart's DaemonSet (its init container copying the limiter and
-the CDI hook to the host, its hostPaths, probes, ServiceAccount token) running the carve image built here
-from the Dockerfile's steps (e2e/cluster/carve_image.py), imported into the node's containerd with no
-registry. A cluster of its own (plugin mode `daemonset`, one node; the session's cluster runs the plugin as
-a host process). docs/e2e.md, "The plugin as the chart installs it".
+the CDI hook to the host, its hostPaths, probes, ServiceAccount token) running the carve image that
+`make image` builds from the Dockerfile with buildah (e2e/cluster/carve_image.py), imported into the
+node's containerd with no registry. A cluster of its own (plugin mode `daemonset`, one node; the
+session's cluster runs the plugin as a host process). docs/e2e.md, "The plugin as the chart installs it".
 
 Needs real containers: on a session asked for the fake CRI (CARVE_E2E_RUNTIME=fakecri) it is skipped,
 naming the runtime. CARVE_E2E_DAEMONSET=0 leaves it out (it starts a second cluster)."""

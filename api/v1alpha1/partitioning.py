@@ -65,6 +65,9 @@ class GpuPartition(_Strict):
     strategy: StrategyName
     mig_layout: list[MigSlot] | None = Field(default=None, alias="migLayout", max_length=7)
     split_count: int | None = Field(default=None, alias="splitCount", ge=1, le=100)
+    # The admin wrote this entry: the controller never changes or drops it, and it wins over the node's
+    # strategy rules (docs/controller.md, "Pinning"). The controller's own entries leave it out (false).
+    pinned: bool = False
 
     @model_validator(mode="after")
     def _named(self) -> GpuPartition:
@@ -105,6 +108,9 @@ class GpuStatus(_Strict):
     strategy: StrategyName | None = None  # the published strategy; None while the GPU is not published
     mig_mode: Literal["Enabled", "Disabled", "NotSupported", "ResetRequired"] = Field(alias="migMode")
     pending: str = ""  # why the desired strategy is not applied yet (empty: applied)
+    # Who set the strategy: pinned (the admin: a strategy rule naming the GPU, the node annotation, a
+    # pinned entry), controller (its entry), fallback (the GPU cannot run what it was given), default.
+    source: Literal["pinned", "controller", "fallback", "default"] | None = None
 
 
 class NodePartitioningStatus(_Strict):
@@ -246,5 +252,13 @@ def node_partitioning_object(
         "apiVersion": API_VERSION,
         "kind": KIND_NODE_PARTITIONING,
         "metadata": meta,
-        "spec": spec.model_dump(by_alias=True, exclude_none=True),
+        "spec": _without_false_pins(spec.model_dump(by_alias=True, exclude_none=True)),
     }
+
+
+def _without_false_pins(spec: dict[str, Any]) -> dict[str, Any]:
+    """`pinned: false` is the default: the objects the controller writes leave it out."""
+    for entry in spec.get("gpus") or []:
+        if entry.get("pinned") is False:
+            del entry["pinned"]
+    return spec

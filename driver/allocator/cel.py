@@ -3,9 +3,10 @@
 Owns: turning a device into the `device` variable (driver, attributes and capacity by domain,
 allowMultipleAllocations), compiling each expression once (process-wide, thread-safe), the
 semantic rules of Kubernetes (unknown domain is an empty map, unknown name is an error, the
-result must be a boolean, at most 10 KiB of expression). Each compiled Program also carries what
-it reads from a device (cel_ast) and, for common shapes, a fast-path closure (cel_fast); the
-per-allocator result cache is cel_cache.SelectorCache.
+result must be a boolean, at most 10 KiB of expression) and its cost budget (cel_cost: a
+worst-case estimate at compile time, a meter during each evaluation; regexes are RE2). Each
+compiled Program also carries what it reads from a device (cel_ast) and, for common shapes, a
+fast-path closure (cel_fast); the per-allocator result cache is cel_cache.SelectorCache.
 
 Runner choice: cel-python's CompiledRunner transpiles to Python and evaluates several times faster
 than the InterpretedRunner on selector-sized expressions (measured in
@@ -29,7 +30,7 @@ from celpy import celtypes
 from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import TranspilerTree
 
-from driver.allocator import cel_ast, cel_fast
+from driver.allocator import cel_ast, cel_cost, cel_fast
 from driver.allocator import quantity as q
 from driver.allocator import semver as sv
 from driver.allocator.cel_library import FUNCTIONS, CelFunctionError
@@ -158,9 +159,11 @@ class Program:
         try:
             if self.compiled:
                 with _COMPILED_LOCK:
-                    result = self.runner.evaluate({"device": device})
+                    result = self._metered(device)
             else:
-                result = self.runner.evaluate({"device": device})
+                result = self._metered(device)
+        except cel_cost.CostLimitExceeded as e:
+            raise CelError(self.expression, str(e)) from None
         except CelFunctionError as e:
             raise CelError(self.expression, f"CEL runtime error: {e}") from None
         except celpy.CELEvalError as e:
@@ -173,6 +176,21 @@ class Program:
             raise CelError(self.expression,
                            f"CEL result must be a boolean, got {type(result).__name__} {result!r}")
         return bool(result)
+
+    def _metered(self, device: celtypes.MapType) -> Any:
+        """Evaluate under a fresh cost meter; cel-python turns exceptions raised inside functions
+        into error values (which `&&`/`||` may absorb), so the meter's verdict is read afterwards."""
+        cel_cost.Meter.start()
+        try:
+            result = self.runner.evaluate({"device": device})
+        except Exception:
+            if cel_cost.Meter.stop() is not None:  # whatever cel-python made of it, the budget decides
+                raise cel_cost.CostLimitExceeded(cel_cost.Meter.last_reason()) from None
+            raise
+        over = cel_cost.Meter.stop()
+        if over is not None:
+            raise cel_cost.CostLimitExceeded(over)
+        return result
 
 
 class _Parser(CELParser):
@@ -262,6 +280,10 @@ def _compile(expression: str, compiled: bool) -> Program | CelError:
             # interpreted one gets it right, as Kubernetes does.
             compiled = False
             env = _environment(False)
+        cost = cel_cost.estimate(node).cost
+        if cost > cel_cost.MAX_COST:
+            return CelError(expression, f"CEL expression too complex: worst-case cost {cost} exceeds the "
+                                        f"limit of {cel_cost.MAX_COST}")
         runner = env.program(ast, functions=FUNCTIONS)
     except celpy.CELParseError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else "syntax error"

@@ -7,23 +7,29 @@ cel-python's error value: it fails the selector unless `&&`/`||` absorb it, as i
 
 Covered: the quantity library, the semver library, the extended strings library (charAt, indexOf,
 lastIndexOf, lowerAscii, upperAscii, replace, split, substring, trim, join, reverse), the regex
-library (find, findAll) and the lists library (isSorted, sum, min, max, indexOf, lastIndexOf).
-`startsWith`, `endsWith`, `contains`, `matches` and `size` are cel-python built-ins.
+library (find, findAll, matches) and the lists library (isSorted, sum, min, max, indexOf,
+lastIndexOf). `startsWith`, `endsWith`, `contains` and `size` are cel-python built-ins.
+
+Regexes are RE2 (google-re2), as in cel-go: linear in the input, no backreferences or lookaround
+(a pattern using them is a runtime error, as it is a compile error in Kubernetes). Python's `re`
+backtracks: `"(a+)+$"` against forty characters takes hours. Every call charges the evaluation's
+cost meter (cel_cost.Meter) for what it handles, in cel-go's units.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import re
 from collections.abc import Callable
 from typing import Any
 
 import celpy
+import re2
 from celpy import celtypes
 
 from driver.allocator import quantity as q
 from driver.allocator import semver as sv
+from driver.allocator.cel_cost import Meter, regex_cost, traversal_cost
 
 
 class CelFunctionError(Exception):
@@ -37,9 +43,13 @@ def _soft(function: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(function)
     def call(*args: Any) -> Any:
+        size = 0
         for a in args:  # cel-python hands an error operand to the function: pass it on
             if isinstance(a, celpy.CELEvalError):
                 return a
+            if isinstance(a, (str, list)):
+                size += len(a)
+        Meter.charge(1 + traversal_cost(size))
         try:
             return function(*args)
         except CelFunctionError as e:
@@ -234,9 +244,13 @@ def upperAscii(s: Any) -> celtypes.StringType:
 
 @_soft
 def replace(s: Any, old: Any, new: Any, n: Any = -1) -> celtypes.StringType:
-    count = int(n)
-    return celtypes.StringType(_str(s, "replace").replace(_str(old, "replace"), _str(new, "replace"),
-                                                          count if count >= 0 else -1))
+    text, before, after, count = _str(s, "replace"), _str(old, "replace"), _str(new, "replace"), int(n)
+    # Charge the result's size before building it: nested replaces grow a string geometrically.
+    hits = text.count(before) if before else len(text) + 1
+    if count >= 0:
+        hits = min(hits, count)
+    Meter.charge(traversal_cost(len(text) + hits * len(after)))
+    return celtypes.StringType(text.replace(before, after, count if count >= 0 else -1))
 
 
 @_soft
@@ -281,19 +295,46 @@ def reverse(s: Any) -> celtypes.StringType:
 
 # --- regex --------------------------------------------------------------------------------
 
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # an invalid pattern is the selector's error, not a log line
+
+
+@functools.lru_cache(maxsize=512)
+def _regex(pattern: str) -> Any:
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as e:
+        detail = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        raise CelFunctionError(f"invalid regex {pattern!r}: {detail}") from None
+
+
+def _compiled(text: str, pattern: str) -> Any:
+    Meter.charge(regex_cost(len(text), len(pattern)))
+    return _regex(pattern)
+
+
+@_soft
+def matches(s: Any, pattern: Any) -> celtypes.BoolType:
+    text, expr = _str(s, "matches"), _str(pattern, "matches")
+    return celtypes.BoolType(_compiled(text, expr).search(text) is not None)
+
+
 @_soft
 def find(s: Any, pattern: Any) -> celtypes.StringType:
-    m = re.search(_str(pattern, "find"), _str(s, "find"))
+    text, expr = _str(s, "find"), _str(pattern, "find")
+    m = _compiled(text, expr).search(text)
     return celtypes.StringType(m.group(0) if m else "")
 
 
 @_soft
 def findAll(s: Any, pattern: Any, n: Any = -1) -> celtypes.ListType:
-    found = [m.group(0) for m in re.finditer(_str(pattern, "findAll"), _str(s, "findAll"))]
-    limit = int(n)
-    if limit >= 0:
-        found = found[:limit]
-    return celtypes.ListType([celtypes.StringType(f) for f in found])
+    text, expr, limit = _str(s, "findAll"), _str(pattern, "findAll"), int(n)
+    found: list[celtypes.StringType] = []
+    for m in _compiled(text, expr).finditer(text):
+        if 0 <= limit <= len(found):
+            break
+        found.append(celtypes.StringType(m.group(0)))
+    return celtypes.ListType(found)
 
 
 # --- lists --------------------------------------------------------------------------------
@@ -348,6 +389,6 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
         quantity, isQuantity, add, sub, asInteger, asApproximateFloat, sign, isInteger,
         semver, isSemver, major, minor, patch, compareTo, isGreaterThan, isLessThan,
         charAt, indexOf, lastIndexOf, lowerAscii, upperAscii, replace, split, substring, trim,
-        join, reverse, find, findAll, isSorted,
+        join, reverse, matches, find, findAll, isSorted,
     )
 } | {"sum": list_sum, "min": list_min, "max": list_max}

@@ -7,6 +7,9 @@ next to a template, are skipped with one note on stderr; an object given twice i
 both places), allocates the claims in order (each allocated claim holds its devices for the next),
 and prints a `List` of the claims with `status.allocation`, or with the annotation
 allocate.carve.dev/reason when they do not fit. Exit codes: 0 all allocated, 1 some did not fit, 2 bad input.
+A malformed claim (wrong field types, nested past decode.MAX_DEPTH) is bad input for that claim only: it is
+named on stderr and listed with the reason `invalid claim: ...`, the other claims are still allocated,
+and the exit code is 2; a malformed slice or class is bad input for the whole run.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from driver.allocator import yaml_load
 from driver.allocator.allocator import Allocator, Unallocatable
 from driver.allocator.model import ModelError, object_name, read_claim, read_class, read_slice
 from driver.cli import CliError
+from driver.cluster.decode import MAX_DEPTH, DecodeError, decode_list, too_deep
 from driver.names import ALLOCATE_REASON_ANNOTATION, DRIVER_NAME
 from driver.plugin.claims.catalog import catalog_from_slices
 from driver.plugin.claims.plan import ClaimRef, PrepareError, plan_claim
@@ -33,6 +37,7 @@ SLICE_KINDS = ("ResourceSlice",)
 CLASS_KINDS = ("DeviceClass",)
 CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
+UNDECODABLE = "carve.dev/undecodable"  # key of the stand-in for an object nested past decode.MAX_DEPTH
 # libyaml's dumper when PyYAML was built with it (the wheels are); reading is yaml_load's job:
 # parsing the slices of 100 nodes x 8 GPUs took 75% of a run with the pure-Python loader.
 YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -76,11 +81,15 @@ def documents(path: str) -> Iterator[tuple[str, dict]]:
         raise CliError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
         if text.lstrip().startswith(("{", "[")):
-            loaded = json.loads(text)
+            try:
+                loaded = json.loads(text)
+            except RecursionError:  # one object nested past the decoder: decode the list item by item
+                yield from _by_item(path, text)
+                return
             docs = loaded if isinstance(loaded, list) else [loaded]
         else:
-            docs = yaml_load.load_all(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
+            docs = yaml_load.load_all(text)  # libyaml refuses nesting past 1000 levels: a YAMLError
+    except (json.JSONDecodeError, yaml.YAMLError, DecodeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CliError(f"{path}: not valid YAML or JSON: {first}") from None
     for i, doc in enumerate(docs, 1):
@@ -93,9 +102,33 @@ def documents(path: str) -> Iterator[tuple[str, dict]]:
             for j, item in enumerate(doc["items"], 1):
                 if not isinstance(item, dict):
                     raise CliError(f"{where} item {j}: expected an object")
-                yield f"{where} item {j}", item
+                yield f"{where} item {j}", _bounded(item)
         else:
-            yield where, doc
+            yield where, _bounded(doc)
+
+
+def _bounded(obj: dict) -> dict:
+    """The object, or its undecodable stand-in when it nests deeper than carve reads (decode.MAX_DEPTH)."""
+    path = too_deep(obj)
+    if path is None:
+        return obj
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return _stand_in(str(obj.get("kind") or ""), meta,
+                     f"{path.lstrip('.')[:120]}: nested deeper than {MAX_DEPTH} levels")
+
+
+def _stand_in(kind: str, meta: dict, reason: str) -> dict:
+    keep = {k: meta[k] for k in ("name", "namespace") if isinstance(meta.get(k), str)}
+    return {"kind": kind, "metadata": keep, UNDECODABLE: reason}
+
+
+def _by_item(path: str, text: str) -> Iterator[tuple[str, dict]]:
+    _, good, bad = decode_list(text)
+    for j, item in enumerate(good, 1):
+        yield f"{path} document 1 item {j}", item
+    for b in bad:
+        meta = {"name": b.name, "namespace": b.namespace} if b.namespace else {"name": b.name}
+        yield f"{path} document 1 ({b.kind} {b.name})", _stand_in(b.kind, meta, b.reason)
 
 
 class Loader:
@@ -110,6 +143,8 @@ class Loader:
         seen: dict[tuple[str, str], str] = {}
         for path in expand(paths, flag):
             for where, obj in documents(path):
+                if UNDECODABLE in obj and flag != "--claims":
+                    raise CliError(f"{where}: {obj[UNDECODABLE]}")  # slices, classes: the whole run's input
                 kind = obj.get("kind") or kinds[0]  # a bare object is taken as the flag's kind
                 if kind not in kinds:
                     self.skipped.append(f"{kind} {object_name(obj)} ({where})")
@@ -253,15 +288,22 @@ def run(args: argparse.Namespace) -> int:
             read_class(obj)
         except (ModelError, ValueError, KeyError, TypeError) as e:
             raise CliError(f"{where}: {e}") from None
-    for where, obj in claims:
+    # A malformed claim fails that claim only: it is reported (and the exit status is 2, bad input),
+    # the others are still allocated.
+    invalid: dict[int, str] = {}
+    for k, (where, obj) in enumerate(claims):
+        if UNDECODABLE in obj:
+            invalid[k] = f"{where}: {obj[UNDECODABLE]}"
+            continue
         try:
             check_request_fields(as_claim(obj))
             read_claim(as_claim(obj))
         except (ModelError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise CliError(f"{where}: {e}") from None
-    for where, obj in claims:
-        for warning in hami_memory_warnings(where, as_claim(obj)):
-            print(f"carve allocate: warning: {warning}", file=sys.stderr)
+            invalid[k] = f"{where}: {e}"
+    for k, (where, obj) in enumerate(claims):
+        if k not in invalid:
+            for warning in hami_memory_warnings(where, as_claim(obj)):
+                print(f"carve allocate: warning: {warning}", file=sys.stderr)
     allocator = Allocator(parsed, [o for _, o in classes])
     for where, obj in allocated:
         try:
@@ -270,7 +312,15 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{where}: status.allocation: {e}") from None
     items = []
     failed = 0
-    for _, obj in claims:
+    for k, (_, obj) in enumerate(claims):
+        if k in invalid:
+            print(f"carve allocate: {invalid[k]}", file=sys.stderr)
+            bad = {key: value for key, value in obj.items() if key != UNDECODABLE}
+            meta = bad.setdefault("metadata", {})
+            meta.setdefault("annotations", {})[ALLOCATE_REASON_ANNOTATION] = f"invalid claim: {invalid[k]}"
+            bad.pop("status", None)
+            items.append(bad)
+            continue
         claim = as_claim(obj)
         try:
             allocation = allocator.allocate(claim, node=args.node)
@@ -299,5 +349,5 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(yaml.dump(out, Dumper=YAML_DUMPER, sort_keys=False, width=1000), end="")
-    return 1 if failed else 0
+    return 2 if invalid else 1 if failed else 0
 

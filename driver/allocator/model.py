@@ -277,9 +277,32 @@ def read_class(obj: Mapping[str, Any]) -> DeviceClass:
                        tuple(spec.get("config") or ()))
 
 
+def _map(value: Any, where: str) -> Mapping[str, Any]:
+    """An optional object field: absent is empty, anything but a map is the object's error."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ModelError(f"{where}: expected an object, got {type(value).__name__} {_brief(value)}")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    """An optional list field: absent is empty, anything but a list is the object's error."""
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise ModelError(f"{where}: expected a list, got {type(value).__name__} {_brief(value)}")
+    return list(value)
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _selectors(raw: Any, what: str) -> tuple[str, ...]:
     out = []
-    for i, s in enumerate(raw or ()):
+    for i, s in enumerate(_list(raw, f"{what}.selectors")):
         expr = (s.get("cel") or {}).get("expression") if isinstance(s, Mapping) else None
         if not isinstance(expr, str):
             raise ModelError(f"{what}.selectors[{i}]: cel.expression is missing")
@@ -333,28 +356,34 @@ def _request(raw: Mapping[str, Any], base: str, sub: str | None, what: str, admi
         raise ModelError(f"{what}: allocationMode {mode!r} is not ExactCount or All")
     if mode == "All" and raw.get("count") is not None:
         raise ModelError(f"{what}: count must not be set with allocationMode All")
-    count = int(raw.get("count", 1)) if mode == "ExactCount" else 0
+    count = raw.get("count", 1) if mode == "ExactCount" else 0
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ModelError(f"{what}: count: expected an integer, got {type(count).__name__} {_brief(count)}")
     if mode == "ExactCount" and count < 1:
         raise ModelError(f"{what}: count must be at least 1")
     caps = None
-    if (raw.get("capacity") or {}).get("requests"):
+    asked = _map(_map(raw.get("capacity"), f"{what}: capacity").get("requests"), f"{what}: capacity.requests")
+    if asked:
         try:
-            caps = tuple((n, q.units(v)) for n, v in raw["capacity"]["requests"].items())
-        except q.QuantityError as e:
+            caps = tuple((str(n), q.units(v)) for n, v in asked.items())
+        except (q.QuantityError, TypeError, ValueError) as e:
             raise ModelError(f"{what}: capacity.requests: {e}") from None
+    tolerations = _list(raw.get("tolerations"), f"{what}: tolerations")
+    for i, t in enumerate(tolerations):
+        _map(t, f"{what}: tolerations[{i}]")
     return Request(
         name=f"{base}/{sub}" if sub else base, base=base, sub=sub, class_name=cls,
         selectors=_selectors(raw.get("selectors"), what), all_devices=mode == "All", count=count,
-        admin=bool(raw.get("adminAccess")) and admin_ok, tolerations=tuple(raw.get("tolerations") or ()),
-        capacity=caps)
+        admin=bool(raw.get("adminAccess")) and admin_ok, tolerations=tuple(tolerations), capacity=caps)
 
 
 def read_claim(obj: Mapping[str, Any]) -> Claim:
     name = object_name(obj)
     what = f"ResourceClaim {name}"
-    devices = (obj.get("spec") or {}).get("devices") or {}
+    devices = _map(_map(obj.get("spec"), f"{what}: spec").get("devices"), f"{what}: spec.devices")
     requests = []
-    for i, r in enumerate(devices.get("requests") or ()):
+    for i, r in enumerate(_list(devices.get("requests"), f"{what}: spec.devices.requests")):
+        r = _map(r, f"{what}: spec.devices.requests[{i}]")
         rname = r.get("name")
         if not isinstance(rname, str) or not rname:
             raise ModelError(f"{what}: spec.devices.requests[{i}].name is missing")
@@ -363,10 +392,13 @@ def read_claim(obj: Mapping[str, Any]) -> Claim:
         if r.get("exactly") and r.get("firstAvailable"):
             raise ModelError(f"{what}: request {rname}: exactly and firstAvailable are both set")
         if r.get("exactly"):
-            requests.append((_request(r["exactly"], rname, None, f"{what}: request {rname}", True),))
+            exactly = _map(r["exactly"], f"{what}: spec.devices.requests[{i}].exactly")
+            requests.append((_request(exactly, rname, None, f"{what}: request {rname}", True),))
         elif r.get("firstAvailable"):
             alts = []
-            for j, s in enumerate(r["firstAvailable"]):
+            where = f"{what}: spec.devices.requests[{i}].firstAvailable"
+            for j, s in enumerate(_list(r["firstAvailable"], where)):
+                s = _map(s, f"{where}[{j}]")
                 sname = s.get("name")
                 if not isinstance(sname, str) or not sname:
                     raise ModelError(f"{what}: request {rname}: firstAvailable[{j}].name is missing")
@@ -378,15 +410,24 @@ def read_claim(obj: Mapping[str, Any]) -> Claim:
             raise ModelError(f"{what}: request {rname}: neither exactly nor firstAvailable is set")
     constraints = []
     known = {n for alts in requests for r in alts for n in (r.base, r.name)}
-    for i, c in enumerate(devices.get("constraints") or ()):
+    for i, c in enumerate(_list(devices.get("constraints"), f"{what}: spec.devices.constraints")):
         where = f"{what}: spec.devices.constraints[{i}]"
+        c = _map(c, where)
         if bool(c.get("matchAttribute")) == bool(c.get("distinctAttribute")):
             raise ModelError(f"{where}: set exactly one of matchAttribute, distinctAttribute")
-        unknown = sorted(set(c.get("requests") or ()) - known)
+        key = "matchAttribute" if c.get("matchAttribute") else "distinctAttribute"
+        attribute = c[key]
+        if not isinstance(attribute, str):
+            raise ModelError(f"{where}.{key}: expected a qualified attribute name, got "
+                             f"{type(attribute).__name__} {_brief(attribute)}")
+        names = _list(c.get("requests"), f"{where}.requests")
+        if not all(isinstance(n, str) for n in names):
+            raise ModelError(f"{where}.requests: expected a list of request names")
+        unknown = sorted(set(names) - known)
         if unknown:
             raise ModelError(f"{where}.requests: {', '.join(unknown)} is not a request of the claim")
-        constraints.append(Constraint(frozenset(c.get("requests") or ()),
-                                      c.get("matchAttribute") or c.get("distinctAttribute"),
-                                      bool(c.get("distinctAttribute"))))
-    config = tuple(devices.get("config") or ())
+        constraints.append(Constraint(frozenset(names), attribute, key == "distinctAttribute"))
+    config = tuple(_list(devices.get("config"), f"{what}: spec.devices.config"))
+    for i, entry in enumerate(config):
+        _map(entry, f"{what}: spec.devices.config[{i}]")
     return Claim(claim_uid(obj), name, tuple(requests), tuple(constraints), config)

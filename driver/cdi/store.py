@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from driver import names
-from driver.fsutil import remove_durable, write_atomic
+from driver.fsutil import PER_BOOT, remove_durable, write_atomic
 
 _PREFIX = f"{names.CDI_VENDOR}-{names.CDI_CLASS}_"
 _SUFFIX = ".json"
@@ -31,7 +31,10 @@ class SpecStore:
 
     def write(self, claim_uid: str, doc: dict) -> Path:
         path = self.path(claim_uid)
-        write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode(), mode=0o644)
+        # Compact: json's C encoder serves only calls without indent, and the spec is written per prepare
+        # (`jq . <file>` reads it as well).
+        data = json.dumps(doc, separators=(",", ":")) + "\n"
+        write_atomic(path, data.encode(), mode=0o644, durable=PER_BOOT)
         return path
 
     def read(self, claim_uid: str) -> dict | None:
@@ -41,7 +44,7 @@ class SpecStore:
             return None
 
     def remove(self, claim_uid: str) -> bool:
-        return remove_durable(self.path(claim_uid))
+        return remove_durable(self.path(claim_uid), durable=PER_BOOT)
 
     def claim_uids(self) -> set[str]:
         """UIDs of the claims that have a spec file here."""

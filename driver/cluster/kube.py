@@ -32,6 +32,7 @@ from driver.cluster.base import (
     Expired,
     NotFound,
 )
+from driver.cluster.decode import MAX_DEPTH, DecodeError, check_depth
 from driver.cluster.kube_objects import KubeObjects
 
 FIELD_MANAGER = "carve"
@@ -109,15 +110,23 @@ class KubeCluster(KubeObjects):
     # -- Cluster --------------------------------------------------------------------------------------
 
     def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        """The claim as a dict; a claim nested past decode.MAX_DEPTH (a tenant's opaque parameters) is a
+        ClusterError naming it and the field, so the plugin fails that claim alone."""
         got = self._call(
             KIND_RESOURCE_CLAIM,
             name,
             namespace,
-            lambda: self.resource.read_namespaced_resource_claim(
-                name, namespace, _request_timeout=self.request_timeout
+            lambda: self.to_dict(
+                self.resource.read_namespaced_resource_claim(
+                    name, namespace, _request_timeout=self.request_timeout
+                )
             ),
         )
-        return self.to_dict(got)
+        try:
+            check_depth(got, f"{KIND_RESOURCE_CLAIM} {namespace}/{name}")
+        except DecodeError as e:
+            raise ClusterError(str(e), KIND_RESOURCE_CLAIM, name, namespace) from None
+        return got
 
     def list_resource_slices(self, driver: str, node_name: str | None = None) -> list[dict[str, Any]]:
         selector = f"spec.driver={driver}" + (f",spec.nodeName={node_name}" if node_name else "")
@@ -213,6 +222,17 @@ class KubeCluster(KubeObjects):
         except (urllib3.exceptions.HTTPError, OSError) as e:
             target = f"{kind} {namespace + '/' if namespace else ''}{name}".strip()
             raise ClusterError(f"{target}: API server unreachable: {e}", kind, name, namespace) from None
+        except pydantic.ValidationError as e:  # the client's model refuses what the server sent
+            target = f"{kind} {namespace + '/' if namespace else ''}{name}".strip()
+            first = str(e).strip().splitlines()
+            detail = " ".join(first[:3])
+            raise ClusterError(f"{target}: cannot be read: {detail}", kind, name, namespace) from None
+        except RecursionError:  # the client's decoder (or its models) recursing through a deep object
+            target = f"{kind} {namespace + '/' if namespace else ''}{name}".strip()
+            raise ClusterError(
+                f"{target}: nested deeper than the decoder follows (carve reads at most {MAX_DEPTH} levels)",
+                kind, name, namespace,
+            ) from None
 
 
 def parse_version(major: str, minor: str) -> tuple[int, int]:

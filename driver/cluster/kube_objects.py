@@ -3,12 +3,14 @@ OBJECT_KINDS) over the `kubernetes` client's typed APIs.
 
 Lists and watches read the server's JSON as it is (`_preload_content=False`, the watch's raw objects), so
 the controller sees every field, including those of kinds the client has no model for (carve.dev).
+Both decode one object at a time with a nesting limit (decode.py): an object that cannot be decoded is
+left out and logged (and kept in `undecodable`), never an error for the whole list or watch.
 Writes of Leases and Events go through the client's models, like ResourceSlices in kube.py.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +18,10 @@ from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
 from driver.cluster.base import OBJECT_KINDS, ClusterError, Expired
+from driver.cluster.decode import BadObject, DecodeError, decode_list, decode_object
+from driver.plugin.logfmt import event
+
+log = logging.getLogger(__name__)
 
 CRD_GROUP, CRD_VERSION = "carve.dev", "v1alpha1"
 _CRDS = ("nodepartitionings", "partitioningpolicies")
@@ -68,10 +74,23 @@ class KubeObjects:
                 _request_timeout=self.request_timeout,
             ),
         )
-        data = json.loads(resp.data or b"{}")
         api_version, kind, _ = OBJECT_KINDS[plural]
-        items = [{"apiVersion": api_version, "kind": kind, **item} for item in data.get("items") or []]
-        return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
+        try:
+            top, good, bad = decode_list(resp.data or b"{}")
+        except DecodeError as e:
+            raise ClusterError(f"{plural}: list: {e}", plural) from None
+        for b in bad:
+            self._undecodable(plural, BadObject(b.kind or kind, b.namespace, b.name, b.uid, b.reason))
+        items = [{"apiVersion": api_version, "kind": kind, **item} for item in good]
+        meta = top.get("metadata") if isinstance(top.get("metadata"), dict) else {}
+        return items, str(meta.get("resourceVersion") or "")
+
+    def _undecodable(self, plural: str, bad: BadObject) -> None:
+        """Log an object left out of a list or watch, and keep it for whoever reports on objects."""
+        found = self.__dict__.setdefault("undecodable", {})
+        found[(plural, bad.namespace, bad.name)] = bad
+        event(log, logging.WARNING, "api.undecodable-object", kind=bad.kind, namespace=bad.namespace,
+              object=bad.name, error=bad.reason, action="left out; the rest of the list is used")
 
     def watch_objects(
         self, plural: str, resource_version: str, timeout_s: int, field_selector: str = ""
@@ -103,7 +122,15 @@ class KubeObjects:
             for line in iter_resp_lines(resp):
                 if not line or not line.strip():
                     continue
-                ev = json.loads(line)
+                try:
+                    ev = decode_object(line, f"{plural}: watch event")
+                except DecodeError as e:
+                    # One object's event is lost, not the watch: the next list has the object's state
+                    # (left out there too while it stays undecodable).
+                    self._undecodable(plural, BadObject(kind, "", "", "", str(e)))
+                    continue
+                if not isinstance(ev, dict):
+                    continue
                 obj = ev.get("object") or {}
                 if ev.get("type") == "ERROR":
                     if obj.get("code") == 410:
@@ -123,7 +150,12 @@ class KubeObjects:
             resp.release_conn()
 
     def get_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
-        _, _core, custom, coordination = self._apis()
+        _, core, custom, coordination = self._apis()
+        if plural == "nodes":  # the plugin reads its own Node's annotations (gpu.carve.dev/strategy)
+            got = self._call(
+                plural, name, "", lambda: core.read_node(name, _request_timeout=self.request_timeout)
+            )
+            return {"apiVersion": "v1", "kind": "Node", **self.to_dict(got)}
         if plural in _CRDS:
             return self._call(
                 plural,

@@ -73,6 +73,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=False,
         help="with --once: print the plan, write nothing",
     )
+    p.add_argument(
+        "--plugin-strategy",
+        default="",
+        help="the plugins' --strategy rules (the chart passes plugin.strategy): GPUs a rule names by index "
+        "or model are pinned (never changed); idle GPUs return to the rules' bare default when the policy "
+        "allows it (default: none: only NodePartitioning pins and the plugins' status)",
+    )
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
@@ -96,7 +103,14 @@ def _config(args: argparse.Namespace):
         settings = Settings(split_count=args.split_count)
     except ModelError as e:
         raise CliError(f"--split-count: {e}") from None
+    from driver.devices.rules import RuleError, parse_rules
+
+    try:
+        rules = parse_rules(args.plugin_strategy, "--plugin-strategy") if args.plugin_strategy else None
+    except RuleError as e:
+        raise CliError(str(e)) from None
     return ReconcilerConfig(
+        plugin_rules=rules,
         policy_name=args.policy,
         interval_s=args.interval,
         grace_s=args.grace,

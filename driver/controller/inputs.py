@@ -6,6 +6,9 @@
   belongs to is busy. So is a GPU whose NodePartitioning status says a change waits for it (`pending`),
   and a GPU whose desired strategy (spec) differs from what it publishes: the plugin has not applied it.
 - Pending claims: no status.allocation, not being deleted; pending since the claim's creationTimestamp.
+  Each is read once with the allocator's claim reader (driver/allocator/model.read_claim) before the
+  planner sees it: a claim that does not have the shape of a ResourceClaim (`requests: "x"`,
+  `matchAttribute: 5`) is a problem naming that claim and field, and is left out; the round goes on.
 - History: the controller keeps the times it changed each GPU in the annotation
   `carve.dev/strategy-changes` of the node's NodePartitioning ({"<uuid>": [unix seconds, ...]}).
 """
@@ -29,9 +32,11 @@ from api.v1alpha1.partitioning import (
     parse_node_partitioning,
 )
 from driver import names
+from driver.allocator.model import ModelError, object_name, read_claim
 from driver.controller.nodes import NodeState, claim_devices, device_gpus, gpus_from_slices
 from driver.controller.planner import Change, Pending, PlanInput
 from driver.devices import Settings
+from driver.devices.rules import SOURCE_PINNED, RuleError, StrategyRules, parse_rules, resolve
 
 KEEP_HISTORY_S = 86400.0  # change times older than a day matter to no hysteresis setting
 
@@ -40,6 +45,17 @@ def parse_time(text: str | None) -> float:
     if not text:
         return 0.0
     return datetime.strptime(text.rstrip("Z")[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+
+
+def claim_problem(claim: dict[str, Any]) -> str:
+    """Why a pending claim cannot be planned for ("" when it can), naming the claim and the field."""
+    try:
+        read_claim(claim)
+    except ModelError as e:
+        return str(e)
+    except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as e:  # a shape not foreseen
+        return f"ResourceClaim {object_name(claim)}: malformed: {type(e).__name__}: {e}"
+    return ""
 
 
 def newest_pools(slices: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -81,8 +97,17 @@ def build_input(
     isolated_namespaces: frozenset[str] = frozenset(),
     settings: Settings | None = None,
     grace_s: float = 0.0,
+    plugin_rules: StrategyRules | None = None,
+    node_annotations: dict[str, dict[str, str]] | None = None,
+    invalid: list[tuple[dict[str, Any], str]] | None = None,
 ) -> tuple[PlanInput, list[str]]:
-    """The planner's input, and the problems found (a bad NodePartitioning pauses its node)."""
+    """The planner's input, and the problems found (a bad NodePartitioning pauses its node, a malformed
+    claim is left out; each such claim is also appended to `invalid` with its message, for Events).
+
+    Pinned GPUs (never changed): those a rule of `plugin_rules` (the plugins' --strategy) names by index or
+    model, those the node annotation gpu.carve.dev/strategy gives a strategy, the NodePartitioning entries
+    marked `pinned: true`, and those whose NodePartitioning status says `source: pinned` (the plugin knows
+    its own rules best)."""
     problems: list[str] = []
     settings = settings or Settings()
     nodes: dict[str, NodeState] = {}
@@ -97,11 +122,13 @@ def build_input(
             slices=members,
         )
         gpu_of[node] = device_gpus(members)
+        _pin_by_rules(state, plugin_rules, (node_annotations or {}).get(node, {}), problems)
         obj = partitionings.get(node)
         if obj is not None:
             try:
                 np = parse_node_partitioning(obj)
                 state.paused = np.spec.paused
+                _pin_by_partitioning(np, state)
                 _in_flight(np, state)
             except PartitioningError as e:
                 problems.append(str(e))
@@ -111,10 +138,15 @@ def build_input(
     pending: list[Pending] = []
     for claim in claims:
         meta = claim.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
+        if not isinstance(meta, dict) or meta.get("deletionTimestamp"):
             continue
         if (claim.get("status") or {}).get("allocation"):
-            for pool, device in claim_devices(claim):
+            try:
+                held = claim_devices(claim)
+            except (AttributeError, KeyError, TypeError, ValueError) as e:
+                problems.append(f"ResourceClaim {object_name(claim)}: status.allocation: malformed: {e}")
+                continue
+            for pool, device in held:
                 if pool in nodes:
                     nodes[pool].allocated[
                         meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
@@ -122,6 +154,12 @@ def build_input(
                     gpu = gpu_of[pool].get(device)
                     if gpu:
                         nodes[pool].busy.add(gpu)
+            continue
+        message = claim_problem(claim)
+        if message:
+            problems.append(message)
+            if invalid is not None:
+                invalid.append((claim, message))
             continue
         pending.append(
             Pending(
@@ -142,6 +180,39 @@ def build_input(
         grace_s=grace_s,
     )
     return inp, problems
+
+
+def _pin_by_rules(
+    state: NodeState, rules: StrategyRules | None, annotations: dict[str, str], problems: list[str]
+) -> None:
+    """The GPUs the plugins' rules or the node annotation pin, and the node's home strategy."""
+    annotation = None
+    text = annotations.get(names.ANNOTATION_STRATEGY)
+    if text is not None:
+        try:
+            annotation = parse_rules(text, f"Node {state.name} annotation {names.ANNOTATION_STRATEGY}", True)
+        except RuleError as e:
+            problems.append(str(e))  # the plugin ignores it too (and says so in a Node Event)
+    empty = StrategyRules((), None, "")
+    for p in state.gpus:
+        if resolve([p.gpu], rules or empty, annotation)[p.gpu.index].pinned:
+            state.pinned.add(p.gpu.uuid)
+    if rules is not None and rules.default is not None:
+        state.home = rules.default.strategy
+
+
+def _pin_by_partitioning(np: NodePartitioning, state: NodeState) -> None:
+    """Entries the admin wrote (`pinned: true`) and GPUs the plugin reports pinned."""
+    by_index = {p.gpu.index: p.gpu.uuid for p in state.gpus}
+    uuids = set(by_index.values())
+    for entry in np.spec.gpus:
+        if entry.pinned:
+            uuid = by_index.get(entry.index) if entry.index is not None else entry.uuid
+            if uuid in uuids:
+                state.pinned.add(uuid)
+    for g in np.status.gpus if np.status else []:
+        if g.source == SOURCE_PINNED and g.index in by_index:
+            state.pinned.add(by_index[g.index])
 
 
 def _in_flight(np: NodePartitioning, state: NodeState) -> None:
@@ -166,19 +237,25 @@ def _in_flight(np: NodePartitioning, state: NodeState) -> None:
 def updated_partitioning(
     node: str, current: dict[str, Any] | None, changes: list[Change], strategies: dict[int, str], now: float
 ) -> dict[str, Any]:
-    """The NodePartitioning to write for `node`: every GPU's strategy as planned, and the change history
-    (the last hour, for maxChangesPerHour) in the annotation. Keeps the object's paused flag,
-    resourceVersion and other annotations."""
+    """The NodePartitioning to write for `node`: every GPU's strategy as planned (`strategies`: the GPUs
+    the controller manages), the entries the admin pinned exactly as written, and the change history (the
+    last hour, for maxChangesPerHour) in the annotation. Keeps the object's paused flag, resourceVersion
+    and other annotations."""
     meta = (current or {}).get("metadata") or {}
     old_spec = (current or {}).get("spec") or {}
     layouts = {g.get("index"): g for g in old_spec.get("gpus") or []}
-    entries = []
+    pinned = [g for g in old_spec.get("gpus") or [] if g.get("pinned") is True]
+    pinned_indices = {g.get("index") for g in pinned}
+    entries = [GpuPartition.model_validate(g) for g in pinned]
     for index, strategy in sorted(strategies.items()):
+        if index in pinned_indices:
+            continue
         kept = layouts.get(index) or {}
         extra = {}
         if kept.get("strategy") == strategy:  # an unchanged GPU keeps its layout / split count
             extra = {k: kept[k] for k in ("migLayout", "splitCount") if k in kept}
         entries.append(GpuPartition.model_validate({"index": index, "strategy": strategy, **extra}))
+    entries.sort(key=lambda e: (e.index is None, e.index or 0, e.uuid or ""))
     spec = NodePartitioningSpec(gpus=entries, paused=bool(old_spec.get("paused", False)))
     history = history_of(current)
     for c in changes:

@@ -144,6 +144,8 @@ class NodeState:
     labels: dict[str, str] = field(default_factory=dict)
     allocated: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid -> claim with allocation
     busy: set[str] = field(default_factory=set)  # GPU uuids
+    pinned: set[str] = field(default_factory=set)  # GPU uuids whose strategy the admin set: never changed
+    home: str | None = None  # where idle GPUs return: the plugins' bare default rule (None: the policy's)
     paused: bool = False
     settings: Settings = field(default_factory=Settings)
     slices: list[dict[str, Any]] | None = None
@@ -170,6 +172,10 @@ class NodeState:
             gpus = [(p.gpu.product, p.strategy, p.gpu.uuid in self.busy, p.modelled) for p in self.gpus]
             self._signature = (self.version, json.dumps([gpus, held]))
         return self._signature[1]
+
+    @property
+    def pinned_indices(self) -> set[int]:
+        return {p.gpu.index for p in self.gpus if p.gpu.uuid in self.pinned}
 
     @property
     def strategies(self) -> dict[int, str]:

@@ -3,7 +3,8 @@
 Pure: values in (node states built from ResourceSlices, DeviceClasses, allocated and pending claims,
 NodePartitionings, the policy, the change history, now), a `Plan` out. Rules:
 - Only GPUs with no allocated or prepared claim and no change in flight (`NodeState.busy`) change, and
-  only on nodes that are not paused.
+  only on nodes that are not paused; a GPU the admin pinned (`NodeState.pinned`: a strategy rule naming
+  it, the node annotation, a pinned NodePartitioning entry) never changes.
 - A change is proposed only when carve's allocator says it lets a pending group of claims be allocated
   that could not be allocated anywhere before (each group is first tried on the cluster as it is; one that
   fits is expected to be placed by the scheduler and is recorded as such).
@@ -12,8 +13,9 @@ NodePartitionings, the policy, the change history, now), a `Plan` out. Rules:
   strategy at least `minHold` after a change and changes at most `maxChangesPerHour` times an hour;
   `keepPercent` of each node's GPUs (the highest indices) are never changed.
 - Once a plan has made `max_changes` changes, the claims after are `deferred` to the next plan.
-- Consolidation: once every waiting claim was looked at, idle GPUs return to their node's default
-  strategy (hysteresis permitting), so a GPU switched for one claim does not stay that way for good.
+- Consolidation: once every waiting claim was looked at, idle GPUs return to their home strategy (the
+  plugins' bare default rule when the policy allows it and the GPU can run it, else the node rule's
+  default; hysteresis permitting), so a GPU switched for one claim does not stay that way for good.
 - Deterministic: groups oldest first (ties by key), nodes by most busy GPUs then name, GPUs by index,
   strategies in the order the claim lists their device classes.
 Incremental: a `Planner` keeps, across plans, the number of GPUs each claim shape needs on an empty node
@@ -285,17 +287,25 @@ class Planner:
             rule = inp.policy.rule_for(node.labels)
             if node.paused or rule is None:
                 continue
-            default = rule.default_strategy
+            # Home: the plugins' bare default rule where the policy allows it and the GPU can run it (so
+            # `plugin.strategy=mig` keeps every MIG GPU in MIG), else the policy's default.
+            home = node.home if node.home in rule.allowed_strategies else None
+
+            def target(
+                p: PublishedGpu, home: str | None = home, fallback: str = rule.default_strategy
+            ) -> str:
+                return home if home is not None and _can_run(p, home) else fallback
+
             back = [
                 p
                 for p in self._changeable(node, inp, memo.changed)
-                if p.strategy != default and _can_run(p, default)
+                if p.strategy != target(p) and _can_run(p, target(p))
             ]
             back = back[: max(0, inp.max_changes - made - len(out))]
             if not back:
                 continue
             before = node.strategies
-            node.apply({p.gpu.index: default for p in back}, None)
+            node.apply({p.gpu.index: target(p) for p in back}, None)
             for p in back:
                 memo.changed[p.gpu.uuid] += 1
                 out.append(
@@ -304,8 +314,8 @@ class Planner:
                         p.gpu.index,
                         p.gpu.uuid,
                         before[p.gpu.index],
-                        default,
-                        f"idle GPU back to node {node.name}'s default {default}: no waiting claim "
+                        target(p),
+                        f"idle GPU back to node {node.name}'s default {target(p)}: no waiting claim "
                         f"needs {before[p.gpu.index]}",
                         (),
                     )
@@ -416,7 +426,12 @@ class Planner:
         pool = node.gpus[: len(node.gpus) - kept] if kept else node.gpus
         out = []
         for p in pool:
-            if p.gpu.uuid in node.busy or not p.modelled or changes_made[p.gpu.uuid]:
+            if (
+                p.gpu.uuid in node.busy
+                or p.gpu.uuid in node.pinned
+                or not p.modelled
+                or changes_made[p.gpu.uuid]
+            ):
                 continue
             times = inp.history.get(p.gpu.uuid, [])
             if times and inp.now - max(times) < h.min_hold_s:

@@ -27,6 +27,7 @@ from driver.controller.inputs import build_input, updated_partitioning
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.planner import Change, Plan, Planner
 from driver.devices import Settings
+from driver.devices.rules import StrategyRules
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ WATCHED = (
     "namespaces",
 )
 EVENT_REASON = "GPUStrategyChange"
+INVALID_REASON = "InvalidClaim"  # a pending claim the planner leaves out (inputs.claim_problem)
 
 
 def claim_pods(claim: dict[str, Any]) -> list[tuple[str, str]]:
@@ -69,6 +71,7 @@ class ReconcilerConfig:
     identity: str = "carve-controller"
     dry_run: bool = False  # plan and log, write nothing
     settings: Settings = field(default_factory=Settings)
+    plugin_rules: StrategyRules | None = None  # the plugins' --strategy: pins and the home strategy
 
 
 class Reconciler:
@@ -88,6 +91,7 @@ class Reconciler:
         self.informers = {p: Informer(api, p, self._changed, config.resync_s) for p in WATCHED}
         self.last_plan: Plan | None = None
         self.problems: list[str] = []
+        self._reported: set[tuple[str, str]] = set()  # (uid, resourceVersion) of invalid claims with an Event
 
     def _changed(self, plural: str) -> None:
         self.dirty.set()
@@ -109,10 +113,9 @@ class Reconciler:
         self.problems = []
         now = self.clock()
         policy = self.policy()
-        nodes = {
-            o["metadata"]["name"]: (o["metadata"].get("labels") or {})
-            for o in self.informers["nodes"].items()
-        }
+        node_objects = self.informers["nodes"].items()
+        nodes = {o["metadata"]["name"]: (o["metadata"].get("labels") or {}) for o in node_objects}
+        annotations = {o["metadata"]["name"]: (o["metadata"].get("annotations") or {}) for o in node_objects}
         isolated: frozenset[str] = frozenset()
         selector = policy.isolation.namespace_selector
         if selector is not None:
@@ -122,6 +125,7 @@ class Reconciler:
                 if selector.matches(o["metadata"].get("labels") or {})
             )
         partitionings = {o["metadata"]["name"]: o for o in self.informers["nodepartitionings"].items()}
+        invalid: list[tuple[dict, str]] = []
         inp, problems = build_input(
             self.informers["resourceslices"].items(),
             self.informers["deviceclasses"].items(),
@@ -133,8 +137,12 @@ class Reconciler:
             isolated,
             self.config.settings,
             self.config.grace_s,
+            self.config.plugin_rules,
+            annotations,
+            invalid,
         )
         self.problems += problems
+        self._report_invalid(invalid)
         inp = type(inp)(**{**inp.__dict__, "max_changes": self.config.max_changes})
         started = time.perf_counter()
         plan = self.planner.plan(inp)
@@ -146,7 +154,11 @@ class Reconciler:
             by_node.setdefault(c.node, []).append(c)
         states = {n.name: n for n in inp.nodes}
         for node, changes in sorted(by_node.items()):
-            if self._write(node, partitionings.get(node), changes, states[node].strategies, now):
+            state = states[node]
+            # GPUs pinned by rules or the node annotation get no entry (the plugin would ignore it);
+            # entries the admin pinned are kept as written.
+            unpinned = {i: s for i, s in state.strategies.items() if i not in state.pinned_indices}
+            if self._write(node, partitionings.get(node), changes, unpinned, now):
                 self._announce(changes)
         self.last_plan = plan
         return plan
@@ -224,15 +236,33 @@ class Reconciler:
                 for obj in involved:
                     self._event(key, obj, message)
 
-    def _event(self, key: str, involved: dict[str, str], message: str) -> None:
+    def _report_invalid(self, invalid: list[tuple[dict, str]]) -> None:
+        """A Warning Event on each malformed pending claim, once per version of it (rounds repeat)."""
+        current: set[tuple[str, str]] = set()
+        for claim, message in invalid:
+            meta = claim.get("metadata") or {}
+            name, namespace = meta.get("name"), meta.get("namespace")
+            if not isinstance(name, str) or not isinstance(namespace, str) or not name or not namespace:
+                continue
+            version = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
+            current.add(version)
+            if version in self._reported:
+                continue
+            involved = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "name": name,
+                        "namespace": namespace, "uid": version[0]}
+            self._event(f"{namespace}/{name}", involved, message, INVALID_REASON, "Warning")
+        self._reported = current
+
+    def _event(self, key: str, involved: dict[str, str], message: str, reason: str = EVENT_REASON,
+               kind: str = "Normal") -> None:
         ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
         body = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
             "involvedObject": involved,
-            "reason": EVENT_REASON,
-            "type": "Normal",
+            "reason": reason,
+            "type": kind,
             "message": message,
             "source": {"component": "carve-controller"},
             "reportingComponent": "carve.dev/controller",

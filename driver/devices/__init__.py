@@ -35,47 +35,12 @@ def devices_for(gpu: Gpu, strategy_name: str, settings: Settings | None = None) 
 
 
 def parse_strategy_spec(spec: str, gpus: list[Gpu]) -> dict[int, str]:
-    """'0=mig,1=soft,2=exclusive' or 'soft' or '0=mig,soft' -> {gpu index: strategy}.
+    """'0=mig,1=soft', 'soft', '*A100*=mig,soft' -> {gpu index: strategy} (driver/devices/rules.py).
 
-    A bare strategy is the default for every GPU not named; GPUs neither named nor defaulted are
-    `exclusive`. Errors name the offending token.
-    """
-    indices = {g.index for g in gpus}
-    default: str | None = None
-    chosen: dict[int, str] = {}
-    tokens = [t.strip() for t in (spec or "").split(",")]
-    if not any(tokens):
-        raise ModelError(f"strategy spec {spec!r} is empty; e.g. 'soft' or '0=mig,1=soft'")
-    for token in tokens:
-        if not token:
-            raise ModelError(f"strategy spec {spec!r}: empty item")
-        key, sep, value = token.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep:
-            if default is not None:
-                raise ModelError(f"strategy spec {spec!r}: {token!r}: a second default strategy")
-            try:
-                strategy(key)
-            except ModelError as e:
-                raise ModelError(f"strategy spec {spec!r}: {token!r}: {e}; or <index>=<strategy>") from None
-            default = key
-            continue
-        if not key.isdigit():
-            raise ModelError(f"strategy spec {spec!r}: {token!r}: {key!r} is not a GPU index")
-        index = int(key)
-        if index not in indices:
-            raise ModelError(
-                f"strategy spec {spec!r}: {token!r}: no GPU with index {index} "
-                f"(indices {', '.join(map(str, sorted(indices))) or 'none'})"
-            )
-        if index in chosen:
-            raise ModelError(f"strategy spec {spec!r}: {token!r}: GPU {index} named twice")
-        try:
-            strategy(value)
-        except ModelError as e:
-            raise ModelError(f"strategy spec {spec!r}: {token!r}: {e}") from None
-        chosen[index] = value
-    return {g.index: chosen.get(g.index, default or DEFAULT_STRATEGY) for g in gpus}
+    The rules' choice only: whether each GPU can run it is the caller's question (rules.can_run)."""
+    from driver.devices.rules import parse_rules, resolve
+
+    return {i: r.strategy for i, r in resolve(gpus, parse_rules(spec)).items()}
 
 
 from driver.devices.limits import LIMITS, ApiLimits, SliceLimitError, limits_for, validate_slices  # noqa: E402

@@ -11,9 +11,10 @@ import yaml
 
 from driver import names
 from driver.cli import CliError
-from driver.devices import LIMITS, ModelError, Settings, build_slices, limits_for, parse_strategy_spec
+from driver.devices import LIMITS, ModelError, Settings, build_slices, limits_for
 from driver.devices.attributes import quantity_bytes
 from driver.devices.base import DEFAULT_CONTEXT_RESERVE_QUANTITY
+from driver.devices.rules import can_run, parse_rules, resolve
 from driver.gpu import InventoryError, discover
 
 # Strategies whose fields sit behind feature gates that are off by default before 1.36.
@@ -30,7 +31,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strategy",
         default="exclusive",
-        help="one strategy for all GPUs ('soft') or per GPU index ('0=mig,1=soft,2=exclusive')",
+        help="strategy rules as `carve plugin` takes them: 'soft', '0=mig,1=soft,exclusive', "
+        "'*A100*=mig,T4=soft,exclusive' (docs/configuration.md)",
+    )
+    parser.add_argument(
+        "--fallback-strategy",
+        default=names.STRATEGY_SOFT,
+        choices=(
+            names.STRATEGY_EXCLUSIVE,
+            names.STRATEGY_SOFT,
+            names.STRATEGY_SLOTS,
+            names.STRATEGY_TIMESLICE,
+        ),
+        help="strategy of a GPU that cannot run the one its rule gives, as `carve plugin` (default soft)",
     )
     parser.add_argument(
         "--k8s-version", default="1.34", help=f"target Kubernetes version: {', '.join(LIMITS)}"
@@ -58,7 +71,20 @@ def run(args: argparse.Namespace) -> int:
         reserve = quantity_bytes(args.soft_context_reserve, "--soft-context-reserve")
         settings = Settings(split_count=args.split_count, soft_context_reserve=reserve)
         gpus = discover(args.gpus, node_name)
-        strategies = parse_strategy_spec(args.strategy, gpus)
+        rules = parse_rules(args.strategy)
+        strategies = {}
+        for gpu in gpus:
+            r = resolve([gpu], rules)[gpu.index]
+            why = can_run(gpu, r.strategy)
+            strategies[gpu.index] = args.fallback_strategy if why else r.strategy
+            if why:
+                print(
+                    f"carve slices: warning: {why}: rule {r.rule or '(built-in default)'!r} gives "
+                    f"{r.strategy}; {gpu.name} is shown under --fallback-strategy {args.fallback_strategy}",
+                    file=sys.stderr,
+                )
+        for text in rules.unmatched(gpus):
+            print(f"carve slices: warning: rule {text!r} matches no GPU of this node", file=sys.stderr)
         slices = build_slices(node_name, gpus, strategies, settings, limits.version, args.generation)
     except (InventoryError, ModelError) as e:
         raise CliError(str(e)) from None

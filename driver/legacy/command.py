@@ -66,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-addr",
         default="",
-        help="Prometheus /metrics endpoint of the containers' usage, e.g. ':8081' (default: off)",
+        help="GET /metrics, /healthz and /readyz on this address, e.g. ':8082' (default: off)",
     )
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
@@ -129,6 +129,26 @@ def run(args: argparse.Namespace) -> int:
         driver_required=not args.gpus.startswith("fake:"),
     )
     plugin = LegacyDevicePlugin(config, api, gpus)
+    probes = None
+    if args.metrics_addr:
+        from prometheus_client import Counter
+
+        from driver.legacy.metrics import DevicePluginMetrics
+        from driver.metrics.probes import ProbeServer
+
+        # The containers' usage (carve_claim_*, as DRA claims') and build info, with the kubelet calls.
+        registry = DevicePluginMetrics(Path(args.state_dir) / "allocations", args.node_name).registry
+        calls = Counter(
+            "carve_legacy_device_plugin_calls",
+            "Allocate and PreStartContainer calls from the kubelet, by result.",
+            ["method", "result"],
+            registry=registry,
+        )
+        plugin.observe_call = lambda method, result: calls.labels(method, result).inc()
+        probes = ProbeServer(
+            args.metrics_addr, registry, lambda: "" if plugin.started.is_set() else "starting"
+        )
+        probes.start()
     try:
         plugin.start()
     except Exception as e:
@@ -136,19 +156,11 @@ def run(args: argparse.Namespace) -> int:
             log, logging.ERROR, "device-plugin.start-failed", exc_info=True, error=f"{type(e).__name__}: {e}"
         )
         return 1
-    metrics_server = None
-    if args.metrics_addr:
-        from driver.legacy.metrics import DevicePluginMetrics
-        from driver.metrics import MetricsServer
-
-        metrics = DevicePluginMetrics(Path(args.state_dir) / "allocations", args.node_name)
-        metrics_server = MetricsServer(args.metrics_addr, metrics.registry)
-        metrics_server.start()
     event(log, logging.INFO, "device-plugin.started", node=args.node_name, gpus=len(gpus), split=split)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: plugin.stopping.set())
     plugin.stopping.wait()
     plugin.stop()
-    if metrics_server is not None:
-        metrics_server.stop()
+    if probes:
+        probes.stop()
     return 0

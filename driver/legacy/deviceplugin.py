@@ -99,6 +99,15 @@ class DevicePluginService(pbgrpc.DevicePluginServicer):
         return out
 
     def Allocate(self, request, context):
+        result = "error"
+        try:
+            response = self._allocate(request, context)
+            result = "ok"
+            return response
+        finally:
+            self.plugin.observe_call("Allocate", result)
+
+    def _allocate(self, request, context):
         p = self.plugin
         response = pb.AllocateResponse()
         for req in request.container_requests:
@@ -115,6 +124,15 @@ class DevicePluginService(pbgrpc.DevicePluginServicer):
         return response
 
     def PreStartContainer(self, request, context):
+        result = "error"
+        try:
+            response = self._pre_start(request, context)
+            result = "ok"
+            return response
+        finally:
+            self.plugin.observe_call("PreStartContainer", result)
+
+    def _pre_start(self, request, context):
         ids = list(request.devices_ids)
         try:
             self.plugin.allocations.prepare(ids)
@@ -148,6 +166,8 @@ class LegacyDevicePlugin:
         self.kubelet_socket = Path(config.device_plugin_dir) / names.KUBELET_SOCKET
         self.watch = KubeletWatch(self.kubelet_socket, self.socket)
         self.registration_error = ""
+        self.started = threading.Event()  # set once serving and registered: /readyz
+        self.observe_call: Callable[[str, str], None] = lambda method, result: None  # metrics (command.py)
         self.published: str | None = None
         self._server: grpc.Server | None = None
         self._thread: threading.Thread | None = None
@@ -167,7 +187,10 @@ class LegacyDevicePlugin:
             layout,
             gpus,
             api,
-            PodResourcesClient(str(c.pod_resources_socket)),
+            PodResourcesClient(
+                str(c.pod_resources_socket),
+                checkpoint=Path(c.device_plugin_dir) / names.KUBELET_DEVICE_CHECKPOINT,
+            ),
         )
 
     # --- model -----------------------------------------------------------------------------------------
@@ -228,6 +251,7 @@ class LegacyDevicePlugin:
         self._serve_and_register()
         self._thread = threading.Thread(target=self._loop, name="device-plugin", daemon=True)
         self._thread.start()
+        self.started.set()
 
     def stop(self) -> None:
         self.stopping.set()

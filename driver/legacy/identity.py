@@ -2,21 +2,28 @@
 
 At PreStartContainer the kubelet has already recorded the container's device IDs (it records them as soon as
 Allocate returns), and its PodResources API lists them per pod and container. Device IDs are never held by
-two live containers at once, so the IDs name exactly one pod. The pod's limits then come from the trusted
-assignment record of that pod's UID, checked against the node and the pod; never from the pod's own
-annotations (docs/legacy.md, "Pod identity").
+two live containers at once, so the IDs name exactly one pod (namespace and name). PodResources gives no pod
+UID: the kubelet's device manager checkpoint (`<device-plugin dir>/kubelet_internal_checkpoint`, written when
+Allocate returns, root-only on the node) names the UID of the pod holding the IDs. The pod's limits then
+come from the trusted assignment record the extender wrote for that UID on this node (the records of this
+node, listed by their node label in the release namespace), which must also name the same namespace and
+pod; never from the pod's own annotations, and without reading the pod from the API server: the device
+plugin needs no read access to the cluster's pods (docs/legacy.md, "Pod identity"; docs/security.md).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
 from api.grpc import podresources_v1_pb2 as prpb
 from api.grpc import podresources_v1_pb2_grpc as prgrpc
-from driver.cluster.base import ClusterError, NotFound
+from driver import names
+from driver.cluster.base import ClusterError
 from driver.legacy.kubeapi import LegacyApi
 from driver.legacy.records import ContainerAssignment, RecordError, parse_record, record_name
 
@@ -40,12 +47,51 @@ class Resolved:
     container: ContainerAssignment
 
 
-class PodResourcesClient:
-    """The kubelet's PodResources v1 List over its unix socket."""
+MAX_CHECKPOINT_BYTES = 64 << 20  # the kubelet's checkpoint grows with the node's allocations; a bound anyway
 
-    def __init__(self, socket: str, timeout_s: float = 5.0) -> None:
+
+def pod_uids_in_checkpoint(path: Path, resource: str, ids: Sequence[str]) -> set[str]:
+    """The UIDs of the pods the kubelet's device manager checkpoint records holding exactly `ids` of
+    `resource` (in one container). DeviceIDs is a list in old kubelets and {NUMA node: list} since 1.20.
+    The file is the kubelet's (root-only, not a tenant's); its checksum is not re-derived here."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CHECKPOINT_BYTES + 1)
+    except OSError as e:
+        raise IdentityError(f"kubelet checkpoint {path}: {e.strerror}") from None
+    if len(raw) > MAX_CHECKPOINT_BYTES:
+        raise IdentityError(f"kubelet checkpoint {path}: larger than {MAX_CHECKPOINT_BYTES} bytes")
+    try:
+        entries = json.loads(raw)["Data"]["PodDeviceEntries"] or []
+    except (ValueError, KeyError, TypeError):
+        raise IdentityError(
+            f"kubelet checkpoint {path}: Data.PodDeviceEntries: not the kubelet's format"
+        ) from None
+    wanted, found = set(ids), set()
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, dict) or entry.get("ResourceName") != resource:
+            continue
+        held = entry.get("DeviceIDs")
+        if isinstance(held, dict):
+            held = [i for per_numa in held.values() if isinstance(per_numa, list) for i in per_numa]
+        if isinstance(held, list) and set(held) == wanted and isinstance(entry.get("PodUID"), str):
+            found.add(entry["PodUID"])
+    return found
+
+
+class PodResourcesClient:
+    """The kubelet's PodResources v1 List over its unix socket, and its device manager checkpoint."""
+
+    def __init__(self, socket: str, timeout_s: float = 5.0, checkpoint: Path | None = None) -> None:
         self.socket = socket
         self.timeout_s = timeout_s
+        # default: beside the PodResources socket's kubelet, <device-plugin dir>/kubelet_internal_checkpoint
+        self.checkpoint = checkpoint
+
+    def pod_uids(self, resource: str, ids: Sequence[str]) -> set[str]:
+        if self.checkpoint is None:
+            raise IdentityError("no kubelet checkpoint configured: the pod's UID cannot be told")
+        return pod_uids_in_checkpoint(self.checkpoint, resource, ids)
 
     def holders(self, resource: str, ids: Sequence[str]) -> list[Holder]:
         wanted = set(ids)
@@ -96,25 +142,32 @@ def resolve(
         raise IdentityError(f"devices {sorted(ids)}: held by several pods {sorted(pods)}; refusing to guess")
     ns, name = pods.pop()
     who = f"pod {ns}/{name}"
-    try:
-        pod = api.get_pod(ns, name)
-    except ClusterError as e:
-        raise IdentityError(f"{who}: reading the pod: {e}") from None
-    uid = (pod.get("metadata") or {}).get("uid", "")
-    if (pod.get("spec") or {}).get("nodeName") != node:
+    uids = pod_resources.pod_uids(resource, ids)
+    if len(uids) != 1:
         raise IdentityError(
-            f"{who}: spec.nodeName is {pod.get('spec', {}).get('nodeName')!r}, not this node {node}"
+            f"{who}: the kubelet's checkpoint names {sorted(uids) or 'no pod'} as holding {sorted(ids)}"
         )
+    (uid,) = uids
+    selector = f"{names.LEGACY_RECORD_NODE_LABEL}={node}"
     try:
-        record = parse_record(api.get_configmap(namespace, record_name(uid)))
-    except NotFound:
+        listed = api.list_configmaps(namespace, selector)
+    except ClusterError as e:
+        raise IdentityError(f"{who}: listing the assignment records of node {node}: {e}") from None
+    records = []
+    for obj in listed:
+        try:
+            a = parse_record(obj)
+        except RecordError:
+            continue  # another pod's broken record is that pod's problem
+        if a.uid == uid:
+            records.append(a)
+    if not records:
         raise IdentityError(
-            f"{who} ({uid}): no assignment record {namespace}/{record_name(uid)}; was it scheduled by the "
-            "carve scheduler (schedulerName)?"
-        ) from None
-    except (ClusterError, RecordError) as e:
-        raise IdentityError(f"{who} ({uid}): assignment record: {e}") from None
-    if record.uid != uid or record.namespace != ns or record.name != name or record.node != node:
+            f"{who} ({uid}): no assignment record {namespace}/{record_name(uid)} on node {node}; was it "
+            "scheduled by the carve scheduler (schedulerName)?"
+        )
+    record = records[0]
+    if record.namespace != ns or record.name != name or record.node != node:
         raise IdentityError(
             f"{who} ({uid}): assignment record names {record.namespace}/{record.name} ({record.uid}) "
             f"on {record.node}"

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from driver.fsutil import write_atomic
+from driver.fsutil import PER_BOOT, write_atomic
 from driver.limits.env import CORE_POLICIES, MAX_DEVICES, OOM_POLICIES, PRIORITIES, ClaimLimits, validate
 from driver.limits.region import RegionError, open_untrusted
 
@@ -103,7 +103,7 @@ def write_limits(path: Path, limits: ClaimLimits, runtime: ClaimRuntime = ClaimR
         generation = read_limits(path).generation + 1
     except RegionError:
         generation = 1
-    write_atomic(path, limits_bytes(limits, runtime, generation), mode=LIMITS_MODE)
+    write_atomic(path, limits_bytes(limits, runtime, generation), mode=LIMITS_MODE, durable=PER_BOOT)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.fsutil import write_atomic
+from driver.fsutil import PER_BOOT, write_atomic
 from driver.limits.env import CORE_POLICIES, MAX_DEVICES, OOM_POLICIES, PRIORITIES, ClaimLimits, validate
 
 MAGIC = int.from_bytes(b"CARVEREG", "little")
@@ -140,7 +140,7 @@ def create_region(path: Path, limits: ClaimLimits) -> None:
     The caller owns the directory and its mode. Replacing a region that live processes map detaches them
     from the new file, so the plugin calls this once per claim, at prepare.
     """
-    write_atomic(Path(path), region_bytes(limits), mode=REGION_MODE)
+    write_atomic(Path(path), region_bytes(limits), mode=REGION_MODE, durable=PER_BOOT)
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ class StateCollector(Collector):
         f = state.findings
         unenforced = GaugeMetricFamily(
             "carve_unenforced_processes",
-            "Processes on a soft-sliced GPU that no claim's region knows (they escape the limiter), at the "
+            "Processes on a soft-sliced GPU whose pod (by their cgroup) holds no claim of that GPU, at the "
             "region watcher's last pass.",
             labels=["gpu_uuid"],
         )
@@ -207,6 +207,12 @@ class StateCollector(Collector):
         kills = CounterMetricFamily(
             "carve_enforcement_kills", "Processes killed by --kill-unenforced since the plugin started."
         )
+        unattributed = GaugeMetricFamily(
+            "carve_claim_unattributed",
+            "1 for a claim whose region has reported running processes for several checks in a row while "
+            "NVML showed no process of the claim's pods on its GPUs (a forged or stale region).",
+            labels=list(CLAIM_LABELS),
+        )
         if f is not None:
             for gpu in f.soft_gpus:
                 unenforced.add_metric([gpu], sum(1 for u in f.unenforced if u.gpu_uuid == gpu))
@@ -222,7 +228,11 @@ class StateCollector(Collector):
                         [*_claim_values(state, c), s.gpu_uuid], s.used_percent - s.share_percent
                     )
             kills.add_metric([], f.kills)
-        yield from (unenforced, over, over_share, kills)
+            for uid in f.unattributed:
+                c = refs.get(uid)
+                if c is not None:
+                    unattributed.add_metric([c.namespace, c.name, c.uid], 1)
+        yield from (unenforced, over, over_share, kills, unattributed)
 
     def _read(self, state: PluginState, record: ClaimRecord) -> ClaimUsage | None:
         path = region_path(state.claims_dir, record.uid)

@@ -109,6 +109,17 @@ class PluginMetrics:
             ["gpu_uuid", "index", "strategy", "reason"],
             registry=r,
         )
+        self.fallback = Gauge(
+            "carve_plugin_gpu_strategy_fallback",
+            "1 for a GPU that runs --fallback-strategy because it cannot run the strategy its rule gives.",
+            ["gpu_uuid", "index", "wanted", "strategy"],
+            registry=r,
+        )
+        self.fallbacks = Counter(
+            "carve_plugin_strategy_fallbacks",
+            "GPUs put on --fallback-strategy since start (a GPU counts once per strategy it could not run).",
+            registry=r,
+        )
         self.build_info = build_info(r, "plugin")
         self.state_collector = StateCollector(state)
         r.register(self.state_collector)
@@ -136,6 +147,10 @@ class PluginMetrics:
         for m in modes:
             if m.pending:
                 self.mode_pending.labels(m.uuid, str(m.index), m.effective, pending_reason(m.pending)).set(1)
+
+    def observe_fallback(self, gpu_uuid: str, index: int, wanted: str, strategy: str) -> None:
+        self.fallback.labels(gpu_uuid, str(index), wanted, strategy).set(1)
+        self.fallbacks.inc()
 
     def observe_publish_failure(self) -> None:
         self.publish_errors.inc()

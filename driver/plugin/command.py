@@ -29,7 +29,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strategy",
         default=names.STRATEGY_EXCLUSIVE,
-        help="sharing strategy per GPU index: 'soft', or '0=mig,1=soft,exclusive'",
+        help="strategy rules (docs/configuration.md): '<selector>=<strategy>' items, the selector a GPU "
+        "index or a glob on the product name or model key, first match wins, plus one bare default: 'soft', "
+        "'0=mig,1=soft,exclusive', '*A100*=mig,T4=soft,exclusive'",
+    )
+    p.add_argument(
+        "--fallback-strategy",
+        default=names.STRATEGY_SOFT,
+        choices=[
+            s
+            for s in (
+                names.STRATEGY_EXCLUSIVE,
+                names.STRATEGY_SOFT,
+                names.STRATEGY_SLOTS,
+                names.STRATEGY_TIMESLICE,
+            )
+        ],
+        help="strategy of a GPU that cannot run the one its rule gives (mig on a GPU without MIG, MIG mode "
+        "NVML refuses); a warning, a StrategyFallback Node Event and a metric say so (default soft)",
     )
     p.add_argument(
         "--kubeconfig", default="", help="kubeconfig file (default: in-cluster, else ~/.kube/config)"
@@ -128,13 +145,13 @@ def context_reserve(args: argparse.Namespace) -> int:
 
 def _check_flags(args: argparse.Namespace, gpus) -> None:
     """Usage errors are one line and exit 2, before anything is started or changed on the node."""
-    from driver.devices import Settings, limits_for, parse_strategy_spec, strategy
+    from driver.devices import Settings, limits_for
     from driver.devices.base import ModelError
+    from driver.devices.rules import parse_rules
 
     try:
-        chosen = parse_strategy_spec(args.strategy, gpus)
-        for gpu in gpus:
-            strategy(chosen[gpu.index]).check(gpu)  # e.g. mig on a GPU without MIG
+        # Only a malformed rule stops the plugin: a GPU that cannot run its strategy gets the fallback.
+        parse_rules(args.strategy)
         Settings(split_count=args.split_count, soft_context_reserve=context_reserve(args))
         if args.k8s_version:
             limits_for(args.k8s_version)
@@ -191,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         healthz_addr=args.healthz_addr,
         metrics_addr=args.metrics_addr,
         strategy=args.strategy,
+        fallback_strategy=args.fallback_strategy,
         k8s_version=args.k8s_version,
         split_count=args.split_count,
         soft_context_reserve=context_reserve(args),

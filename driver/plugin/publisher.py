@@ -205,6 +205,7 @@ class Publisher:
         )
 
     def _reconcile(self) -> tuple[list[dict], list[dict]]:
+        started = time.monotonic()
         self.applied = self.select(dict(self.effective))
         existing = {
             s["metadata"]["name"]: s
@@ -246,5 +247,6 @@ class Publisher:
             slices=len(desired),
             devices=sum(len(s["spec"].get("devices") or []) for s in desired),
             strategies=",".join(f"{i}={s}" for i, s in sorted(self.applied.items())) or "none",
+            seconds=round(time.monotonic() - started, 4),
         )
         return stored, desired

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +22,19 @@ import grpc
 from api.grpc import dra_v1_pb2_grpc, dra_v1beta1_pb2_grpc, pluginregistration_pb2_grpc
 from driver import names
 from driver.cluster.base import ObjectApi
-from driver.devices import Settings, build_slices, limits_for, parse_strategy_spec
+from driver.devices import Settings, build_slices, limits_for
 from driver.devices.base import DEFAULT_CONTEXT_RESERVE
 from driver.devices.limits import LIMITS
+from driver.devices.rules import (
+    SOURCE_DEFAULT,
+    SOURCE_FALLBACK,
+    SOURCE_PINNED,
+    RuleError,
+    StrategyRules,
+    can_run,
+    parse_rules,
+    resolve,
+)
 from driver.fsutil import ensure_private_dir
 from driver.gpu.model import Gpu
 from driver.metrics import MetricsServer, PluginMetrics, plugin_state
@@ -63,7 +74,8 @@ class PluginConfig:
     limiter_dir: Path | None = None  # default: <plugin-dir>/lib
     healthz_addr: str = ""  # "" = no health server
     metrics_addr: str = ""  # "" = no Prometheus endpoint
-    strategy: str = names.STRATEGY_EXCLUSIVE
+    strategy: str = names.STRATEGY_EXCLUSIVE  # strategy rules (driver/devices/rules.py)
+    fallback_strategy: str = names.STRATEGY_SOFT  # for a GPU that cannot run what its rule gives
     k8s_version: str = ""  # "" = ask the API server
     split_count: int = 10
     soft_context_reserve: int = DEFAULT_CONTEXT_RESERVE  # bytes per share, see driver/devices/base.py
@@ -114,6 +126,10 @@ class Plugin:
         self.metrics = PluginMetrics(lambda: plugin_state(self))
         self.metrics_server: MetricsServer | None = None
         self.region_watcher: RegionWatcher | None = None
+        self.rules: dict[int, str] = {}  # GPU index -> the rule that gave its strategy ("" built-in)
+        self.sources: dict[int, str] = {}  # GPU index -> who set its strategy at start (rules.SOURCES)
+        self.refused: dict[str, str] = {}  # GPU uuid -> why NVML refused MIG mode (modes.py fallback)
+        self.fallbacks: dict[str, dict[str, str]] = {}  # GPU uuid -> the fallback announced for it
         c = config
         self.dra_socket = Path(c.plugin_dir) / names.DRA_SOCKET
         self.reg_socket = Path(c.registry_dir) / names.REGISTRATION_SOCKET
@@ -150,7 +166,7 @@ class Plugin:
 
         version = _k8s_version(self.cluster, c.k8s_version)
         settings = Settings(split_count=c.split_count, soft_context_reserve=c.soft_context_reserve)
-        strategies = parse_strategy_spec(c.strategy, self.gpus)
+        strategies, pinned = self._strategies_from_rules()
         if c.partitioning and isinstance(self.cluster, ObjectApi):
             # The NodePartitioning (or a change recorded in progress) overrides the flag, GPU by GPU.
             self.partitioning = NodePartitioningApplier(
@@ -162,7 +178,7 @@ class Plugin:
                 self._wake.set,
                 lambda: self.modes,
             )
-            strategies = self.partitioning.start_strategies(strategies)
+            strategies = self.partitioning.start_strategies(strategies, pinned, self.sources)
 
         def build(chosen: dict[int, str], generation: int, layouts: bool = True) -> list[dict]:
             # Only the GPUs given a strategy are published (modes.py leaves out those not ready); a MIG GPU
@@ -209,6 +225,7 @@ class Plugin:
             c.region_interval_s,
             Path(c.proc_root),
             enforcer,
+            self.cluster if hasattr(self.cluster, "get_resource_claim") else None,
         )
         self.region_watcher.start()
 
@@ -247,6 +264,137 @@ class Plugin:
             metrics=self.metrics_server.port if self.metrics_server else None,
             claims=len(self.preparer.state),
         )
+
+    # --- strategies: rules, node annotation, fallback ---------------------------------------------------
+
+    def _annotation_rules(self) -> StrategyRules | None:
+        """The node's `gpu.carve.dev/strategy` annotation as rules; None when absent, unreadable or invalid
+        (then the chart's rules hold, and the log and a Node Event say why)."""
+        node = self.config.node_name
+        try:
+            obj = self.cluster.get_object("nodes", node)
+        except Exception as e:  # no API server, no RBAC for nodes, a file cluster: the chart's rules hold
+            event(
+                log,
+                logging.DEBUG,
+                "strategy.annotation-unreadable",
+                node=node,
+                error=f"{type(e).__name__}: {e}",
+            )
+            return None
+        text = ((obj.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_STRATEGY)
+        if text is None:
+            return None
+        try:
+            return parse_rules(text, f"Node {node} annotation {names.ANNOTATION_STRATEGY}", pin_default=True)
+        except RuleError as e:
+            event(
+                log, logging.ERROR, "strategy.annotation-invalid", node=node, error=str(e), action="ignored"
+            )
+            self._node_event("StrategyAnnotationInvalid", f"{e}; the chart's --strategy rules apply")
+            return None
+
+    def _strategies_from_rules(self) -> tuple[dict[int, str], set[int]]:
+        """Each GPU's strategy from the node annotation and --strategy, with the fallback for a GPU that
+        cannot run its own; and the GPUs those rules pin. Never raises for one GPU."""
+        c = self.config
+        chart = parse_rules(c.strategy)
+        annotation = self._annotation_rules()
+        for where, rules in (("--strategy", chart), (names.ANNOTATION_STRATEGY, annotation)):
+            if rules is None:
+                continue
+            for text in rules.unmatched(self.gpus):
+                event(
+                    log,
+                    logging.WARNING,
+                    "strategy.rule-unmatched",
+                    rule=text,
+                    source=where,
+                    gpus=[f"{g.index}:{g.product}" for g in self.gpus],
+                )
+            for text in rules.shadowed(self.gpus):
+                event(
+                    log,
+                    logging.WARNING,
+                    "strategy.rule-shadowed",
+                    rule=text,
+                    source=where,
+                    detail="an earlier rule matches every GPU it matches (first match wins)",
+                )
+        strategies: dict[int, str] = {}
+        pinned: set[int] = set()
+        for gpu in self.gpus:
+            r = resolve([gpu], chart, annotation)[gpu.index]
+            self.rules[gpu.index] = r.rule
+            if r.pinned:
+                pinned.add(gpu.index)
+            why = can_run(gpu, r.strategy)
+            if why:
+                strategies[gpu.index] = c.fallback_strategy
+                self.sources[gpu.index] = SOURCE_FALLBACK
+                self._announce_fallback(gpu, r.strategy, r.rule, why)
+            else:
+                strategies[gpu.index] = r.strategy
+                self.sources[gpu.index] = SOURCE_PINNED if r.pinned else SOURCE_DEFAULT
+        return strategies, pinned
+
+    def _announce_fallback(self, gpu: Gpu, wanted: str, rule: str, why: str) -> None:
+        """Once per GPU and wanted strategy: a warning line, a Node Event (StrategyFallback), the metric."""
+        fallback = self.config.fallback_strategy
+        if self.fallbacks.get(gpu.uuid, {}).get("wanted") == wanted:
+            return
+        self.fallbacks[gpu.uuid] = {
+            "index": str(gpu.index),
+            "wanted": wanted,
+            "strategy": fallback,
+            "rule": rule,
+        }
+        event(
+            log,
+            logging.WARNING,
+            "strategy.fallback",
+            gpu=gpu.name,
+            uuid=gpu.uuid,
+            product=gpu.product,
+            rule=rule or "(built-in default)",
+            wanted=wanted,
+            strategy=fallback,
+            reason=why,
+        )
+        self.metrics.observe_fallback(gpu.uuid, gpu.index, wanted, fallback)
+        self._node_event(
+            "StrategyFallback",
+            f"GPU {gpu.index} ({gpu.product}, {gpu.uuid}): rule {rule or '(built-in default)'!r} gives "
+            f"{wanted}, but {why}; it runs {fallback} (--fallback-strategy)",
+        )
+
+    def _node_event(self, reason: str, message: str) -> None:
+        if not hasattr(self.cluster, "create_event"):
+            return
+        node = self.config.node_name
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{node}.", "namespace": "default"},
+            # The kubelet names its Node Events' uid after the node too: `kubectl describe node` finds them.
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning",
+            "source": {"component": "carve-kubelet-plugin", "host": node},
+            "reportingComponent": f"{names.DRIVER_NAME}/kubelet-plugin",
+            "reportingInstance": node,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.cluster.create_event("default", body)
+        except Exception as e:  # an Event is a courtesy: never stop the plugin for it
+            event(
+                log, logging.WARNING, "strategy.event-failed", reason=reason, error=f"{type(e).__name__}: {e}"
+            )
 
     def _serve(self, socket: Path, add) -> grpc.Server:
         if socket.exists() or socket.is_symlink():
@@ -328,8 +476,18 @@ class Plugin:
             gpus = read_modes(self.gpus, self.switch)
             # requested + gates_off: modes.py applies the same fallback that gave `effective`.
             self.gpus, self.modes = apply_modes(
-                gpus, self.publisher.requested, self.switch, self.publisher.gates_off, prepared
+                gpus,
+                self.publisher.requested,
+                self.switch,
+                self.publisher.gates_off,
+                prepared,
+                self.refused,
+                self.config.fallback_strategy,
             )
+            for m in self.modes.values():
+                if m.fallback:
+                    gpu = next(g for g in self.gpus if g.index == m.index)
+                    self._announce_fallback(gpu, m.desired, self.rules.get(m.index, ""), m.fallback)
             if self.partitioning is not None:
                 self.partitioning.select_layouts({g.index: prepared.get(g.uuid, 0) for g in self.gpus})
         self.metrics.observe_modes(list(self.modes.values()))
@@ -367,6 +525,8 @@ class Plugin:
                 "error": self.publish_error,
                 "generation": self.publisher.generation,
                 "strategies": self.publisher.applied,
+                "sources": self.partitioning.sources if self.partitioning else self.sources,
+                "fallbacks": sorted(self.fallbacks.values(), key=lambda f: int(f["index"])),
                 "gatesOff": sorted(self.publisher.gates_off),
             },
             "gpus": [m.status() for _, m in sorted(self.modes.items())],

@@ -15,8 +15,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from driver import names
+from driver.allocator.model import ModelError, read_claim
 from driver.allocator.quantity import QuantityError
 from driver.allocator.quantity import of as quantity_of
+from driver.cluster.decode import MAX_DEPTH, too_deep
 from driver.errors import yaml_error
 
 STRATEGY_NAMES = (
@@ -218,6 +220,11 @@ def _read_yaml(path: Path) -> tuple[str, Any]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise SimulateError(yaml_error(label, e)) from None
+    except RecursionError:  # PyYAML's composer recurses per nesting level
+        raise SimulateError(f"{label}: nested deeper than {MAX_DEPTH} levels") from None
+    deep = too_deep(data)
+    if deep is not None:
+        raise SimulateError(f"{label}: {deep.lstrip('.')[:120]}: nested deeper than {MAX_DEPTH} levels")
     if not isinstance(data, dict):
         raise SimulateError(f"{label}: expected a mapping at the top level, got {type(data).__name__}")
     return label, data
@@ -269,6 +276,15 @@ def trace_from_data(data: dict[str, Any], label: str = "trace.yaml") -> list[Tra
     if model.generate is not None:
         return model.generate
     assert model.pods is not None
+    for i, p in enumerate(model.pods):
+        for j, spec in enumerate(p.claims):
+            # The allocator's own reader, once, here: a claim of the wrong shape is this file's error,
+            # named by pod and field, before the planner or the allocator reads it raw.
+            try:
+                read_claim({"metadata": {"name": p.name}, "spec": spec})
+            except ModelError as e:
+                detail = str(e).removeprefix(f"ResourceClaim {p.name}: ").replace("spec.", "", 1)
+                raise SimulateError(f"{label}: pods[{i}] ({p.name}): claims[{j}]: {detail}") from None
     return [
         TracePod(
             name=p.name,

@@ -1,6 +1,7 @@
 /*
- * main.c: carve-cdi-hook's entry point: the subcommand, then the container root from the OCI state on
- * stdin (see hook.h for what each subcommand does and why it is safe against a hostile image).
+ * main.c: carve-cdi-hook's entry point: the subcommand, the container root from the OCI state on stdin,
+ * the containment (contain_enter), then the subcommand (see hook.h for what each does and why it is
+ * safe against a hostile image).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -8,11 +9,23 @@
 
 #include "hook.h"
 
+struct subcommand {
+    const char *name;
+    int (*run)(const struct hook_root *root, int argc, char **argv);
+};
+
+/* One line per subcommand. */
+static const struct subcommand SUBCOMMANDS[] = {
+    {"create-symlinks", run_create_symlinks},
+    {"update-ldcache", run_update_ldcache},
+    {"preload", run_preload},
+};
+
 static int usage(void)
 {
-    hook_error("usage: carve-cdi-hook create-symlinks --link <target>::<link> ... | "
-               "update-ldcache --ldconfig <path> [--folder <dir> ...] | preload --library <path> "
-               "(OCI state on stdin)");
+    hook_error("usage: carve-cdi-hook <subcommand> [args] (OCI state on stdin); subcommands:");
+    for (size_t i = 0; i < sizeof SUBCOMMANDS / sizeof *SUBCOMMANDS; i++)
+        hook_error("  %s", SUBCOMMANDS[i].name);
     return 2;
 }
 
@@ -20,19 +33,20 @@ int main(int argc, char **argv)
 {
     if (argc < 2)
         return usage();
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "create-symlinks") && strcmp(cmd, "update-ldcache") && strcmp(cmd, "preload"))
+    const struct subcommand *cmd = NULL;
+    for (size_t i = 0; i < sizeof SUBCOMMANDS / sizeof *SUBCOMMANDS; i++)
+        if (strcmp(argv[1], SUBCOMMANDS[i].name) == 0)
+            cmd = &SUBCOMMANDS[i];
+    if (!cmd)
         return usage();
-    char *root = container_root_from_state(STDIN_FILENO);
-    if (!root)
+    close_other_fds();
+    char *path = container_root_from_state(STDIN_FILENO);
+    if (!path)
         return 1;
-    int rc;
-    if (strcmp(cmd, "update-ldcache") == 0)
-        rc = run_update_ldcache(root, argc - 2, argv + 2);
-    else if (strcmp(cmd, "create-symlinks") == 0)
-        rc = run_create_symlinks(root, argc - 2, argv + 2);
-    else
-        rc = run_preload(root, argc - 2, argv + 2);
-    free(root);
+    struct hook_root root = {.path = path, .fd = contain_enter(path)};
+    int rc = root.fd < 0 ? 1 : cmd->run(&root, argc - 2, argv + 2);
+    if (root.fd >= 0)
+        close(root.fd);
+    free(path);
     return rc;
 }

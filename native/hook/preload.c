@@ -1,11 +1,13 @@
 /*
- * preload.c: `preload --library <path>`: put the limiter first in the container's /etc/ld.so.preload and
- * keep every line the image had there, instead of mounting a file over it.
+ * preload.c: `preload --library <path>`: make the limiter the first library glibc preloads in the
+ * container, keeping the image's own /etc/ld.so.preload entries after it (instead of mounting a file
+ * over it, which would drop them).
  *
- * Runs inside the container root (enter_root). The image's file is opened O_NOFOLLOW|O_NONBLOCK and read
- * only if it is a regular file of at most HOOK_MAX_PRELOAD bytes; a symlink there is not followed (its
- * lines are dropped, with a warning) and is replaced by a regular file, as is any regular file. Idempotent:
- * a file already naming the library is left as it is.
+ * The image's file is read through the contained lookup (a symlink in it resolves inside the root and
+ * is then replaced by a regular file), parsed as glibc parses it (preload_list.c), and rewritten
+ * atomically: the limiter, then every other entry in order, copies of the limiter removed. The written
+ * file is parsed back and must start with the limiter, or the hook fails: a container never starts
+ * with a preload file glibc would read differently. Idempotent: a second run writes the same bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,52 +20,35 @@
 
 #define PRELOAD "/etc/ld.so.preload"
 
-/* ld.so.preload is a list separated by whitespace or ':'; true when one entry is exactly `lib`. */
-static int lists(const char *text, const char *lib)
-{
-    size_t n = strlen(lib);
-    for (const char *p = text; *p;) {
-        p += strspn(p, " \t\n\r:");
-        size_t len = strcspn(p, " \t\n\r:");
-        if (len == n && memcmp(p, lib, n) == 0)
-            return 1;
-        p += len;
-    }
-    return 0;
-}
-
-static char *read_image_preload(size_t *len)
+/* The image's file: "" when absent; NULL after a message when unreadable. */
+static char *read_image_preload(int rootfd, size_t *len)
 {
     *len = 0;
-    int fd = open(PRELOAD, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return strdup("");
-        if (errno == ELOOP) {
-            hook_warn(PRELOAD " in the image is a symlink: not followed, replaced by a regular file");
-            return strdup("");
-        }
-        hook_error("opening the image's " PRELOAD ": %s", strerror(errno));
+    struct stat st;
+    char base[NAME_MAX + 1];
+    int dirfd = rooted_parent(rootfd, PRELOAD, 0, base);
+    if (dirfd >= 0) {
+        if (fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+            hook_warn(PRELOAD " in the image is a symlink: read inside the container root, then "
+                              "replaced by a regular file");
+        close(dirfd);
+    }
+    char *text = rooted_read(rootfd, PRELOAD, HOOK_MAX_PRELOAD, len);
+    if (!text && errno == ENOENT)
+        return strdup("");
+    if (!text) {
+        hook_error("preload: the image's " PRELOAD ": %s", contained_error(errno));
         return NULL;
     }
-    struct stat st;
-    char *text = NULL;
-    if (fstat(fd, &st) != 0)
-        hook_error("stat of the image's " PRELOAD ": %s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        hook_error("the image's " PRELOAD " is not a regular file");
-    else if (!(text = read_file_limited(fd, HOOK_MAX_PRELOAD, len)))
-        hook_error("reading the image's " PRELOAD ": %s", strerror(errno));
-    close(fd);
-    if (text && memchr(text, '\0', *len)) {
-        hook_error("the image's " PRELOAD " holds a NUL byte");
+    if (memchr(text, '\0', *len)) {
+        hook_error("preload: the image's " PRELOAD " holds a NUL byte");
         free(text);
         return NULL;
     }
     return text;
 }
 
-int run_preload(const char *root, int argc, char **argv)
+int run_preload(const struct hook_root *root, int argc, char **argv)
 {
     const char *lib = NULL;
     for (int i = 0; i < argc; i++) {
@@ -74,40 +59,41 @@ int run_preload(const char *root, int argc, char **argv)
             return 2;
         }
     }
-    if (!lib || lib[0] != '/' || strpbrk(lib, " \t\n\r:")) {
-        hook_error("preload: --library needs an absolute path without blanks or ':'");
+    if (!lib || lib[0] != '/' || strpbrk(lib, " \t\n\r:#")) {
+        hook_error("preload: --library needs an absolute path without blanks, ':' or '#'");
         return 2;
     }
-    if (enter_root(root, -1) != 0)
-        return 1;
     size_t len;
-    char *image = read_image_preload(&len);
+    char *image = read_image_preload(root->fd, &len);
     if (!image)
         return 1;
-    if (lists(image, lib)) {
+    struct preload_list entries, check;
+    if (preload_parse(image, len, &entries) != 0) {
         free(image);
-        return 0;
-    }
-    size_t liblen = strlen(lib);
-    int need_nl = len > 0 && image[len - 1] != '\n';
-    char *merged = malloc(liblen + 1 + len + 2);
-    if (!merged) {
-        free(image);
+        hook_error("preload: out of memory");
         return 1;
     }
-    /* The limiter first, so its symbols win over anything the image preloads. */
-    memcpy(merged, lib, liblen);
-    merged[liblen] = '\n';
-    memcpy(merged + liblen + 1, image, len);
-    size_t total = liblen + 1 + len;
-    if (need_nl)
-        merged[total++] = '\n';
     free(image);
-    int rc = 0;
-    if (make_dirs("/etc", 0755) != 0 || write_replacing(PRELOAD, merged, total, 0644) != 0) {
-        hook_error("writing the container's " PRELOAD ": %s", strerror(errno));
-        rc = 1;
+    char *merged = preload_compose(lib, &entries, &len);
+    int rc = 1;
+    if (!merged)
+        hook_error("preload: out of memory");
+    else if (preload_parse(merged, len, &check) != 0)
+        hook_error("preload: out of memory");
+    else {
+        /* What glibc will read: the limiter first and only once. */
+        int ok = check.count > 0 && strcmp(check.names[0], lib) == 0;
+        for (size_t i = 1; ok && i < check.count; i++)
+            ok = strcmp(check.names[i], lib) != 0;
+        preload_free(&check);
+        if (!ok)
+            hook_error("preload: the merged " PRELOAD " would not load %s first; refusing", lib);
+        else if (rooted_write(root->fd, PRELOAD, merged, len, 0644) != 0)
+            hook_error("preload: writing the container's " PRELOAD ": %s", contained_error(errno));
+        else
+            rc = 0;
     }
+    preload_free(&entries);
     free(merged);
     return rc;
 }

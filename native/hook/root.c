@@ -1,10 +1,7 @@
 /*
- * root.c: finding the container root from the OCI state and working inside it safely.
- *
- * After enter_root() the process is chroot()ed into the container root with no descriptor left open
- * outside it, so every path the image controls (symlinks included) resolves inside the root.
+ * root.c: finding the container root from the OCI state (bundle, then its config.json), and messages.
+ * Working inside the root is contain.c's job.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -129,109 +126,14 @@ char *container_root_from_state(int fd)
     return full;
 }
 
-static void close_other_fds(int keep)
+void close_other_fds(void)
 {
     /* close_range is not in every libc this is built with: the syscall, with a /proc-free fallback. */
 #ifdef SYS_close_range
-    if (keep < 0) {
-        if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0)
-            return;
-    } else {
-        int ok = 1;
-        if (keep > 3)
-            ok &= syscall(SYS_close_range, 3u, (unsigned)keep - 1, 0u) == 0;
-        ok &= syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) == 0;
-        if (ok)
-            return;
-    }
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0)
+        return;
 #endif
     long max = sysconf(_SC_OPEN_MAX);
     for (int fd = 3; fd < (max > 0 ? max : 1024); fd++)
-        if (fd != keep)
-            close(fd);
-}
-
-int enter_root(const char *root, int keep)
-{
-    struct stat st;
-    if (strcmp(root, "/") == 0) {
-        hook_error("the container root is the host's /: refusing to work there");
-        return -1;
-    }
-    if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        hook_error("container root %s: %s", root, errno ? strerror(errno) : "not a directory");
-        return -1;
-    }
-    close_other_fds(keep);
-    if (chdir(root) != 0 || chroot(".") != 0 || chdir("/") != 0) {
-        hook_error("entering the container root %s: %s", root, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-int make_dirs(const char *path, unsigned mode)
-{
-    char buf[PATH_MAX];
-    if (strlen(path) >= sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    strcpy(buf, path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            if (mkdir(buf, mode) != 0 && errno != EEXIST)
-                return -1;
-            *p = saved;
-            if (!saved)
-                return 0;
-        }
-    }
-}
-
-int write_replacing(const char *path, const char *data, size_t len, unsigned mode)
-{
-    char tmp[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    if (!slash || path[0] != '/') {
-        errno = EINVAL;
-        return -1;
-    }
-    int dirlen = (int)(slash - path);
-    if (snprintf(tmp, sizeof tmp, "%.*s/.%s.carve-%ld", dirlen, path, slash + 1, (long)getpid()) >=
-        (int)sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    unlink(tmp); /* a leftover of ours, or a trap the image planted: never written through */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0)
-        return -1;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, data + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            goto fail;
-        done += (size_t)w;
-    }
-    if (fchmod(fd, mode) != 0 || fsync(fd) != 0)
-        goto fail;
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        int saved = errno;
-        unlink(tmp);
-        errno = saved;
-        return -1;
-    }
-    return 0;
-fail:;
-    int saved = errno;
-    close(fd);
-    unlink(tmp);
-    errno = saved;
-    return -1;
+        close(fd);
 }

@@ -7,9 +7,10 @@
  * (the primary), every <CARVE_REGION_DIR>/<name>/ (tests point it elsewhere) and every /var/run/carve/<name>/,
  * whatever the environment says; at the first allocation, report or launch after the driver is initialised
  * (the slow path, once) it asks the driver for each ordinal's UUID and binds the ordinal to (choose()):
- *   1. the claim whose trusted limits file (read-only mount) names that UUID;
+ *   1. the claim whose trusted limits file (the plugin's own mount, limits.c) names that UUID;
  *   2. else, when any claim's limits file is broken, the closed device: every allocation is refused;
- *   3. else the claim whose untrusted limits file names it (a tenant's own file can only limit it more);
+ *   3. else the claim whose untrusted limits file names it with the tightest memory limit (a tenant's own
+ *      file can only limit it more);
  *   4. else, positionally, device <ordinal> of the primary when that device has no UUID (the environment's
  *      limits, or a limits file without UUIDs) or when the driver cannot tell the ordinal's UUID;
  *   5. else nothing: the device is not limited.
@@ -183,9 +184,19 @@ void carve_uuid_string(const CUuuid *u, char *out, size_t len)
              b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-/* The claim whose limits file names `uuid`, among trusted or untrusted files only. */
+/* A memory limit's order, tightest first: 0 (no limit) is the loosest. */
+static uint64_t tightness(uint64_t memory_limit)
+{
+    return memory_limit ? memory_limit : UINT64_MAX;
+}
+
+/* The claim whose limits file names `uuid`, among trusted or untrusted files only. Among trusted files the
+ * first (in claim order) wins; among untrusted ones the tightest memory limit does, so a file a tenant
+ * forged cannot loosen what the plugin's own file (untrusted too in a process that cleared its
+ * environment, limits.c) holds. */
 static int find_uuid(const char *uuid, int trusted, carve_open_region_t **region, int *index)
 {
+    int found = 0;
     for (int i = 0; i < carve_region_count; i++) {
         const carve_open_region_t *r = &carve_regions[i];
         if (r->limits_from != CARVE_LIMITS_FILE || r->trusted != trusted)
@@ -193,12 +204,15 @@ static int find_uuid(const char *uuid, int trusted, carve_open_region_t **region
         for (unsigned d = 0; d < r->limits.device_count && d < CARVE_MAX_DEVICES; d++)
             if (r->limits.devices[d].uuid[0] &&
                 strncmp(r->limits.devices[d].uuid, uuid, sizeof r->limits.devices[d].uuid) == 0) {
+                if (found && (trusted || tightness(r->limits.devices[d].memory_limit) >=
+                                             tightness((*region)->limits.devices[*index].memory_limit)))
+                    continue;
                 *region = &carve_regions[i];
                 *index = (int)d;
-                return 1;
+                found = 1;
             }
     }
-    return 0;
+    return found;
 }
 
 /* What limits the GPU `uuid` (may be "") at CUDA ordinal `o` (-1: not known by ordinal): a trusted limits

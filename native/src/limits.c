@@ -5,10 +5,21 @@
  * the claim's containers. The limiter keeps a private copy: the container can neither write the file nor
  * the copy's source, and nothing of the writable region is ever read as a limit.
  *
- * Trust: a limits file is trusted when it lies on a read-only mount and no one but its owner may write it.
- * A container cannot create a read-only mount without CAP_SYS_ADMIN, so a file the tenant made itself
- * (CARVE_REGION pointing elsewhere, a fake directory under /var/run/carve) is never trusted, and binding.c
- * lets a trusted file win over any untrusted one for the same GPU.
+ * Trust: a limits file is trusted only when its directory is the plugin's own mount of that claim's limits
+ * directory (mount_is_plugins), not merely a read-only file: a pod spec can make read-only mounts of its own
+ * (readOnly volumeMounts, configMaps, readOnlyRootFilesystem). The plugin's CDI spec sets
+ *   CARVE_LIMITS_SOURCE=<major>:<minor>:<root>
+ * where <major>:<minor> is the device of the filesystem holding the plugin's claims directory on the host and
+ * <root> that directory's path inside that filesystem, both as /proc/self/mountinfo writes them (fields 3
+ * and 4; octal escapes kept). The runtime applies CDI's environment over the pod's (a variable of the same
+ * name is replaced), so the pod spec cannot choose it. A limits file <dir>/<uid>/limits/limits is trusted when
+ *   - it is a valid regular file no one but its owner may write, on a read-only filesystem, and
+ *   - the last mountinfo entry whose mount point is <dir>/<uid>/limits (canonical) has device <major>:<minor>
+ *     (also the file's st_dev), root <root>/<uid>/limits and the per-mount option ro.
+ * A mount the pod made shows the kubelet's volume path (or a volume's own tmpfs device) as its root and
+ * device, never the plugin's claims directory. Without the variable (a process that cleared its
+ * environment) no file is trusted, and binding.c then picks, among the untrusted files naming a GPU, the
+ * tightest (a forged file cannot loosen a limit). binding.c lets a trusted file win over any untrusted one.
  *
  * Fail closed: a limits directory that exists without a valid file in it (missing, a symlink, a device
  * node, a wrong size or version, out-of-range fields) makes the claim "broken": binding.c then refuses
@@ -16,10 +27,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "limiter.h"
@@ -65,6 +79,106 @@ static const char *validate(const carve_limits_t *l)
     return NULL;
 }
 
+/* mountinfo escapes space, tab, newline and backslash as \ooo: undo it in place. */
+static void unescape(char *s)
+{
+    char *out = s;
+    for (char *in = s; *in; in++) {
+        if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' && in[2] <= '7' && in[3] >= '0' &&
+            in[3] <= '7') {
+            *out++ = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
+            in += 3;
+        } else {
+            *out++ = *in;
+        }
+    }
+    *out = 0;
+}
+
+static int has_option(const char *options, const char *want)
+{
+    size_t n = strlen(want);
+    for (const char *o = options; o && *o;) {
+        const char *comma = strchr(o, ',');
+        size_t len = comma ? (size_t)(comma - o) : strlen(o);
+        if (len == n && strncmp(o, want, n) == 0)
+            return 1;
+        o = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+/* CARVE_LIMITS_SOURCE, parsed: 0 when absent or malformed (then nothing is trusted). */
+static int limits_source(unsigned *major_out, unsigned *minor_out, char *root, size_t len)
+{
+    const char *v = carve_getenv("CARVE_LIMITS_SOURCE");
+    unsigned ma, mi;
+    int used = 0;
+    if (!v || sscanf(v, "%u:%u:%n", &ma, &mi, &used) != 2 || used == 0 || v[used] != '/' ||
+        strlen(v + used) >= len)
+        return 0;
+    snprintf(root, len, "%s", v + used);
+    unescape(root);
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/')
+        root[--n] = 0; /* "/a/claims/" and "/a/claims" name the same directory */
+    *major_out = ma;
+    *minor_out = mi;
+    return 1;
+}
+
+/* 1 when the directory of `path` (<dir>/<uid>/limits/limits) is the plugin's own mount of claim <uid>'s
+ * limits directory (see the top of this file); `dev` is the file's device. */
+static int mount_is_plugins(const char *path, dev_t dev)
+{
+    char source_root[PATH_MAX], dir[PATH_MAX], mount_point[PATH_MAX], want_root[PATH_MAX + 64];
+    unsigned want_major, want_minor;
+    if (!limits_source(&want_major, &want_minor, source_root, sizeof source_root))
+        return 0;
+    if (major(dev) != want_major || minor(dev) != want_minor)
+        return 0;
+    const char *slash = strrchr(path, '/');
+    if (!slash || (size_t)(slash - path) >= sizeof dir)
+        return 0;
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (!realpath(dir, mount_point))
+        return 0;
+    /* the claim's uid: the name of the directory above limits/ */
+    char *limits_name = strrchr(mount_point, '/');
+    if (!limits_name || strcmp(limits_name, "/limits") != 0 || limits_name == mount_point)
+        return 0;
+    *limits_name = 0;
+    const char *uid = strrchr(mount_point, '/') + 1;
+    snprintf(want_root, sizeof want_root, "%s/%s/limits", strcmp(source_root, "/") ? source_root : "", uid);
+    *limits_name = '/';
+
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return 0;
+    int trusted = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        /* id parent major:minor root mount-point options [optional fields...] - fstype source super-options */
+        unsigned ma, mi;
+        char *save = NULL;
+        char *id = strtok_r(line, " ", &save), *parent = strtok_r(NULL, " ", &save);
+        char *devno = strtok_r(NULL, " ", &save), *root = strtok_r(NULL, " ", &save);
+        char *mp = strtok_r(NULL, " ", &save), *options = strtok_r(NULL, " ", &save);
+        if (!id || !parent || !devno || !root || !mp || !options || sscanf(devno, "%u:%u", &ma, &mi) != 2)
+            continue;
+        unescape(mp);
+        if (strcmp(mp, mount_point) != 0)
+            continue;
+        unescape(root);
+        /* the last entry at a mount point is the one on top: an over-mount decides, whoever made it */
+        trusted = ma == want_major && mi == want_minor && strcmp(root, want_root) == 0 && has_option(options, "ro");
+    }
+    free(line);
+    fclose(f);
+    return trusted;
+}
+
 static int dir_exists(const char *path)
 {
     char dir[4096];
@@ -100,7 +214,8 @@ int carve_limits_read(const char *path, carve_limits_t *out, int *trusted, uint6
     else
         *problem = validate(out);
     if (!*problem) {
-        *trusted = fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY) && !(st.st_mode & (S_IWGRP | S_IWOTH));
+        *trusted = fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY) && !(st.st_mode & (S_IWGRP | S_IWOTH)) &&
+                   mount_is_plugins(path, st.st_dev);
         *dev = (uint64_t)st.st_dev;
         *ino = (uint64_t)st.st_ino;
     }
@@ -139,6 +254,12 @@ void carve_limits_refresh(void)
         int trusted;
         uint64_t dev, ino;
         const char *problem;
+        struct stat now;
+        /* the plugin replaces the file (a new inode) to change it: the same inode is the same limits, and the
+         * mount's trust (a read of mountinfo) is checked again only for a new file */
+        if (stat(r->limits_path, &now) == 0 && (uint64_t)now.st_ino == r->limits_ino &&
+            (uint64_t)now.st_dev == r->limits_dev)
+            continue;
         if (carve_limits_read(r->limits_path, &fresh, &trusted, &dev, &ino, &problem) != 1 ||
             trusted < r->trusted || fresh.device_count != r->limits.device_count) {
             /* the last good limits stay: a file that turns bad later never loosens them */

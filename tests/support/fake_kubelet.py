@@ -44,6 +44,7 @@ class Container:
     ids: list[str]
     response: pb.ContainerAllocateResponse
     init: bool = False
+    pod_uid: str = ""
 
 
 @dataclass
@@ -202,8 +203,12 @@ class FakeKubelet:
 
     # --- pods ---
 
-    def admit(self, namespace: str, name: str, containers: list[tuple[str, int, bool]]) -> None:
-        """Allocate for each (container, count, init) in order; AdmissionError like a failed admission."""
+    def admit(
+        self, namespace: str, name: str, containers: list[tuple[str, int, bool]], uid: str = ""
+    ) -> None:
+        """Allocate for each (container, count, init) in order; AdmissionError like a failed admission.
+        Each allocation is recorded in `kubelet_internal_checkpoint` (pod UID, container, resource, device
+        IDs per NUMA node) as the kubelet's device manager writes it when Allocate returns."""
         stub, _options = self._stub()
         done: list[Container] = []
         with self.lock:  # the kubelet admits one pod at a time
@@ -224,12 +229,31 @@ class FakeKubelet:
                     ) from None
                 self.calls.append(f"Allocate {namespace}/{name}/{cname}")
                 held |= set(ids)
-                done.append(Container(cname, ids, resp.container_responses[0], init))
+                done.append(Container(cname, ids, resp.container_responses[0], init, uid))
             self.pods[(namespace, name)] = done
+            self._write_checkpoint()
 
     def remove(self, namespace: str, name: str) -> None:
         with self.lock:
             self.pods.pop((namespace, name), None)
+            self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        entries = [
+            {
+                "PodUID": c.pod_uid,
+                "ContainerName": c.name,
+                "ResourceName": self.resource,
+                "DeviceIDs": {"-1": list(c.ids)},
+                "AllocResp": "",
+            }
+            for cs in self.pods.values()
+            for c in cs
+        ]
+        data = {"Data": {"PodDeviceEntries": entries, "RegisteredDevices": {}}, "Checksum": 0}
+        tmp = self.dir / ".kubelet_internal_checkpoint.tmp"
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self.dir / "kubelet_internal_checkpoint")
 
     def container(self, namespace: str, name: str, cname: str) -> Container:
         with self.lock:

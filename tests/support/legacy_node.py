@@ -161,4 +161,4 @@ class LegacyNode:
                 count = int((c["resources"]["limits"]).get(names.LEGACY_GPU, "0"))
                 if count:
                     containers.append((c["name"], count, init))
-        self.kubelet.admit(meta["namespace"], meta["name"], containers)
+        self.kubelet.admit(meta["namespace"], meta["name"], containers, meta.get("uid", ""))

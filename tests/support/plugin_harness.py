@@ -30,6 +30,7 @@ from api.grpc import (
 )
 from driver import names
 from driver.plugin.filecluster import FileCluster
+from driver.plugin.state.checkpoint import Checkpoint, claim_to_json
 
 REPO = Path(__file__).resolve().parents[2]
 NODE = "node-a"
@@ -106,8 +107,9 @@ class FakeNode:
         return sorted(p.name for p in d.iterdir()) if d.exists() else []
 
     def checkpoint_claims(self) -> dict:
-        path = self.plugin_dir / names.CHECKPOINT_FILE
-        return json.loads(path.read_text())["data"]["claims"] if path.exists() else {}
+        """The checkpoint's claims as JSON (snapshot plus log), read without changing the files."""
+        loaded = Checkpoint(self.plugin_dir / names.CHECKPOINT_FILE, "").load(move_aside=False)
+        return {uid: claim_to_json(c) for uid, c in loaded.claims.items()}
 
     def mig_instances(self) -> list[dict]:
         """Live MIG instances of the fake GPUs, read by a separate process through the fake NVML."""

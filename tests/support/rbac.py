@@ -25,7 +25,7 @@ def rbac_of(request: Any) -> tuple[str, str, str] | str:
     """(apiGroup, resource[/subresource], verb) that the API server authorizes for a request, the way its
     request-info resolver derives them; a non-resource path is returned as is."""
     m = _RESOURCE_PATH.match(unquote(request.path))
-    if m is None or (m["resource"] == "namespaces" and not m["ns"] and not m["name"]):
+    if m is None:
         return request.path
     group = "" if m["core"] else m["group"]
     resource = m["resource"] + (f"/{m['sub']}" if m["sub"] else "")

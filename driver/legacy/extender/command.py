@@ -22,10 +22,17 @@ if TYPE_CHECKING:
     from driver.legacy.extender.state import ExtenderState
 
 log = logging.getLogger(__name__)
+DEFAULT_ADDR = "127.0.0.1:8888"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--addr", default=":8888", help="HTTP listen address [host]:port")
+    # Loopback by default: the extender's HTTP API is unauthenticated and only the scheduler beside it (same
+    # pod) calls it. Listening on every interface is a deliberate ':8888'.
+    p.add_argument(
+        "--addr",
+        default=DEFAULT_ADDR,
+        help=f"HTTP listen address [host]:port (default {DEFAULT_ADDR}: loopback)",
+    )
     p.add_argument(
         "--kubeconfig", default="", help="kubeconfig file (default: in-cluster, else ~/.kube/config)"
     )
@@ -84,6 +91,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scheduler-name", default=names.LEGACY_SCHEDULER_NAME, help="schedulerName the webhook sets"
     )
+    p.add_argument(
+        "--metrics-addr",
+        default="",
+        help="GET /metrics, /healthz and /readyz on this address, e.g. ':8081' (the verbs stay on --addr; "
+        "default: off)",
+    )
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
@@ -92,7 +105,7 @@ def _check(args: argparse.Namespace):
 
     _host, sep, port = args.addr.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
-        raise CliError(f"--addr {args.addr!r}: expected [host]:port, e.g. ':8888'")
+        raise CliError(f"--addr {args.addr!r}: expected [host]:port, e.g. '127.0.0.1:8888'")
     for flag, value in (
         ("--node-scheduler-policy", args.node_scheduler_policy),
         ("--gpu-scheduler-policy", args.gpu_scheduler_policy),
@@ -169,6 +182,25 @@ def run(args: argparse.Namespace) -> int:
         return f"first list of {', '.join(waiting)} pending" if waiting else ""
 
     server = ExtenderServer(Extender(state, defaults), args.addr, ready=ready)
+    probes = None
+    if args.metrics_addr:
+        from prometheus_client import Counter
+
+        from driver.metrics.probes import ProbeServer
+
+        registry = server.metrics.registry  # latency, errors, assignments, build info (legacy/metrics.py)
+        requests = Counter(
+            "carve_extender_requests",
+            "Requests to the extender's HTTP verbs (/filter, /prioritize, /bind, probes), by answer code.",
+            ["method", "path", "code"],
+            registry=registry,
+        )
+        known = {"/filter", "/prioritize", "/bind", "/healthz", "/readyz"}
+        server.observe = lambda method, path, code: requests.labels(
+            method, path if path in known else "other", str(code)
+        ).inc()
+        probes = ProbeServer(args.metrics_addr, registry, ready)
+        probes.start()
 
     def collect_loop() -> None:
         # The informers keep the state; the leader also deletes records of pods gone or finished.
@@ -200,6 +232,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     server.stop()
+    if probes:
+        probes.stop()
     if webhook:
         webhook.stop()
     return 0

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from driver.cluster.decode import DecodeError, decode_object
 from driver.legacy.extender.verbs import ArgsError, Extender
 from driver.legacy.metrics import CONTENT_TYPE, ExtenderMetrics
 from driver.plugin.logfmt import event
@@ -28,6 +29,7 @@ class ExtenderServer:
         self.extender = extender
         self.ready = ready  # '' when ready, else why not
         self.metrics = ExtenderMetrics()
+        self.observe: Callable[[str, str, int], None] = lambda method, path, code: None  # metrics
         outer = self
 
         class Handler(_Handler):
@@ -57,6 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _reply(self, code: int, body: object, content_type: str = "") -> None:
+        self.server_ref.observe(self.command, self.path.split("?", 1)[0], code)
         if isinstance(body, bytes):
             data = body
         else:
@@ -117,11 +120,15 @@ class _Handler(BaseHTTPRequestHandler):
         if verb is None:
             return (404, {"Error": f"no route POST {self.path}"})
         try:
-            args = json.loads(raw)
+            # One pod per request: decoded with the nesting limit every API object gets (a body nested
+            # thousands deep is this request's 400, not a RecursionError).
+            args = decode_object(raw, "body")
             if not isinstance(args, dict):
                 raise ArgsError("the body must be a JSON object")
             result = verb(args)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except DecodeError as e:
+            return (400, {"Error": f"{self.path}: {e}"})
+        except UnicodeDecodeError as e:
             return (400, {"Error": f"{self.path}: body is not JSON: {e}"})
         except ArgsError as e:
             return (400, {"Error": f"{self.path}: {e}"})

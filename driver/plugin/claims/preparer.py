@@ -28,7 +28,6 @@ from driver import names
 from driver.cdi.spec import claim_spec
 from driver.cdi.store import SpecStore
 from driver.cluster.base import ClusterError, NotFound
-from driver.fsutil import fsync_dir
 from driver.gpu.model import MigInstance
 from driver.plugin import faults
 from driver.plugin.claims.catalog import NodeDevice
@@ -42,6 +41,7 @@ from driver.plugin.container.edits import (
     claim_edits,
     region_container_path,
 )
+from driver.plugin.enforcement.attribution import reserved_pods
 from driver.plugin.enforcement.regions import claim_runtime
 from driver.plugin.logfmt import event
 from driver.plugin.mig.instances import MigKeeper, MigOps, needs_mig_off
@@ -163,6 +163,7 @@ class Preparer:
                 elif leftover:  # a PrepareStarted left by a failed attempt: start clean
                     self._undo(leftover, inject=False)
                 record = self._record(plan)
+                record.pods = list(reserved_pods(claim))
                 try:
                     return Prepared(devices=tuple(self._apply(plan, record)))
                 except BaseException:
@@ -204,7 +205,7 @@ class Preparer:
     def _apply(self, plan: ClaimPlan, record: ClaimRecord) -> list[DeviceRecord]:
         ref = plan.ref
         self.state[ref.uid] = record
-        self._save()
+        self._save(ref.uid)
         faults.reached("prepare-after-checkpoint-started")
 
         for gpu_uuid in sorted({p.device.gpu_uuid for p in plan.devices if needs_mig_off(p.device)}):
@@ -242,7 +243,7 @@ class Preparer:
         faults.reached("prepare-after-cdi")
 
         record.state = STATE_COMPLETED
-        self._save()
+        self._save(ref.uid)
         event(
             log,
             logging.INFO,
@@ -300,14 +301,13 @@ class Preparer:
         self.remove_claim_dir(record.uid)
         point("unprepare-after-files")
         if self.state.pop(record.uid, None) is not None:
-            self._save()
+            self._save(record.uid)
         point("unprepare-after-checkpoint")
 
     def remove_claim_dir(self, uid: str) -> None:
         root = self.claims_dir / uid
         if root.exists():
-            shutil.rmtree(root)
-            fsync_dir(self.claims_dir)
+            shutil.rmtree(root)  # no fsync: per-boot state (driver/fsutil.py)
 
     def sync(self) -> None:
         """Adopt the checkpoint another plugin process wrote (rolling update); call with the node lock held.
@@ -336,5 +336,6 @@ class Preparer:
                 action="keeping the state in memory",
             )
 
-    def _save(self) -> None:
-        self.checkpoint.save(self.state)
+    def _save(self, uid: str | None = None) -> None:
+        """Make the state durable: one log record for the claim `uid` changed, else a whole snapshot."""
+        self.checkpoint.save(self.state, None if uid is None else [uid])

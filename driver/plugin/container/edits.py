@@ -7,6 +7,7 @@ files, hooks) comes from `HostLayout` (driver/plugin/container/hostlayout.py).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,8 +16,12 @@ from pathlib import Path
 from driver import names
 from driver.cdi.spec import CdiDevice, ContainerEdits, DeviceNode, Hook, Mount
 from driver.limits import ClaimLimits, limiter_env
+from driver.limits.mounts import MountError, limits_source
 from driver.plugin.container.driverfiles import DriverFilesError
 from driver.plugin.container.hostlayout import HostLayout
+from driver.plugin.logfmt import event
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ClaimDevice", "ClaimEdits", "ClaimFiles", "DriverFilesError", "HostLayout", "claim_edits"]
 
@@ -67,17 +72,29 @@ def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> 
     only the file, so a container gets no writable host directory and cannot delete or replace it (a mount
     point). The limits directory goes next to it, read-only: the limiter reads <region dir>/limits/limits.
     A directory, not the file, so the plugin's atomic rewrites (a new inode) reach running containers.
+    CARVE_LIMITS_SOURCE (driver/limits/mounts.py) lets the limiter tell this mount from one the pod made.
     The image's own /etc/ld.so.preload is kept: carve-cdi-hook (installed in `limiter_dir`) puts the
     limiter's line first in the container's file instead of a mount hiding the image's lines.
     """
     env = limiter_env(limits)
-    limits_at = str(Path(limits.region_path).parent / LIMITS_DIR)
+    limits_at = Path(limits.region_path).parent / LIMITS_DIR
+    if limits_at.parent.name != files.root.name:
+        # the limiter recognises the plugin's mount by <claims dir root>/<this name>/limits (limits.c)
+        raise ValueError(
+            f"limiter_edits: {limits.region_path} is not under a directory named {files.root.name}"
+        )
+    try:
+        env[names.ENV_LIMITS_SOURCE] = limits_source(files.root.parent)
+    except MountError as e:
+        # Without it the limiter trusts no limits file: the plugin's still holds among untrusted ones (the
+        # tightest wins), but a read-only file of the pod's own could not be told from it.
+        event(log, logging.WARNING, "limits.source-unknown", claims_dir=str(files.root.parent), error=str(e))
     return ContainerEdits(
         env=(*(f"{k}={v}" for k, v in sorted(env.items())), DEVICE_ORDER_ENV),
         mounts=(
             Mount(str(Path(limiter_dir) / names.LIMITER_LIBRARY), names.LIMITER_CONTAINER_PATH),
             Mount(str(files.region), limits.region_path, ("rw", "nosuid", "nodev", "noexec", "bind")),
-            Mount(str(files.limits_dir), limits_at, ("ro", "nosuid", "nodev", "noexec", "bind")),
+            Mount(str(files.limits_dir), str(limits_at), ("ro", "nosuid", "nodev", "noexec", "bind")),
         ),
         hooks=(preload_hook(limiter_dir),),
     )

@@ -50,6 +50,9 @@ class HostLayout:
     driver_required: bool = True
     _scans: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, hash=False, repr=False)
+    # driver_edits of the last scan: the same for every claim until the driver changes (a prepare's
+    # largest pure cost otherwise: a mount per driver file, docs/reliability.md)
+    _edits: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @classmethod
     def scan(
@@ -149,9 +152,20 @@ class HostLayout:
     def driver_edits(self) -> ContainerEdits:
         """What every claim's containers get: control nodes, the driver's files, links and ld cache."""
         files = self.driver_files()
-        nodes = self.control_nodes()
         if files is None:
-            return ContainerEdits(env=(NO_LEGACY_RUNTIME_ENV,), device_nodes=nodes)
+            return ContainerEdits(env=(NO_LEGACY_RUNTIME_ENV,), device_nodes=self.control_nodes())
+        with self._lock:
+            cached = self._edits.get(id(files))
+        if cached is not None and cached[0] is files:
+            return cached[1]
+        edits = self._driver_edits(files)
+        with self._lock:
+            self._edits.clear()
+            self._edits[id(files)] = (files, edits)
+        return edits
+
+    def _driver_edits(self, files: DriverFiles) -> ContainerEdits:
+        nodes = self.control_nodes()
 
         def mount(f, options: tuple[str, ...]) -> Mount:
             return Mount(self.host_path(self.driver_root / f.real), "/" + f.path, options)

@@ -1,12 +1,17 @@
-"""The plugin's check that the limiter really holds: what NVML sees against what the claims' regions say.
+"""The plugin's check that the limiter really holds: what NVML sees against the claims' quotas and shares.
 
 The limiter runs inside the tenant's processes, so a process can escape it (a static binary, a musl image, a
 program that talks to the kernel driver directly, a root process that rewrites its region's counters). On
 every GPU that carries soft slices or slots, the region watcher asks NVML for the compute processes and their
-memory (`nvml_processes`) and their SM utilization (`nvml_utilization`); `cross_check` (crosscheck.py) finds:
- - unenforced processes: a process on the GPU that no claim's region knows (it did not load the limiter);
- - claims over quota: the memory NVML counts for a claim's processes exceeds its quota (from the plugin's
-   limits file) by more than a margin (a CUDA context holds memory the limiter does not count);
+memory (`nvml_processes`) and their SM utilization (`nvml_utilization`), finds each process's pod from its
+cgroup (attribution.py: the host's word, never the region's), gives each claim the processes of the pods it
+is reserved for (`attribute`), and `cross_check` (crosscheck.py) finds:
+ - unenforced processes: a process on the GPU whose pod holds no claim of that GPU;
+ - claims over quota: the memory NVML counts for a claim's processes (with the limiter or without it: a
+   static binary in the claim's pod counts too) exceeds its quota (from the plugin's limits file) by more
+   than a margin (a CUDA context holds memory the limiter does not count);
+ - unattributed claims: the claim's region reports live processes, NVML shows none of its pods' processes
+   on its GPUs (a forged or stale region): reported after UNATTRIBUTED_PASSES passes in a row;
  - each claim's compute sample (`CoreSample`): the SM utilization of its processes on each GPU, and of every
    other process there. `over_share` judges a claim's recent samples against its effective share and core
    policy (from the limits file): over the share by more than a margin in every one of the last
@@ -15,22 +20,24 @@ memory (`nvml_processes`) and their SM utilization (`nvml_utilization`); `cross_
 `Enforcer` reports each finding once, from the second pass in a row that sees it (the compute check: once its
 window is full), as a Warning Event on the claim (through the cluster interface) and a log line; keeps the
 last findings for the metrics (`carve_unenforced_processes`, `carve_claim_memory_over_quota_bytes`,
-`carve_claim_sm_over_share_percent`), and with `kill` (--kill-unenforced) SIGKILLs the processes.
+`carve_claim_sm_over_share_percent`, `carve_claim_unattributed`), and with `kill` (--kill-unenforced) SIGKILLs
+the processes: only ever a process whose cgroup, read again right before the signal, is one of the finding's
+claim's pods (an unenforced process only when its pod holds a claim on this node; a process of no claim,
+the host's own included, is reported, never killed).
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-import os
-import signal
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from driver import names
+from driver.plugin.enforcement.attribution import pidfd_kill, pods_of_processes
 from driver.plugin.enforcement.crosscheck import (
     CONTEXT_ALLOWANCE_BYTES,
     CORE_WINDOW,
@@ -42,6 +49,7 @@ from driver.plugin.enforcement.crosscheck import (
     OverQuota,
     OverShare,
     Unenforced,
+    attribute,
     cross_check,
     over_share,
 )
@@ -52,25 +60,11 @@ log = logging.getLogger(__name__)
 REASON_UNENFORCED = "UnenforcedGpuProcess"
 REASON_OVER_QUOTA = "GpuMemoryOverQuota"
 REASON_OVER_SHARE = "GpuComputeOverShare"
-
-
-def claim_of_process(pid: int, proc_root: Path = Path("/proc")) -> str | None:
-    """The claim uid in the process's CARVE_REGION (/var/run/carve/<uid>/region), None when it has none.
-
-    The environment is what the container started with (the plugin's CDI env); a process may have changed
-    its own, so this only names whom to tell, never whom to trust.
-    """
-    try:
-        with open(Path(proc_root) / str(pid) / "environ", "rb") as f:
-            environ = f.read(1 << 20)
-    except OSError:
-        return None
-    for entry in environ.split(b"\0"):
-        key, _, value = entry.partition(b"=")
-        if key == names.ENV_REGION.encode():
-            parts = Path(value.decode(errors="replace")).parts
-            return parts[-2] if len(parts) >= 2 else None
-    return None
+REASON_UNATTRIBUTED = "GpuProcessesUnattributed"
+# Passes in a row a claim's region may report processes the node cannot find on its GPUs before it is
+# reported: a process just started (its pod not yet in the claim's reservedFor as the plugin knows it) or
+# just gone (its slot not reclaimed yet) is not a finding. The bound keeps "unresolved" from lasting.
+UNATTRIBUTED_PASSES = 5
 
 
 def nvml_processes(gpu_uuids: Iterable[str]) -> dict[str, list[GpuProcess]]:
@@ -156,7 +150,7 @@ class Enforcer:
         processes: Callable[[Iterable[str]], dict[str, list[GpuProcess]]] = nvml_processes,
         proc_root: Path = Path("/proc"),
         allowance: int = CONTEXT_ALLOWANCE_BYTES,
-        killer: Callable[[int], None] = lambda pid: os.kill(pid, signal.SIGKILL),
+        killer: Callable[[int, Collection[str]], None] | None = None,
         utilization: Callable[[Iterable[str], int], dict[str, dict[int, int]]] | None = nvml_utilization,
         core_window: int = CORE_WINDOW,
         clock_us: Callable[[], int] = lambda: time.time_ns() // 1000,
@@ -167,7 +161,8 @@ class Enforcer:
         self._processes = processes
         self._proc = Path(proc_root)
         self._allowance = allowance
-        self._killer = killer
+        # (pid, pods it may be in): raises unless the pid's cgroup, read now, is one of them
+        self._killer = killer or (lambda pid, pods: pidfd_kill(pid, pods, self._proc))
         self._utilization = utilization  # None: no compute check
         self._core_window = core_window
         self._clock_us = clock_us
@@ -176,7 +171,11 @@ class Enforcer:
         self._core_shares: dict[tuple[str, str], tuple[int, str]] = {}  # what each history was judged against
         self._previous: set[tuple[str, ...]] = set()  # findings of the last pass
         self._reported: set[tuple[str, ...]] = set()
+        self._unattributed: dict[str, int] = {}  # claim uid -> passes in a row its region was unattributed
         self.findings = Findings()
+        # pod UID -> GPUs where, at the last pass, a process of that pod ran that no claim holds: the region
+        # watcher refreshes those GPUs' claims' reservedFor (a pod that joined a shared claim after prepare)
+        self.unknown_pods: dict[str, set[str]] = {}
 
     def check(self, claims: list[ClaimView], refs: Mapping[str, tuple[str, str]]) -> Findings:
         """One pass; `refs`: claim uid -> (namespace, name) of every prepared claim (for Events)."""
@@ -189,13 +188,23 @@ class Enforcer:
             now = self._clock_us()
             utilization = self._utilization(gpus, self._since_us)
             self._since_us = now
-        found = cross_check(
-            claims,
-            self._processes(gpus),
-            lambda pid: claim_of_process(pid, self._proc),
-            self._allowance,
-            utilization,
-        )
+        processes = self._processes(gpus)
+        pod_of = pods_of_processes((p.pid for procs in processes.values() for p in procs), self._proc)
+        claims = attribute(claims, processes, pod_of)
+        by_pod: dict[str, list[ClaimView]] = {}
+        for c in sorted(claims, key=lambda c: c.uid):
+            for pod in c.pods:
+                by_pod.setdefault(pod, []).append(c)
+
+        def owner(pid: int) -> str | None:
+            mine = by_pod.get(pod_of.get(pid) or "", [])
+            return mine[0].uid if mine else None
+
+        found = cross_check(claims, processes, owner, self._allowance, utilization, pod_of)
+        self.unknown_pods = {}
+        for u in found.unenforced:
+            if u.pod_uid and u.pod_uid not in by_pod:
+                self.unknown_pods.setdefault(u.pod_uid, set()).add(u.gpu_uuid)
         found.kills = self.findings.kills
         found.over_share = self._judge_cores(claims, found.core_samples)
         # A finding counts from its second pass in a row: a process that just created its CUDA context shows
@@ -210,7 +219,9 @@ class Enforcer:
             confirmed.unenforced.append(u)
             if key not in self._reported:
                 self._report_unenforced(u, refs)
-            if self.kill and self._kill(u.pid, "unenforced", u.gpu_uuid):
+            owner = next((c for c in claims if c.uid == u.claim_uid), None)
+            # a process of no claim's pod (the host's, another workload's) is reported, never killed
+            if self.kill and owner is not None and self._kill(u.pid, owner.pods, "unenforced", u.gpu_uuid):
                 confirmed.kills += 1
         for o in found.over_quota:
             key = ("over-quota", o.claim_uid, o.gpu_uuid)
@@ -221,7 +232,7 @@ class Enforcer:
             if key not in self._reported:
                 self._report_over_quota(o, refs)
             for pid in o.pids if self.kill else ():
-                confirmed.kills += self._kill(pid, "over-quota", o.gpu_uuid)
+                confirmed.kills += self._kill(pid, o.pods, "over-quota", o.gpu_uuid)
         # The compute check has its own window (over_share): what it finds is confirmed already.
         confirmed.core_samples = found.core_samples
         for s in found.over_share:
@@ -231,9 +242,18 @@ class Enforcer:
             if key not in self._reported:
                 self._report_over_share(s, refs)
             for pid in s.pids if self.kill else ():
-                confirmed.kills += self._kill(pid, "over-share", s.gpu_uuid)
+                confirmed.kills += self._kill(pid, s.pods, "over-share", s.gpu_uuid)
             if self.kill:
                 self._core_history.pop((s.claim_uid, s.gpu_uuid), None)  # judge its survivors afresh
+        self._unattributed = {uid: self._unattributed.get(uid, 0) + 1 for uid in found.unattributed}
+        for uid, passes in sorted(self._unattributed.items()):
+            if passes < UNATTRIBUTED_PASSES:
+                continue
+            key = ("unattributed", uid)
+            seen.add(key)
+            confirmed.unattributed.append(uid)
+            if key not in self._reported:
+                self._report_unattributed(uid, passes, refs)
         self._previous = seen
         # a finding that went away is reported again if it comes back
         self._reported = (
@@ -241,6 +261,7 @@ class Enforcer:
             | {("unenforced", u.gpu_uuid, str(u.pid)) for u in confirmed.unenforced}
             | {("over-quota", o.claim_uid, o.gpu_uuid) for o in confirmed.over_quota}
             | {("over-share", s.claim_uid, s.gpu_uuid) for s in confirmed.over_share}
+            | {("unattributed", uid) for uid in confirmed.unattributed}
         )
         self.findings = confirmed
         return confirmed
@@ -268,7 +289,8 @@ class Enforcer:
                 history.append(sample)
                 mean = over_share(history, share, c.core_policy, self._core_window)
                 if mean is not None:
-                    found.append(OverShare(c.uid, gpu, mean, share, c.core_policy, sample.pids))
+                    pods = tuple(sorted(c.pods))
+                    found.append(OverShare(c.uid, gpu, mean, share, c.core_policy, sample.pids, pods))
         return found
 
     def _report_over_share(self, s: OverShare, refs: Mapping[str, tuple[str, str]]) -> None:
@@ -295,6 +317,15 @@ class Enforcer:
         )
         self._event(s.claim_uid, REASON_OVER_SHARE, message, refs)
 
+    def _report_unattributed(self, uid: str, passes: int, refs: Mapping[str, tuple[str, str]]) -> None:
+        event(log, logging.WARNING, "enforcement.unattributed", uid=uid, passes=passes)
+        message = (
+            f"the claim's region reports running processes, but for {passes} checks in a row NVML showed no "
+            "process of the claim's pods on its GPUs: the region's process list is not trusted (a forged or "
+            "stale region); the GPUs are checked from the node's own view"
+        )
+        self._event(uid, REASON_UNATTRIBUTED, message, refs)
+
     def _report_unenforced(self, u: Unenforced, refs: Mapping[str, tuple[str, str]]) -> None:
         event(
             log,
@@ -304,10 +335,11 @@ class Enforcer:
             pid=u.pid,
             used_bytes=u.used_bytes,
             uid=u.claim_uid,
+            pod=u.pod_uid,
         )
         message = (
-            f"process {u.pid} uses GPU {u.gpu_uuid} ({u.used_bytes} bytes) without the carve limiter "
-            "(static binary, musl image, or the limiter removed): its memory and compute are not limited"
+            f"process {u.pid} of pod {u.pod_uid} uses GPU {u.gpu_uuid} ({u.used_bytes} bytes), a GPU none of "
+            "the pod's carve claims holds: its memory and compute are not limited"
             + ("; killed (--kill-unenforced)" if self.kill else "")
         )
         self._event(u.claim_uid, REASON_UNENFORCED, message, refs)
@@ -345,9 +377,9 @@ class Enforcer:
                 error=f"{type(e).__name__}: {e}",
             )
 
-    def _kill(self, pid: int, why: str, gpu: str) -> bool:
+    def _kill(self, pid: int, pods: Collection[str], why: str, gpu: str) -> bool:
         try:
-            self._killer(pid)
+            self._killer(pid, pods)
         except ProcessLookupError:
             return False
         except OSError as e:

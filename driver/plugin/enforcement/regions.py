@@ -8,11 +8,15 @@ Every few seconds a background thread, for each prepared soft-slice or slot clai
    device, the limits file the plugin wrote), never from the region a container can write;
  - opens its region as untrusted (O_NOFOLLOW|O_NONBLOCK, regular file, relative to the claim directory;
    a region a container grew is cut back to its fixed size) and fills in the host pids of the claim's
-   processes (Region.resolve_host_pids): NVML reports host pids, a containerised process cannot see its own.
-   Seeing them needs the host's pid namespace (hostPID: true);
- - cross-checks the regions with NVML (enforcement/crosscheck.py, enforcer.py): processes no region
-   knows, claims over their memory quota, claims over their effective compute share where their core policy
-   does not permit it.
+   processes (Region.resolve_host_pids) for the limiter's own use. Seeing them needs the host's pid
+   namespace (hostPID: true). The region's process list is a usage report: it decides nothing below;
+ - cross-checks with NVML (enforcement/crosscheck.py, enforcer.py), each GPU process given to a claim by its
+   cgroup's pod (attribution.py) and the pods the claim is reserved for (the checkpoint's record from
+   prepare; refreshed from the API server, at most every REFRESH_PASSES passes per claim, when a process
+   of a pod no claim knows runs on the claim's GPU: a pod that joined a shared claim after it was prepared):
+   processes of no claim of their GPU, claims over their memory quota, claims over their effective compute
+   share where their core policy does not permit it, claims whose region reports processes the node
+   cannot find.
 A missing or corrupt file is logged once and skipped; nothing the watcher meets stops it or the plugin.
 """
 
@@ -20,11 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from driver import names
 from driver.limits import (
@@ -39,6 +43,7 @@ from driver.limits import (
     write_limits,
 )
 from driver.plugin.container.edits import ClaimFiles, region_container_path
+from driver.plugin.enforcement.attribution import reserved_pods
 from driver.plugin.enforcement.crosscheck import ClaimView
 from driver.plugin.enforcement.enforcer import Enforcer
 from driver.plugin.logfmt import event
@@ -48,6 +53,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 2.0
 LIMITED_TYPES = (names.TYPE_VGPU, names.TYPE_SLOT)
+REFRESH_PASSES = 5  # at most one read of a claim's reservedFor per this many passes
+
+
+class ClaimReader(Protocol):
+    def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -182,19 +192,20 @@ class RegionWatcher:
         interval_s: float = DEFAULT_INTERVAL_S,
         proc_root: Path = Path("/proc"),
         enforcer: Enforcer | None = None,
+        claims: ClaimReader | None = None,
     ):
         self._state = state
+        self._claims = claims  # None: the pods recorded at prepare are all the watcher knows
         self._claims_dir = Path(claims_dir)
         self.interval_s = interval_s
         self._proc = Path(proc_root)
         self.enforcer = enforcer  # None: no NVML cross-check (no GPU access, or tests of the rest)
-        try:
-            self._own_ns = os.stat(self._proc / "self" / "ns" / "pid").st_ino
-        except OSError:
-            self._own_ns = -1
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reported: dict[str, str] = {}  # uid (or "" for the watcher) -> problem logged last
+        self._pods: dict[str, frozenset[str]] = {}  # claim uid -> pods read from its reservedFor since
+        self._refreshed: dict[str, int] = {}  # claim uid -> pass of its last reservedFor read
+        self._pass = 0
 
     def start(self) -> None:
         self._stop.clear()
@@ -226,6 +237,7 @@ class RegionWatcher:
     def tick(self) -> None:
         """One pass over the prepared claims."""
         state = dict(self._state())
+        self._pass += 1
         uids = limited_claims(state)
         views = self._read_limits(uids, state)
         views = self._update_limits(views)
@@ -248,6 +260,9 @@ class RegionWatcher:
                 region.close()
         for uid in set(self._reported) - set(uids) - {""}:
             del self._reported[uid]  # the claim is gone: report it afresh if it comes back broken
+        for uid in set(self._pods) - set(uids):
+            self._pods.pop(uid, None)
+            self._refreshed.pop(uid, None)
 
     def _read_limits(self, uids: list[str], state: Mapping[str, ClaimRecord]) -> dict[str, LimitsView]:
         """Each claim's limits file, checked against the checkpoint: the GPUs it names are the claim's."""
@@ -315,12 +330,6 @@ class RegionWatcher:
         claims = []
         for uid, view in views.items():
             region = regions.get(uid)
-            procs = region.processes() if region else []
-            # a slot in the plugin's own pid namespace may carry no host pid: its pid is the one NVML reports
-            pids = frozenset(
-                p.host_pid or p.pid for p in procs if p.host_pid or p.pid_ns in (0, self._own_ns)
-            )
-            unresolved = any(not p.host_pid and p.pid_ns not in (0, self._own_ns) for p in procs)
             record = state[uid]
             claims.append(
                 ClaimView(
@@ -329,15 +338,39 @@ class RegionWatcher:
                     record.name,
                     view.uuids,
                     view.memory_limits,
-                    pids,
-                    unresolved,
                     core_shares=view.cores_limits,  # the effective shares this pass's _update_limits wrote
                     core_policy=view.core_policy,
+                    pods=frozenset(record.pods) | self._pods.get(uid, frozenset()),
+                    reported_processes=self._live_slots(region) if region else 0,
                 )
             )
         refs = {uid: (r.namespace, r.name) for uid, r in state.items()}
         assert self.enforcer is not None
         self.enforcer.check(claims, refs)
+        unknown_on = {gpu for gpus in self.enforcer.unknown_pods.values() for gpu in gpus}
+        for c in claims:
+            if unknown_on & set(c.gpus):
+                self._refresh_pods(c.uid, state[c.uid])
+
+    def _live_slots(self, region: Region) -> int:
+        """Slots the region reports as running: a slot whose host pid the node resolved and which has
+        exited since (its limiter died before freeing it) does not count. A report only: nothing decides
+        on it."""
+        return sum(1 for p in region.processes() if not p.host_pid or (self._proc / str(p.host_pid)).exists())
+
+    def _refresh_pods(self, uid: str, record: ClaimRecord) -> None:
+        """Read the claim's reservedFor again (a pod may have joined a shared claim after prepare)."""
+        if self._claims is None or self._pass - self._refreshed.get(uid, -REFRESH_PASSES) < REFRESH_PASSES:
+            return
+        self._refreshed[uid] = self._pass
+        try:
+            claim = self._claims.get_resource_claim(record.namespace, record.name)
+        except Exception as e:  # the API server being away must not stop the watcher
+            self._report_once(uid, "regions.reservations-unreadable", f"{type(e).__name__}: {e}")
+            return
+        if ((claim.get("metadata") if isinstance(claim, dict) else None) or {}).get("uid") != uid:
+            return  # deleted and recreated under the same name: not this claim's pods
+        self._pods[uid] = frozenset(reserved_pods(claim))
 
     def _report_once(self, key: str, name: str, problem: str, exc_info: bool = False) -> None:
         if self._reported.get(key) == problem:

@@ -78,6 +78,7 @@ class GpuMode:
     mig_enabled: bool  # the real, current MIG mode
     pending: str = ""  # why `applied` is not `effective`, e.g. "needs reset", "waiting for 2 prepared claims"
     action: str = ""  # what apply_modes does: ENABLE, DISABLE or ""
+    fallback: str = ""  # why `effective` is the fallback strategy, not `desired` (MIG mode refused)
 
     def status(self) -> dict:
         return {
@@ -126,8 +127,14 @@ def prepared_per_gpu(records: Iterable[ClaimRecord]) -> dict[str, int]:
     return counts
 
 
-def _plan_one(gpu: Gpu, desired: str, effective: str, prepared: int) -> GpuMode:
-    mode = GpuMode(gpu.index, gpu.uuid, desired, effective, None, gpu.mig_enabled)
+def _plan_one(
+    gpu: Gpu, desired: str, effective: str, prepared: int, refused: str = "", fallback_to: str = ""
+) -> GpuMode:
+    why = ""
+    if effective == names.STRATEGY_MIG and refused and fallback_to:
+        # NVML refused MIG mode on this GPU earlier: it serves the fallback rather than nothing.
+        effective, why = fallback_to, refused
+    mode = GpuMode(gpu.index, gpu.uuid, desired, effective, None, gpu.mig_enabled, fallback=why)
     want_mig = effective == names.STRATEGY_MIG
     if want_mig and not gpu.mig_capable:
         return dataclasses.replace(mode, pending=f"{gpu.name} ({gpu.product}) has no MIG support")
@@ -152,12 +159,27 @@ def plan_modes(
     desired: dict[int, str],
     gates_off: set[str] | frozenset[str] = frozenset(),
     prepared: dict[str, int] | None = None,
+    refused: dict[str, str] | None = None,
+    fallback_to: str = "",
 ) -> dict[int, GpuMode]:
-    """Each GPU's decision, without touching anything. GPUs missing from `desired` are `exclusive`."""
+    """Each GPU's decision, without touching anything. GPUs missing from `desired` are `exclusive`.
+    `refused`: GPU uuid -> why NVML would not switch its MIG mode on; with `fallback_to`, such a GPU
+    asked for mig serves `fallback_to` instead (--fallback-strategy)."""
     wanted = {g.index: desired.get(g.index, names.STRATEGY_EXCLUSIVE) for g in gpus}
     effective = fallback(wanted, set(gates_off))
     prepared = prepared or {}
-    return {g.index: _plan_one(g, wanted[g.index], effective[g.index], prepared.get(g.uuid, 0)) for g in gpus}
+    refused = refused or {}
+    return {
+        g.index: _plan_one(
+            g,
+            wanted[g.index],
+            effective[g.index],
+            prepared.get(g.uuid, 0),
+            refused.get(g.uuid, ""),
+            fallback_to,
+        )
+        for g in gpus
+    }
 
 
 def apply_modes(
@@ -166,19 +188,33 @@ def apply_modes(
     switch: MigModeSwitch,
     gates_off: set[str] | frozenset[str] = frozenset(),
     prepared: dict[str, int] | None = None,
+    refused: dict[str, str] | None = None,
+    fallback_to: str = "",
 ) -> tuple[list[Gpu], dict[int, GpuMode]]:
     """plan_modes, then the switches it asks for; returns the GPU records with their new modes and the
-    final decisions. Never raises for one GPU: a failed switch is that GPU's `pending` reason.
+    final decisions. Never raises for one GPU: a failed switch is that GPU's `pending` reason, or, for
+    MIG mode refused with `fallback_to` given, the GPU serves `fallback_to` and `refused` (updated in
+    place: the caller keeps it) remembers why, so the switch is not tried again at every publish.
 
     Call with whatever lock keeps claims from being prepared meanwhile (the preparer's node lock).
     """
-    planned = plan_modes(gpus, desired, gates_off, prepared)
+    planned = plan_modes(gpus, desired, gates_off, prepared, refused, fallback_to)
     out_gpus: list[Gpu] = []
     out: dict[int, GpuMode] = {}
     for gpu in gpus:
         mode = planned[gpu.index]
         if mode.action:
             gpu, mode = _switch(gpu, mode, switch)
+            if (
+                mode.action == ""
+                and mode.pending.startswith("cannot enable")
+                and fallback_to
+                and refused is not None
+            ):
+                refused[gpu.uuid] = mode.pending
+                mode = _plan_one(gpu, mode.desired, mode.effective, 0, mode.pending, fallback_to)
+                if mode.action:  # e.g. the fallback needs MIG off and NVML left it on: try that once
+                    gpu, mode = _switch(gpu, mode, switch)
         out_gpus.append(gpu)
         out[gpu.index] = mode
     return out_gpus, out

@@ -90,6 +90,9 @@ class NodePartitioningApplier:
         self.wake = wake
         self.modes = modes
         self.default: dict[int, str] = {}
+        self.pinned: frozenset[int] = frozenset()  # GPUs the node's strategy rules pin
+        self.default_sources: dict[int, str] = {}  # who set each default (rules.SOURCES)
+        self.sources: dict[int, str] = {}  # who set each GPU's desired strategy
         self.generation = 0
         self.problems: list[str] = []
         self.desired: dict[int, str] = {}
@@ -123,10 +126,19 @@ class NodePartitioningApplier:
         self._written = obj.get("status") or self._written
         return np
 
-    def start_strategies(self, flag: dict[int, str]) -> dict[int, str]:
-        """What the publisher requests first (see the module doc)."""
+    def start_strategies(
+        self,
+        flag: dict[int, str],
+        pinned: frozenset[int] | set[int] = frozenset(),
+        sources: dict[int, str] | None = None,
+    ) -> dict[int, str]:
+        """What the publisher requests first (see the module doc). `pinned`: GPUs the rules pin (only a
+        pinned NodePartitioning entry changes them); `sources`: who set each of `flag`'s strategies."""
         with self._lock:
             self.default = dict(flag)
+            self.pinned = frozenset(pinned)
+            self.default_sources = dict(sources or {})
+            self.sources = dict(self.default_sources)
             np = self._get()
             self.exists = np is not None
             record = read_record(self.plugin_dir)
@@ -157,9 +169,14 @@ class NodePartitioningApplier:
                 self.layouts = dict(record.previous_layouts)
                 return dict(self.desired)
             if record is not None and np is None:
-                # No NodePartitioning (deleted, or the API unreadable): keep what was last applied.
-                self.desired = dict(record.desired)
-                self.layouts = dict(record.layouts)
+                # No NodePartitioning (deleted, or the API unreadable): keep what was last applied, but
+                # for the GPUs the rules pin (the admin's word beats what a controller once chose).
+                self.desired = {**record.desired, **{i: flag[i] for i in self.pinned if i in flag}}
+                self.layouts = {i: v for i, v in record.layouts.items() if i not in self.pinned}
+                self.sources = {
+                    i: self.default_sources.get(i, "default") if self.desired.get(i) == s else "controller"
+                    for i, s in flag.items()
+                }
                 return dict(self.desired)
             if record is not None and record.state == APPLYING:
                 event(
@@ -170,7 +187,8 @@ class NodePartitioningApplier:
                     generation=record.generation,
                     strategies=record.desired,
                 )
-            wanted = desired_strategies(np, self.gpus(), flag)
+            wanted = desired_strategies(np, self.gpus(), flag, self.pinned, self.default_sources)
+            self.sources = wanted.sources
             self.problems = wanted.problems or self.problems
             self.layouts = wanted.layouts
             self.generation = np.generation if np else 0
@@ -221,8 +239,9 @@ class NodePartitioningApplier:
             self.exists = np is not None
             if np is None:
                 return  # deleted: the GPUs keep what they run (no status to write either)
-            wanted = desired_strategies(np, self.gpus(), self.default)
+            wanted = desired_strategies(np, self.gpus(), self.default, self.pinned, self.default_sources)
             self.problems = wanted.problems
+            self.sources = wanted.sources
             generation = np.generation if np else 0
             same = wanted.strategies == self.desired and wanted.layouts == self.layouts
             if same and generation == self.generation:
@@ -283,7 +302,13 @@ class NodePartitioningApplier:
                 faults.reached("partitioning-after-publish")
             modes = self.modes()
             status = status_of(
-                modes, self.gpus(), self.generation, self.problems, self._written, self.layout_waits
+                modes,
+                self.gpus(),
+                self.generation,
+                self.problems,
+                self._written,
+                self.layout_waits,
+                self.sources,
             )
             differs = self.exists and _comparable(status) != _comparable(self._written)
             if differs and self._write_status(status) and changing:

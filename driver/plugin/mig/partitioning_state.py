@@ -32,10 +32,15 @@ from typing import Any, Protocol
 from api.v1alpha1.partitioning import NodePartitioning
 from driver import names
 from driver.devices.mig import LayoutSlot
+from driver.devices.rules import SOURCE_CONTROLLER, SOURCE_DEFAULT, SOURCE_FALLBACK, SOURCE_PINNED
 from driver.fsutil import write_atomic
 from driver.gpu.model import Gpu
 
 STATE_FILE = "partitioning.json"
+# 1: the version field itself; a record without one (version 0, carve before it) has the same fields,
+# layouts optional. A newer version than this is not guessed at: the spec is applied again.
+STATE_VERSION = 1
+READABLE_STATE_VERSIONS = (0, 1)
 APPLYING, APPLIED = "applying", "applied"
 NEEDS_RESET = "needs reset"  # modes.py's reason for a mode change NVML left pending
 
@@ -50,6 +55,7 @@ class ModeLike(Protocol):
     applied: str | None
     mig_enabled: bool
     pending: str
+    fallback: str
 
 
 Layouts = dict[int, tuple[LayoutSlot, ...]]  # GPU index -> its migLayout; a GPU absent has none
@@ -68,6 +74,7 @@ class ChangeRecord:
     def to_json(self) -> bytes:
         return json.dumps(
             {
+                "version": STATE_VERSION,
                 "generation": self.generation,
                 "state": self.state,
                 "desired": {str(k): v for k, v in sorted(self.desired.items())},
@@ -95,6 +102,8 @@ def read_record(plugin_dir: Path) -> ChangeRecord | None:
     """The recorded change, or None (none, or unreadable: then the spec is simply applied again)."""
     try:
         raw = json.loads((plugin_dir / STATE_FILE).read_text())
+        if raw.get("version", 0) not in READABLE_STATE_VERSIONS:
+            return None
         return ChangeRecord(
             int(raw["generation"]),
             {int(k): str(v) for k, v in raw["desired"].items()},
@@ -117,6 +126,7 @@ class Desired:
     strategies: dict[int, str]
     problems: list[str] = field(default_factory=list)
     layouts: Layouts = field(default_factory=dict)  # GPU index -> its migLayout
+    sources: dict[int, str] = field(default_factory=dict)  # GPU index -> who set it (rules.SOURCES)
 
 
 def layouts_now(
@@ -151,10 +161,22 @@ def _overlapping(gpu: Gpu, layout: list[tuple[str, int]]) -> list[str]:
     ]
 
 
-def desired_strategies(np: NodePartitioning | None, gpus: Iterable[Gpu], default: dict[int, str]) -> Desired:
-    """Each GPU's strategy under the NodePartitioning (None: the defaults, i.e. the --strategy flag)."""
+def desired_strategies(
+    np: NodePartitioning | None,
+    gpus: Iterable[Gpu],
+    default: dict[int, str],
+    pinned: frozenset[int] | set[int] = frozenset(),
+    sources: dict[int, str] | None = None,
+) -> Desired:
+    """Each GPU's strategy under the NodePartitioning (None: the defaults, i.e. the --strategy flag).
+
+    `pinned`: GPUs whose strategy the admin set in the rules (a rule naming them, the node annotation):
+    only a NodePartitioning entry the admin marked `pinned: true` changes those; the controller's entries
+    for them are ignored (a problem in the status). `sources`: who set each default (rules.SOURCES)."""
     gpus = list(gpus)
-    out = Desired(dict(default))
+    out = Desired(
+        dict(default), sources={g.index: (sources or {}).get(g.index, SOURCE_DEFAULT) for g in gpus}
+    )
     if np is None:
         return out
     by_index = {g.index: g for g in gpus}
@@ -165,6 +187,12 @@ def desired_strategies(np: NodePartitioning | None, gpus: Iterable[Gpu], default
         if gpu is None:
             out.problems.append(
                 f"{where}: no GPU {entry.index if entry.index is not None else entry.uuid} on this node"
+            )
+            continue
+        if gpu.index in pinned and not entry.pinned:
+            out.problems.append(
+                f"{where}: {gpu.name} is pinned to {default.get(gpu.index)} by the node's strategy rules; "
+                "only an entry with pinned: true changes it"
             )
             continue
         if entry.strategy == names.STRATEGY_MIG and not gpu.mig_capable:
@@ -204,6 +232,7 @@ def desired_strategies(np: NodePartitioning | None, gpus: Iterable[Gpu], default
             out.problems.append(f"{where}.migLayout: placements overlap: {'; '.join(overlaps)}")
             continue
         out.strategies[gpu.index] = entry.strategy
+        out.sources[gpu.index] = SOURCE_PINNED if entry.pinned else SOURCE_CONTROLLER
         if entry.mig_layout:
             out.layouts[gpu.index] = tuple((s.profile, s.placement) for s in entry.mig_layout)
     return out
@@ -228,10 +257,12 @@ def status_of(
     problems: list[str],
     previous: dict[str, Any] | None = None,
     waits: dict[int, str] | None = None,
+    sources: dict[int, str] | None = None,
 ) -> dict[str, Any]:
     """The NodePartitioning status for these decisions. A condition keeps its lastTransitionTime while its
     status does not change (from `previous`, the status last written). `waits`: GPUs whose new migLayout
-    waits (layouts_now), pending like a strategy that waits."""
+    waits (layouts_now), pending like a strategy that waits. `sources`: who set each GPU's strategy
+    (rules.SOURCES); a GPU that fell back at run time (MIG mode refused) is `fallback` whatever it says."""
     by_index = {g.index: g for g in gpus}
     entries = []
     for index, mode in sorted(modes.items()):
@@ -240,6 +271,9 @@ def status_of(
             "uuid": mode.uuid,
             "migMode": _mig_mode(mode, by_index.get(index)),
         }
+        source = SOURCE_FALLBACK if getattr(mode, "fallback", "") else (sources or {}).get(index)
+        if source:
+            entry["source"] = source
         if mode.applied is not None:
             entry["strategy"] = mode.applied
         if mode.applied != mode.effective:
@@ -253,7 +287,7 @@ def status_of(
     fallbacks = [
         f"GPU {i}: {m.desired} runs as {m.effective} (a feature gate of the API server is off)"
         for i, m in sorted(modes.items())
-        if m.effective != m.desired
+        if m.effective != m.desired and not getattr(m, "fallback", "")
     ]
     degraded = problems + [f"GPU {e['index']}: MIG mode change needs a GPU reset" for e in resets] + fallbacks
     old = {c["type"]: c for c in (previous or {}).get("conditions") or []}

@@ -1,11 +1,25 @@
 """The plugin's checkpoint: which claims are prepared, with what, on this boot of the node.
 
-File `<plugin-dir>/checkpoint.json`:
-    {"version": 1, "checksum": "sha256:<hex of the canonical data>", "data": {"bootID": ..., "claims": {...}}}
-Written atomically (driver.fsutil.write_atomic). Loading never raises for a bad file: a corrupt or
-unreadable checkpoint is moved aside and reported, so the plugin can rebuild its state and keep running.
-During a rolling update two plugin processes share the file (one at a time, under the node lock):
-`reload_if_changed` lets each adopt what the other wrote instead of overwriting it.
+Two files in the plugin directory, so that one prepare or unprepare writes a constant amount however many
+claims the node holds (docs/reliability.md has the figures):
+- `checkpoint.json`, the snapshot, written atomically (driver.fsutil.write_atomic):
+    {"version": 2, "checksum": "sha256:<hex of the canonical data>",
+     "data": {"bootID": ..., "seq": <last log record folded in>, "claims": {...}}}
+- `checkpoint.log`, one JSON record per line, appended per change (no fsync: the checkpoint is this boot's
+  state, see driver/fsutil.py):
+    {"seq": 7, "op": "put"|"del", "uid": ..., "claim": {...}|null, "checksum": "sha256:..."}
+  Records with seq <= the snapshot's are already in it (a crash between writing a snapshot and emptying the
+  log leaves such records behind). A torn last line is a write that never returned, so it is dropped; a bad
+  line before the last is corruption. Once the log holds more records than max(COMPACT_MIN, claims), the
+  next save folds it into a new snapshot: that O(claims) write happens once per O(claims) changes.
+Each claim records its `pods` (the UIDs of the pods in its status.reservedFor at prepare: the NVML
+cross-check gives a GPU process to a claim by its cgroup's pod).
+Version 1 (a snapshot without `seq` or `pods`, and no log) is read too (its claims with no pods: the region
+watcher reads them from the API server) and rewritten as version 2 by the first full save (recovery does
+one at every start), with fixtures of both in tests/fixtures/formats/.
+Loading never raises for a bad file: a corrupt checkpoint is moved aside and reported, so the plugin can
+rebuild its state and keep running. During a rolling update two plugin processes share the files (one at
+a time, under the node lock): `reload_if_changed` lets each adopt what the other wrote, not overwrite it.
 """
 
 from __future__ import annotations
@@ -14,12 +28,15 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from driver.fsutil import fsync_dir, write_atomic
+from driver.fsutil import PER_BOOT, fsync_dir, write_atomic
 
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: one snapshot file, rewritten whole on every change
+COMPACT_MIN = 256
 STATE_STARTED = "PrepareStarted"
 STATE_COMPLETED = "PrepareCompleted"
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
@@ -56,6 +73,7 @@ class ClaimRecord:
     name: str
     state: str
     devices: list[DeviceRecord] = field(default_factory=list)
+    pods: list[str] = field(default_factory=list)  # UIDs of the pods the claim was reserved for at prepare
 
 
 @dataclass
@@ -101,8 +119,11 @@ def claim_from_json(uid: str, raw: dict) -> ClaimRecord:
         )
     if raw["state"] not in (STATE_STARTED, STATE_COMPLETED):
         raise ValueError(f"claims.{uid}.state: unknown state {raw['state']!r}")
+    pods = raw.get("pods", [])
+    if not isinstance(pods, list) or not all(isinstance(p, str) for p in pods):
+        raise ValueError(f"claims.{uid}.pods: not a list of pod UIDs")
     return ClaimRecord(
-        uid=uid, namespace=raw["namespace"], name=raw["name"], state=raw["state"], devices=devices
+        uid=uid, namespace=raw["namespace"], name=raw["name"], state=raw["state"], devices=devices, pods=pods
     )
 
 
@@ -112,35 +133,108 @@ def claim_to_json(claim: ClaimRecord) -> dict:
     return out
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read as any known version; the message names the file and field."""
+
+
+def _log_record(seq: int, op: str, uid: str, claim: dict | None) -> bytes:
+    body = {"seq": seq, "op": op, "uid": uid, "claim": claim}
+    return json.dumps({**body, "checksum": _checksum(body)}, separators=(",", ":")).encode() + b"\n"
+
+
+def _parse_log(raw: bytes, name: str) -> list[dict]:
+    """The log's records in order; a torn last line is dropped, any other bad line raises CheckpointError."""
+    lines = raw.split(b"\n")
+    torn_tail = lines[-1] != b""  # the last write did not finish its newline
+    records = []
+    for i, line in enumerate(lines[:-1] if not torn_tail else lines):
+        last = i == len(lines) - 1 or (not torn_tail and i == len(lines) - 2)
+        try:
+            rec = json.loads(line)
+            body = {k: rec[k] for k in ("seq", "op", "uid", "claim")}
+            if rec.get("checksum") != _checksum(body) or body["op"] not in ("put", "del"):
+                raise ValueError("checksum or op")
+        except (ValueError, KeyError, TypeError) as e:
+            if last:
+                break  # a write that never returned: nobody was told it happened
+            raise CheckpointError(f"{name} line {i + 1}: {type(e).__name__}: {e}") from None
+        records.append(body)
+    return records
+
+
 class Checkpoint:
     def __init__(self, path: Path, boot_id: str):
         self.path = Path(path)
+        self.log_path = self.path.with_suffix(".log")
         self.boot_id = boot_id
-        self._stamp: tuple[int, int, int] | None = None  # the file as this process last wrote or read it
+        self._stamp: tuple | None = None  # the files as this process last wrote or read them
+        self._seq = 0  # the last sequence number written or read
+        self._log_records = 0  # records in the log now
+        self._snapshot_seq = 0
 
-    def _file_stamp(self) -> tuple[int, int, int] | None:
-        # Every save is a rename onto the path, so a write by anyone changes the inode (and the mtime).
+    def _file_stamp(self) -> tuple | None:
+        # A snapshot is a rename onto the path (new inode); a log append grows the log.
         try:
             st = os.stat(self.path)
+            snap = (st.st_ino, st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+            snap = None
+        try:
+            lt = os.stat(self.log_path)
+            log_part = (lt.st_ino, lt.st_size)
+        except FileNotFoundError:
+            log_part = None
+        return None if snap is None and log_part is None else (snap, log_part)
 
-    def encode(self, claims: dict[str, ClaimRecord]) -> bytes:
+    def encode(self, claims: dict[str, ClaimRecord], seq: int | None = None) -> bytes:
         data = {
             "bootID": self.boot_id,
+            "seq": self._seq if seq is None else seq,
             "claims": {uid: claim_to_json(c) for uid, c in sorted(claims.items())},
         }
         return (
             json.dumps({"version": VERSION, "checksum": _checksum(data), "data": data}, indent=1) + "\n"
         ).encode()
 
-    def save(self, claims: dict[str, ClaimRecord]) -> None:
-        write_atomic(self.path, self.encode(claims), mode=0o600)
+    def save(self, claims: dict[str, ClaimRecord], changed: Iterable[str] | None = None) -> None:
+        """Make `claims` durable. With `changed` (the uids whose record was added, changed or removed), one
+        log record each is appended; without it, or when the log is long, a new snapshot is written."""
+        changed = None if changed is None else list(changed)
+        if changed is None or self._log_records + len(changed) > max(COMPACT_MIN, len(claims)):
+            self._compact(claims)
+            return
+        out = b""
+        for uid in changed:
+            self._seq += 1
+            claim = claims.get(uid)
+            if claim is None:
+                out += _log_record(self._seq, "del", uid, None)
+            else:
+                out += _log_record(self._seq, "put", uid, claim_to_json(claim))
+        if out:
+            # No fsync: the checkpoint is this boot's state (driver/fsutil.py, PER_BOOT).
+            fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                view = memoryview(out)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            self._log_records += len(changed)
+        self._stamp = self._file_stamp()
+
+    def _compact(self, claims: dict[str, ClaimRecord]) -> None:
+        # The snapshot first (it names the last seq it holds), then the empty log: a crash in between
+        # leaves log records the snapshot already holds, which load skips by seq.
+        write_atomic(self.path, self.encode(claims), mode=0o600, durable=PER_BOOT)
+        self._snapshot_seq = self._seq
+        if self._log_records or self.log_path.exists():
+            write_atomic(self.log_path, b"", mode=0o600, durable=PER_BOOT)
+        self._log_records = 0
         self._stamp = self._file_stamp()
 
     def reload_if_changed(self) -> Loaded | None:
-        """The file's content when someone else replaced it since our last save or load, else None.
+        """The files' content when someone else changed them since our last save or load, else None.
 
         A bad file is reported (status corrupt), never moved aside: the caller keeps its state.
         """
@@ -154,36 +248,69 @@ class Checkpoint:
         try:
             raw_bytes = self.path.read_bytes()
         except FileNotFoundError:
-            return Loaded({}, "missing")
+            raw_bytes = None
         except OSError as e:
             return self._move_aside(f"unreadable: {e}") if move_aside else Loaded({}, "corrupt", str(e))
         try:
-            doc = json.loads(raw_bytes)
-            if not isinstance(doc, dict):
-                raise ValueError("top level is not an object")
-            if doc.get("version") != VERSION:
-                raise ValueError(f"version: {doc.get('version')!r} is not {VERSION}")
-            data = doc["data"]
-            if doc.get("checksum") != _checksum(data):
-                raise ValueError("checksum: does not match the data")
-            claims = {uid: claim_from_json(uid, raw) for uid, raw in data["claims"].items()}
-        except (ValueError, KeyError, TypeError) as e:
+            log_bytes = self.log_path.read_bytes()
+        except FileNotFoundError:
+            log_bytes = b""
+        except OSError as e:
+            return self._move_aside(f"unreadable: {e}") if move_aside else Loaded({}, "corrupt", str(e))
+        if raw_bytes is None and not log_bytes.strip():
+            self._seq = self._snapshot_seq = self._log_records = 0
+            return Loaded({}, "missing")
+        try:
+            claims, boot_id = self._decode(raw_bytes, log_bytes)
+        except (CheckpointError, ValueError, KeyError, TypeError) as e:
             why = f"{type(e).__name__}: {e}"
             return self._move_aside(why) if move_aside else Loaded({}, "corrupt", why)
-        if data.get("bootID") != self.boot_id:
+        if boot_id != self.boot_id:
             # Prepared state does not survive a reboot: device nodes, MIG instances and /var/run/cdi are gone.
-            return Loaded(
-                claims, "rebooted", detail=f"checkpoint boot id {data.get('bootID')!r}, node {self.boot_id!r}"
-            )
+            return Loaded(claims, "rebooted", detail=f"checkpoint boot id {boot_id!r}, node {self.boot_id!r}")
         return Loaded(claims, "ok")
 
+    def _decode(self, raw_bytes: bytes | None, log_bytes: bytes) -> tuple[dict[str, ClaimRecord], str | None]:
+        if raw_bytes is None:
+            raise CheckpointError(f"{self.path.name}: missing while {self.log_path.name} has records")
+        doc = json.loads(raw_bytes)
+        if not isinstance(doc, dict):
+            raise CheckpointError(f"{self.path.name}: top level is not an object")
+        if doc.get("version") not in READABLE_VERSIONS:
+            raise CheckpointError(
+                f"{self.path.name}: version: {doc.get('version')!r} is not one of {list(READABLE_VERSIONS)}"
+            )
+        data = doc["data"]
+        if doc.get("checksum") != _checksum(data):
+            raise CheckpointError(f"{self.path.name}: checksum: does not match the data")
+        claims = {uid: claim_from_json(uid, raw) for uid, raw in data["claims"].items()}
+        seq = int(data.get("seq", 0)) if doc["version"] >= 2 else 0
+        self._snapshot_seq = seq
+        records = _parse_log(log_bytes, self.log_path.name) if doc["version"] >= 2 else []
+        for rec in records:
+            if rec["seq"] <= seq:
+                continue  # already folded into the snapshot
+            if rec["seq"] != seq + 1:
+                raise CheckpointError(f"{self.log_path.name}: seq {rec['seq']} follows {seq}")
+            seq = rec["seq"]
+            if rec["op"] == "put":
+                claims[rec["uid"]] = claim_from_json(rec["uid"], rec["claim"])
+            else:
+                claims.pop(rec["uid"], None)
+        self._seq = seq
+        self._log_records = len(records)
+        return claims, data.get("bootID")
+
     def _move_aside(self, why: str) -> Loaded:
-        aside = self.path.with_name(
-            f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-        )
+        stamp = f"corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        aside = self.path.with_name(f"{self.path.name}.{stamp}")
         try:
-            os.replace(self.path, aside)
+            if self.path.exists():
+                os.replace(self.path, aside)
+            if self.log_path.exists():
+                os.replace(self.log_path, self.log_path.with_name(f"{self.log_path.name}.{stamp}"))
             fsync_dir(self.path.parent)
         except OSError as e:
             return Loaded({}, "corrupt", detail=f"{why}; could not move it aside: {e}")
+        self._seq = self._snapshot_seq = self._log_records = 0
         return Loaded({}, "corrupt", detail=why, moved_to=aside)

@@ -36,8 +36,28 @@ app.kubernetes.io/component: kubelet-plugin
 {{- end -}}
 {{- end -}}
 
+{{/* image.tag may be a number (`--set image.tag=1`): toString before defaulting. */}}
 {{- define "carve.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion (toString (.Values.image.tag | default ""))) -}}
+{{- end -}}
+
+{{/* The strategy rules (--strategy): plugin.strategyRules joined with commas when set (the list form needs no
+`\,` under --set), else plugin.strategy. */}}
+{{- define "carve.strategy" -}}
+{{- if .Values.plugin.strategyRules -}}
+{{- $rules := list -}}
+{{- range .Values.plugin.strategyRules }}{{ $rules = append $rules (toString . | trim) }}{{ end -}}
+{{- join "," $rules -}}
+{{- else -}}
+{{- toString .Values.plugin.strategy -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether to render a ServiceMonitor/PodMonitor: metrics.serviceMonitor.enabled true, or "auto" and the
+cluster serves monitoring.coreos.com/v1 (the Prometheus Operator's CRDs). */}}
+{{- define "carve.monitor" -}}
+{{- $m := .Values.metrics.serviceMonitor.enabled -}}
+{{- if or (eq (toString $m) "true") (and (eq (toString $m) "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1")) -}}true{{- end -}}
 {{- end -}}
 
 {{/* --plugin-dir: default /var/lib/kubelet/plugins/<driverName>. */}}

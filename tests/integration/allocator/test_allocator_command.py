@@ -149,3 +149,32 @@ def test_claims_files_without_any_claim_are_bad_input(tmp_path):
     r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", write(tmp_path, "c.yaml", CLASS),
               "--claims", write(tmp_path, "k.yaml", CLASS))
     assert r.returncode == 2 and "no ResourceClaim" in r.stderr
+
+
+def test_a_malformed_claim_fails_alone_and_the_others_are_allocated(tmp_path):
+    bad = claim("bad", "1Gi")
+    bad["spec"]["devices"]["constraints"] = [{"matchAttribute": 5}]
+    r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", write(tmp_path, "c.yaml", CLASS),
+              "--claims", write(tmp_path, "k.yaml", bad, claim("ok", "1Gi")))
+    assert r.returncode == 2, r.stderr
+    named = "k.yaml document 1: ResourceClaim default/bad: spec.devices.constraints[0].matchAttribute"
+    assert named in r.stderr
+    out = {c["metadata"]["name"]: c for c in yaml.safe_load(r.stdout)["items"]}
+    assert "allocation" in out["ok"]["status"]
+    assert out["bad"]["metadata"]["annotations"]["allocate.carve.dev/reason"].startswith("invalid claim: ")
+
+
+def test_a_json_claim_list_with_one_claim_nested_thousands_deep_still_allocates_the_rest(tmp_path):
+    deep = claim("deep", "1Gi")
+    deep["spec"]["devices"]["config"] = [{"opaque": {"driver": "x", "parameters": {"p": 0}}}]
+    items = [json.dumps(claim("ok", "1Gi")),
+             json.dumps(deep).replace('{"p": 0}', "[" * 5000 + "]" * 5000)]
+    path = tmp_path / "k.json"
+    path.write_text('{"apiVersion": "v1", "kind": "List", "items": [' + ",".join(items) + "]}")
+    r = carve("--slices", write(tmp_path, "s.yaml", SLICE), "--classes", write(tmp_path, "c.yaml", CLASS),
+              "--claims", str(path))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert "(ResourceClaim deep): nested deeper than" in r.stderr
+    out = {c["metadata"]["name"]: c for c in yaml.safe_load(r.stdout)["items"]}
+    assert "allocation" in out["ok"]["status"] and "status" not in out["deep"]

@@ -22,6 +22,10 @@ from driver.simulate.cluster import device_classes
         (["--lease-duration", "1"], "--lease-duration 1: must be 2..3600 seconds"),
         (["--metrics-addr", "8080"], "--metrics-addr '8080': expected [host]:port"),
         (["--split-count", "0"], "--split-count: settings.split_count: 0 is not in 1..100"),
+        (
+            ["--plugin-strategy", "0=mig,1=turbo"],
+            "--plugin-strategy '0=mig,1=turbo': '1=turbo': unknown strategy",
+        ),
     ],
 )
 def test_bad_flags_are_usage_errors(args, message, capsys) -> None:

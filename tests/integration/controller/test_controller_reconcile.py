@@ -198,3 +198,19 @@ def test_the_event_also_goes_to_the_pod_the_claim_is_for(cluster, api, stop) -> 
     assert events[0]["involvedObject"]["uid"] == "pod-uid-1"
     assert events[0]["message"] == events[1]["message"] and "ns/llm-gpu-x1" in events[0]["message"]
     assert {e["metadata"]["namespace"] for e in events} == {"ns"}
+
+
+def test_a_malformed_claim_gets_a_warning_event_once_and_the_others_are_planned(cluster, api, stop) -> None:
+    bad = claim(mig("3g.40gb"), name="broken")
+    bad["spec"]["devices"]["requests"] = "x"
+    cluster.put_claim(bad)
+    cluster.put_claim(claim(mig("3g.40gb"), name="wants-mig"))
+    r = _reconciler(api, stop)
+    plan = r.reconcile_once()
+    assert [(c.node, c.index, c.to_strategy) for c in plan.changes] == [("node-a", 0, "mig")]
+    r.reconcile_once()  # a second round does not repeat the Event for the same version of the claim
+    warnings = [e for e in cluster.objects.list("events") if e["reason"] == "InvalidClaim"]
+    assert [(e["involvedObject"]["name"], e["type"]) for e in warnings] == [("broken", "Warning")]
+    expected = "ResourceClaim ns/broken: spec.devices.requests: expected a list, got str 'x'"
+    assert warnings[0]["message"] == expected
+    assert r.problems == [warnings[0]["message"]]

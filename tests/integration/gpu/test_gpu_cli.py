@@ -84,11 +84,13 @@ def test_slices_json_with_split_count(fake_gpu_env):
     assert [d["name"] for d in doc["items"][0]["spec"]["devices"]] == [f"gpu-0-slot-{k}" for k in range(4)]
 
 
-def test_mig_on_a_t4_names_the_gpu(fake_gpu_env):
-    line = one_line_error(
-        carve("slices", "--node-name", "n1", "--gpus", MIXED, "--strategy", "mig", env=fake_gpu_env())
+def test_a_rule_for_a_gpu_the_node_lacks_is_a_warning(fake_gpu_env):
+    # One value serves every node: an index or model this node does not have is not an error (issue 18).
+    proc = carve(
+        "slices", "--node-name", "n1", "--gpus", MIXED, "--strategy", "5=soft,*B200*=mig", env=fake_gpu_env()
     )
-    assert "gpu-2 (Tesla T4) has no MIG support" in line
+    assert proc.returncode == 0, proc.stderr
+    assert "rule '5=soft' matches no GPU" in proc.stderr and "rule '*B200*=mig' matches no GPU" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -96,7 +98,6 @@ def test_mig_on_a_t4_names_the_gpu(fake_gpu_env):
     [
         (["--gpus", "fake:2xA100-80GB,1xQ9000"], "unknown GPU model 'Q9000'"),
         (["--gpus", MIXED, "--strategy", "0=mig;1=soft"], "'0=mig;1=soft'"),
-        (["--gpus", MIXED, "--strategy", "5=soft"], "no GPU with index 5"),
         (["--gpus", MIXED, "--k8s-version", "1.29"], "unsupported Kubernetes version '1.29'"),
         (["--gpus", MIXED, "--split-count", "0"], "split_count"),
         (["--gpus", MIXED, "--generation", "-1"], "pool generation -1: must not be negative"),
@@ -137,3 +138,33 @@ def test_without_nvml_inspect_says_so_and_suggests_fake_gpus():
     assert "NVML (libnvidia-ml.so.1) not found" in line and "--gpus fake:" in line
     line = one_line_error(carve("slices", "--node-name", "n1", env=env))
     assert "--gpus fake:" in line
+
+
+def test_slices_with_one_strategy_for_a_mixed_node_show_the_fallback(fake_gpu_env):
+    proc = carve(
+        "slices",
+        "--node-name",
+        "n1",
+        "--gpus",
+        "fake:1xT4,1xA100-80GB",
+        "--strategy",
+        "mig",
+        "-o",
+        "json",
+        env=fake_gpu_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    types: dict[str, set[str]] = {}
+    for s in json.loads(proc.stdout)["items"]:
+        for d in s["spec"]["devices"]:
+            a = {k: next(iter(v.values())) for k, v in d["attributes"].items()}
+            types.setdefault(a["productName"], set()).add(a["type"])
+    assert types == {"Tesla T4": {"vgpu"}, "NVIDIA A100-SXM4-80GB": {"gpu", "mig"}}
+    assert "gpu-0 (Tesla T4) has no MIG support: rule 'mig' gives mig" in proc.stderr
+    assert "--fallback-strategy soft" in proc.stderr
+
+
+def test_slices_refuse_a_malformed_rule_naming_it(fake_gpu_env):
+    proc = carve("slices", "--gpus", MIXED, "--strategy", "*A100*=mig,T4=mg", env=fake_gpu_env())
+    assert proc.returncode == 2
+    assert "'T4=mg': unknown strategy 'mg'" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -195,6 +195,7 @@ def test_failed_binding_removes_the_record(cluster):
         ("/prioritize", b'{"Pod": {}}', "NodeNames or Nodes"),
         ("/bind", b'{"PodName": "p"}', "PodNamespace"),
         ("/bind", b"\xff\xfe", "not JSON"),
+        ("/filter", b'{"Pod": ' + b"[" * 5000 + b"]" * 5000 + b"}", "body: nested deeper than"),
     ],
 )
 def test_malformed_input_is_400_with_a_message(cluster, path, raw, fragment):

@@ -136,7 +136,9 @@ def assert_exact(calls: dict, grants: dict) -> None:
 def test_device_plugin_role_is_exactly_its_calls(recorded):
     calls = used(recorded.requests, "plugin")
     assert_exact(calls, granted(render(*ON), ("-legacy-device-plugin",)))
-    assert ("", "nodes", "patch") in calls and ("", "configmaps", "get") in calls
+    assert ("", "nodes", "patch") in calls and ("", "configmaps", "list") in calls
+    # it reads no pod, of any namespace: PodResources and its node's records are enough
+    assert not any(resource == "pods" for _g, resource, _v in calls)
 
 
 def test_extender_roles_are_exactly_its_calls(recorded):

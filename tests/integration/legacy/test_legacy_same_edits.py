@@ -4,6 +4,7 @@ the same env, mounts and device nodes, up to the claim's own uid and directory."
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from support.legacy_node import LegacyNode, gpu_pod
 
@@ -73,8 +74,11 @@ def dra_edits(node: LegacyNode, memory_mib: int, cores: int) -> tuple[str, dict]
 
 
 def normalised(edits: dict, uid: str, claim_dir: str) -> dict:
+    claims_dir = str(Path(claim_dir).parent)  # in CARVE_LIMITS_SOURCE: where the claims' directories are
+
     def fix(text: str) -> str:
-        return re.sub(re.escape(claim_dir), "<claim-dir>", text).replace(uid, "<uid>")
+        text = re.sub(re.escape(claim_dir), "<claim-dir>", text).replace(uid, "<uid>")
+        return re.sub(re.escape(claims_dir) + r"\b", "<claims-dir>", text)
 
     return {
         "env": sorted(fix(e) for e in edits["env"]),

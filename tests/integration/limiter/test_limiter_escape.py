@@ -1,6 +1,7 @@
 """A container cannot lift its quota from the inside.
 
-Not as root: writing, deleting or replacing its writable region, forging a limits file of its own,
+Not as root: writing, deleting or replacing its writable region, forging a limits file of its own (even on
+a read-only mount the pod spec made: only the plugin's own mount of its claims directory is trusted),
 rewriting its environment before the first CUDA call, or starting a child with a cleared environment. The
 limits come only from the plugin's limits file, mounted read-only; a missing or malformed one fails closed.
 A driver that looks up its own entry points neither reaches the hooks nor disturbs the limiter.
@@ -23,6 +24,7 @@ import pytest
 from limiter_harness import CLIENT, LIMITER, REPO, write_claim
 
 from driver.limits import ClaimLimits, DeviceLimit, create_region, limits_path_for, write_limits
+from driver.limits.mounts import limits_source
 
 MIB = 1 << 20
 UID = "0f0e0d0c-claim"
@@ -103,13 +105,20 @@ def require_mount_namespace() -> None:
         pytest.fail("these tests build the plugin's read-only mounts: they need root and unshare -m")
 
 
-def contained(c, tmp_path, attack: str, alloc: int, **env: str) -> subprocess.CompletedProcess:
-    """Mount the claim as the plugin does, run `attack` as root inside, then allocate `alloc` bytes with an
-    environment that asks for no limit at all."""
+def contained(
+    c, tmp_path, attack: str, alloc: int, pod_mounts: str = "", **env: str
+) -> subprocess.CompletedProcess:
+    """Mount the claim as the plugin does (CARVE_LIMITS_SOURCE as its CDI spec sets it), make the pod's own
+    mounts (`pod_mounts`: shell, run in the namespace as the runtime would for the pod spec's volumes), run
+    `attack` as root inside, then allocate `alloc` bytes with an environment that asks for no limit at all."""
     uuid = json.loads(c.run("uuids").stdout)[0]
-    host = tmp_path / "plugin-claim"
+    claims = tmp_path / "claims"  # the plugin's <plugin-dir>/claims
+    host = claims / UID
     host.mkdir(parents=True)
     write_claim(host / "region", ClaimLimits((DeviceLimit(8 * MIB, 0, uuid=uuid),), f"{MOUNTED}/region"))
+    env.setdefault("CARVE_LIMITS_SOURCE", limits_source(claims))
+    if env["CARVE_LIMITS_SOURCE"] == "":
+        del env["CARVE_LIMITS_SOURCE"]
     script = tmp_path / "attack.py"
     attack = attack.format(region=f"{MOUNTED}/region", limits=f"{MOUNTED}/limits/limits", uuid=uuid)
     script.write_text(TRY + attack)
@@ -123,6 +132,7 @@ def contained(c, tmp_path, attack: str, alloc: int, **env: str) -> subprocess.Co
         f"mount -t tmpfs tmpfs /run && mkdir -p {MOUNTED}/limits && touch {MOUNTED}/region && "
         f"mount --bind {host}/region {MOUNTED}/region && "
         f"mount --bind {host}/limits {MOUNTED}/limits && mount -o remount,bind,ro {MOUNTED}/limits && "
+        f"{pod_mounts.format(uuid=uuid) + ' && ' if pod_mounts else ''}"
         f'env -u LD_PRELOAD "{sys.executable}" "{script}" && exec "{CLIENT}" alloc {alloc}'
     )
     return subprocess.run(
@@ -246,3 +256,64 @@ def test_the_drivers_lookups_of_its_own_entry_points_get_the_driver_not_the_hook
     assert out.returncode == 0, out.stderr
     # the application gets the hook; the driver, both times, its own function; the quota still holds
     assert out.stdout.split() == ["lookups", "1", "1", "1", "rc", "2"], out.stderr
+
+
+def forged_limits(tmp_path, uuid: str, memory: int) -> str:
+    """A limits directory the pod brings (a configMap, a volume), naming the claim's GPU with `memory`, and
+    a region file beside it (copied into the pod's writable /var/run/carve/000-forged/ by POD_MOUNTS)."""
+    forged = tmp_path / "forged" / "limits"
+    forged.mkdir(parents=True, exist_ok=True)
+    limits = ClaimLimits((DeviceLimit(memory, 0, uuid=uuid),), "/x")
+    write_limits(forged / "limits", limits)
+    create_region(forged.parent / "region", limits)
+    return str(forged)
+
+
+# The pod's own read-only mounts of a limits directory at /var/run/carve/000-forged/limits (named before
+# the claim, so the limiter meets it first): how a pod spec can make one without any capability.
+POD_MOUNTS = {
+    # a readOnly volumeMount of a directory on the node's disk: the plugin's device, another root
+    "read-only-volume": "mkdir -p /run/carve/000-forged/limits"
+    " && cp {forged}/../region /run/carve/000-forged/"
+    " && mount --bind {forged} /run/carve/000-forged/limits"
+    " && mount -o remount,bind,ro /run/carve/000-forged/limits",
+    # a memory emptyDir whose subPath copies the plugin's path: the plugin's root, another device
+    "tmpfs-subpath": "mkdir -p /mnt/vol && mount -t tmpfs tmpfs /mnt/vol"
+    " && mkdir -p /mnt/vol{claims}/000-forged && cp -r {forged} /mnt/vol{claims}/000-forged/"
+    " && mkdir -p /run/carve/000-forged/limits && cp {forged}/../region /run/carve/000-forged/"
+    " && mount --bind /mnt/vol{claims}/000-forged/limits /run/carve/000-forged/limits"
+    " && mount -o remount,bind,ro /run/carve/000-forged/limits",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(POD_MOUNTS))
+def test_a_read_only_mount_the_pod_made_is_not_trusted(claim, tmp_path, kind):
+    # A process that dropped CARVE_REGION (keeping the rest of the CDI environment) has no primary claim:
+    # the limiter meets the pod's forged limits first. On a read-only mount with the right mode it used to
+    # be "trusted" and lift the quota; only the plugin's own mount is trusted now.
+    require_mount_namespace()
+    c = claim()
+    uuid = json.loads(c.run("uuids").stdout)[0]
+    forged = forged_limits(tmp_path, uuid, 0)  # no memory limit
+    mounts = POD_MOUNTS[kind].format(forged=forged, claims=str(tmp_path / "claims"), uuid="{uuid}")
+    out = contained(c, tmp_path, "pass", 9 * MIB, pod_mounts=mounts, CARVE_REGION="")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "2", out.stderr  # OUT_OF_MEMORY: the plugin's 8 MiB hold
+
+
+def test_the_plugins_own_mount_is_trusted_over_a_tighter_file_of_the_pods(claim, tmp_path):
+    # The pod's own (writable) limits directory names the GPU with 4 MiB; the plugin's mount says 8 MiB.
+    # Trusted, the plugin's wins: 6 MiB fits. (Were the plugin's mount not recognised, the tightest of the
+    # untrusted files would hold: 4 MiB.)
+    require_mount_namespace()
+    c = claim()
+    uuid = json.loads(c.run("uuids").stdout)[0]
+    forged = forged_limits(tmp_path, uuid, 4 * MIB)
+    mounts = f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"
+    out = contained(c, tmp_path, "pass", 6 * MIB, pod_mounts=mounts, CARVE_REGION="")
+    assert out.stdout.strip() == "0", out.stderr
+    # without the plugin's anchor (a process that cleared its environment) the tightest file holds
+    blind = contained(
+        c, tmp_path / "blind", "pass", 6 * MIB, pod_mounts=mounts, CARVE_REGION="", CARVE_LIMITS_SOURCE=""
+    )
+    assert blind.stdout.strip() == "2", blind.stderr

@@ -3,8 +3,10 @@ claim, `corePolicy: disable` never throttles, the busy-neighbour threshold, and 
 and without a busy high-priority neighbour.
 
 Every scenario is two (or one) saturating launch loops on their own fake GPU; all run concurrently in one
-module fixture, so the suite pays the measurement window once. The limits files are written as the plugin
-writes them (driver/plugin/enforcement/regions.py decides the effective shares and the neighbour marks).
+module fixture, so the suite pays the measurement window once. A scenario whose clients waited for a CPU
+is measured again (cpu_starvation.py says why the occupancy is not valid then). The limits files are
+written as the plugin writes them (driver/plugin/enforcement/regions.py decides the effective shares and
+the neighbour marks).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cpu_starvation import RunQueueWatch, measure
 from limiter_harness import Claim, require_native
 
 from driver.plugin.enforcement.regions import ClaimRegion, effective_shares
@@ -23,56 +26,74 @@ GRID = 80
 KERNEL_NS = 1_000_000
 
 
+# name: (the fake GPU it shares, its limits); scenarios on one fake GPU form a group, measured together
+SCENARIOS: dict[str, tuple[str, dict[str, object]]] = {
+    # a 60% reservation next to a best-effort claim (cores: 0) that saturates the GPU
+    "reserved": ("a", dict(cores=60)),
+    "best_effort": ("a", dict(cores=0)),
+    # corePolicy: disable with a busy neighbour: never throttled, whatever the share says
+    "disable": ("b", dict(cores=30, core_policy="disable")),
+    "neighbour_of_disable": ("b", {}),
+    # the busy-neighbour threshold (5% of SM time): a neighbour held at 3% is idle, one at 12% is busy
+    "beside_quiet": ("c", dict(cores=30)),
+    "quiet": ("c", dict(cores=3, core_policy="force")),
+    "beside_busy": ("d", dict(cores=30)),
+    "busy": ("d", dict(cores=12, core_policy="force")),
+    # low priority, marked as sharing its GPU with a high-priority claim that is idle: it bursts
+    "low_alone": ("e", dict(cores=50, priority="low")),
+    # low priority next to a busy neighbour that is not high priority (no mark): it keeps its share
+    "low_unmarked": ("f", dict(cores=50, priority="low")),
+    "low_neighbour": ("f", dict(priority="low")),
+    # the plugin writes a best-effort claim's share while it runs (a reservation arrived on its GPU)
+    "late_reserved": ("g", dict(cores=60)),
+    "late_best_effort": ("g", dict(cores=0)),
+}
+GPU = "GPU-shared-by-reserved-and-best-effort"
+
+
 def _claim(root: Path, name: str, state: str, **limits: object) -> Claim:
     d = root / name
-    d.mkdir()
+    d.mkdir(parents=True)
     c = Claim(tmp=d, gpus="1xT4", state=root / f"{state}.state")
     return c.create(**limits)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    require_native()
-    root = tmp_path_factory.mktemp("shares")
-    plan = {
-        # a 60% reservation next to a best-effort claim (cores: 0) that saturates the GPU
-        "reserved": _claim(root, "reserved", "a", cores=60),
-        "best_effort": _claim(root, "best_effort", "a", cores=0),
-        # corePolicy: disable with a busy neighbour: never throttled, whatever the share says
-        "disable": _claim(root, "disable", "b", cores=30, core_policy="disable"),
-        "neighbour_of_disable": _claim(root, "nb_b", "b"),
-        # the busy-neighbour threshold (5% of SM time): a neighbour held at 3% is idle, one at 12% is busy
-        "beside_quiet": _claim(root, "beside_quiet", "c", cores=30),
-        "quiet": _claim(root, "quiet", "c", cores=3, core_policy="force"),
-        "beside_busy": _claim(root, "beside_busy", "d", cores=30),
-        "busy": _claim(root, "busy", "d", cores=12, core_policy="force"),
-        # low priority, marked as sharing its GPU with a high-priority claim that is idle: it bursts
-        "low_alone": _claim(root, "low_alone", "e", cores=50, priority="low"),
-        # low priority next to a busy neighbour that is not high priority (no mark): it keeps its share
-        "low_unmarked": _claim(root, "low_unmarked", "f", cores=50, priority="low"),
-        "low_neighbour": _claim(root, "low_nb", "f", priority="low"),
-        # the plugin writes a best-effort claim's share while it runs (a reservation arrived on its GPU)
-        "late_reserved": _claim(root, "late_reserved", "g", cores=60),
-        "late_best_effort": _claim(root, "late_best_effort", "g", cores=0),
-    }
-    gpu = "GPU-shared-by-reserved-and-best-effort"
-    shares = effective_shares(
-        [ClaimRegion("reserved", "high", (gpu,), (60,)), ClaimRegion("best_effort", "high", (gpu,), (0,))]
+def _shares() -> dict[tuple[str, int], int]:
+    return effective_shares(
+        [ClaimRegion("reserved", "high", (GPU,), (60,)), ClaimRegion("best_effort", "high", (GPU,), (0,))]
     )
-    assert shares == {("reserved", 0): 60, ("best_effort", 0): 40}
-    plan["best_effort"].rewrite_limits(shares=(shares[("best_effort", 0)],))
-    plan["low_alone"].rewrite_limits(high_neighbours=(1,))
+
+
+def _run(names: list[str], root: Path) -> tuple[dict[str, dict], RunQueueWatch]:
+    plan = {n: _claim(root, n, SCENARIOS[n][0], **SCENARIOS[n][1]) for n in names}
+    if "best_effort" in plan:
+        plan["best_effort"].rewrite_limits(shares=(_shares()[("best_effort", 0)],))
+    if "low_alone" in plan:
+        plan["low_alone"].rewrite_limits(high_neighbours=(1,))
     procs = {name: c.popen("launch", str(SECONDS), str(GRID), str(KERNEL_NS)) for name, c in plan.items()}
+    watch = RunQueueWatch(procs)
     start = time.monotonic()
     time.sleep(1.0)
-    plan["late_best_effort"].rewrite_limits(shares=(40,))
+    if "late_best_effort" in plan:
+        plan["late_best_effort"].rewrite_limits(shares=(40,))
     out = {}
     for name, p in procs.items():
         stdout, _ = p.communicate(timeout=60)
         assert p.returncode == 0, f"{name}: client failed"
         out[name] = json.loads(stdout.strip().splitlines()[-1])
+    watch.join()
     assert time.monotonic() - start < 60
-    return out
+    return out, watch
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    require_native()
+    assert _shares() == {("reserved", 0): 60, ("best_effort", 0): 40}
+    groups: dict[str, list[str]] = {}
+    for name, (state, _) in SCENARIOS.items():
+        groups.setdefault(state, []).append(name)
+    return measure(groups, _run, tmp_path_factory.mktemp("shares"))
 
 
 def test_reserved_cores_hold_next_to_a_saturating_best_effort_claim(runs):

@@ -2,7 +2,7 @@
 and a large GPU, under each core policy, and follows a live change of the share.
 
 All scenarios run concurrently in one module fixture (each on its own fake GPU state), so the suite pays the
-5 s measurement window once.
+5 s measurement window once; a scenario whose clients waited for a CPU is measured again (cpu_starvation.py).
 """
 
 from __future__ import annotations
@@ -12,57 +12,76 @@ import time
 from pathlib import Path
 
 import pytest
+from cpu_starvation import RunQueueWatch, measure
 from limiter_harness import Claim, require_native
 
 TOLERANCE = 5
 KERNEL_NS = 1_000_000  # 1 ms per wave: few enough kernels that the fake GPU's ring covers the whole window
 
 
+T4, H100 = "1xT4", "1xH100-80GB"
+FORCE = dict(cores=30, core_policy="force")
+# name: (fake GPU model, the fake GPU it shares, limits, seconds, grid, launch path); scenarios sharing a
+# fake GPU form a group, measured together
+SCENARIOS: dict[str, tuple[str, str, dict[str, object], int, int, str]] = {
+    "force_t4": (T4, "a", FORCE, 5, 80, "kernel"),
+    "force_h100": (H100, "b", FORCE, 5, 264, "kernel"),
+    "graph": (T4, "c", FORCE, 5, 80, "graph"),
+    "coop": (T4, "d", FORCE, 5, 80, "coop"),
+    "ex": (H100, "e", FORCE, 5, 264, "ex"),
+    "default_alone": (T4, "f", dict(cores=30), 3, 80, "kernel"),
+    "default_neighbour": (T4, "g", dict(cores=30), 5, 80, "kernel"),
+    "neighbour_of_default": (T4, "g", dict(memory=0), 5, 80, "kernel"),
+    "force_neighbour": (T4, "h", FORCE, 5, 80, "kernel"),
+    "neighbour_of_force": (T4, "h", dict(memory=0), 5, 80, "kernel"),
+    "live": (T4, "i", FORCE, 4, 80, "kernel"),
+    "low": (T4, "j", dict(cores=50, priority="low"), 5, 80, "kernel"),
+    "high_of_low": (T4, "j", dict(memory=0), 5, 80, "kernel"),
+}
+
+
 def _claim(root: Path, name: str, gpus: str, state: str, **limits: object) -> Claim:
     d = root / name
-    d.mkdir()
+    d.mkdir(parents=True)
     c = Claim(tmp=d, gpus=gpus, state=root / f"{state}.state")
     if limits:
         c.create(**limits)
     return c
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    require_native()
-    root = tmp_path_factory.mktemp("throttle")
-    t4, h100 = "1xT4", "1xH100-80GB"
-    force = dict(cores=30, core_policy="force")
-    # name: (claim, seconds, grid, launch path); claims that share a `state` share one fake GPU
-    plan = {
-        "force_t4": (_claim(root, "force_t4", t4, "a", **force), 5, 80, "kernel"),
-        "force_h100": (_claim(root, "force_h100", h100, "b", **force), 5, 264, "kernel"),
-        "graph": (_claim(root, "graph", t4, "c", **force), 5, 80, "graph"),
-        "coop": (_claim(root, "coop", t4, "d", **force), 5, 80, "coop"),
-        "ex": (_claim(root, "ex", h100, "e", **force), 5, 264, "ex"),
-        "default_alone": (_claim(root, "default_alone", t4, "f", cores=30), 3, 80, "kernel"),
-        "default_neighbour": (_claim(root, "default_nb", t4, "g", cores=30), 5, 80, "kernel"),
-        "neighbour_of_default": (_claim(root, "nb_g", t4, "g", memory=0), 5, 80, "kernel"),
-        "force_neighbour": (_claim(root, "force_nb", t4, "h", **force), 5, 80, "kernel"),
-        "neighbour_of_force": (_claim(root, "nb_h", t4, "h", memory=0), 5, 80, "kernel"),
-        "live": (_claim(root, "live", t4, "i", **force), 4, 80, "kernel"),
-        "low": (_claim(root, "low", t4, "j", cores=50, priority="low"), 5, 80, "kernel"),
-        "high_of_low": (_claim(root, "high", t4, "j", memory=0), 5, 80, "kernel"),
-    }
-    plan["low"][0].rewrite_limits(high_neighbours=(1,))  # the plugin: a high-priority claim shares this GPU
+def _run(names: list[str], root: Path) -> tuple[dict[str, dict], RunQueueWatch]:
+    plan = {}
+    for n in names:
+        gpus, state, limits, _, _, _ = SCENARIOS[n]
+        plan[n] = _claim(root, n, gpus, state, **limits)
+    if "low" in plan:
+        plan["low"].rewrite_limits(high_neighbours=(1,))  # the plugin: a high-priority claim shares this GPU
     procs = {}
     start = time.monotonic()
-    for name, (c, secs, grid, how) in plan.items():
+    for name, c in plan.items():
+        _, _, _, secs, grid, how = SCENARIOS[name]
         path = [how] if how != "kernel" else []
         procs[name] = c.popen("launch", str(secs), str(grid), str(KERNEL_NS), *path)
+    watch = RunQueueWatch(procs)
     time.sleep(max(0.0, 2.0 - (time.monotonic() - start)))
-    plan["live"][0].rewrite_limits(shares=(60,))  # the plugin changes a running claim's share
+    if "live" in plan:
+        plan["live"].rewrite_limits(shares=(60,))  # the plugin changes a running claim's share
     out = {}
     for name, p in procs.items():
         stdout, _ = p.communicate(timeout=60)
         assert p.returncode == 0, f"{name}: client failed"
         out[name] = json.loads(stdout.strip().splitlines()[-1])
-    return out
+    watch.join()
+    return out, watch
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    require_native()
+    groups: dict[str, list[str]] = {}
+    for name, scenario in SCENARIOS.items():
+        groups.setdefault(scenario[1], []).append(name)
+    return measure(groups, _run, tmp_path_factory.mktemp("throttle"))
 
 
 def near(value: float, target: float) -> bool:

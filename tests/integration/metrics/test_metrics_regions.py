@@ -180,6 +180,7 @@ def test_the_nvml_cross_check_is_exported(claims_dir):
         over_share=[OverShare("u1", "GPU-1", 72, 30, "force", (12,))],
         soft_gpus=("GPU-1", "GPU-2"),
         kills=3,
+        unattributed=["u1"],
     )
     r = PluginMetrics(lambda: PluginState(True, [soft], claims_dir, findings=findings)).registry
     assert r.get_sample_value("carve_unenforced_processes", {"gpu_uuid": "GPU-1"}) == 2
@@ -190,3 +191,5 @@ def test_the_nvml_cross_check_is_exported(claims_dir):
     assert r.get_sample_value("carve_claim_sm_over_share_percent", over) == 72 - 30
     assert r.get_sample_value("carve_claim_sm_over_share_percent", {**over, "gpu_uuid": "GPU-2"}) is None
     assert r.get_sample_value("carve_enforcement_kills_total") == 3
+    claim = {"claim_namespace": "ml", "claim_name": "train", "claim_uid": "u1"}
+    assert r.get_sample_value("carve_claim_unattributed", claim) == 1

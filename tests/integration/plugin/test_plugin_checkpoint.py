@@ -77,3 +77,21 @@ def test_reload_if_changed_sees_only_other_writers_and_never_moves_a_bad_file(tm
     (tmp_path / "checkpoint.json").write_text("{not json")
     assert mine.reload_if_changed().status == "corrupt"
     assert (tmp_path / "checkpoint.json").read_text() == "{not json"  # left for the next start to handle
+
+
+def test_version_1_is_read_without_pods_and_written_back_as_version_2(tmp_path):
+    # a checkpoint of the plugin before claims recorded their pods (version 1: no "pods" per claim)
+    from driver.plugin.state.checkpoint import _checksum
+
+    path = tmp_path / "checkpoint.json"
+    claims = {"u1": {"namespace": "ns", "name": "c", "state": STATE_COMPLETED, "devices": []}}
+    data = {"bootID": "b", "claims": claims}
+    path.write_text(json.dumps({"version": 1, "checksum": _checksum(data), "data": data}))
+    cp = Checkpoint(path, "b")
+    loaded = cp.load()
+    assert loaded.status == "ok" and loaded.claims["u1"].pods == []
+    loaded.claims["u1"].pods = ["00000001-0000-4000-8000-000000000001"]
+    cp.save(loaded.claims)
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 2 and doc["data"]["claims"]["u1"]["pods"] == loaded.claims["u1"].pods
+    assert cp.load().claims == loaded.claims

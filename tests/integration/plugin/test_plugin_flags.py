@@ -26,7 +26,7 @@ def run_plugin(node: FakeNode, *extra: str, env: dict | None = None) -> subproce
     ("flag", "value", "expected"),
     [
         ("--strategy", "bogus", "unknown strategy 'bogus'"),
-        ("--strategy", "2=mig", "gpu-2 (Tesla T4) has no MIG support"),
+        ("--strategy", "*A100*=mig,T4;=soft", "'T4;=soft': selector 'T4;' is neither"),
         ("--healthz-addr", "nonsense", "--healthz-addr 'nonsense'"),
         ("--split-count", "0", "split_count: 0"),
         ("--soft-context-reserve", "lots", "--soft-context-reserve: 'lots' is not a Kubernetes quantity"),

@@ -12,6 +12,7 @@ from support.plugin_harness import NODE, result
 from test_plugin_mig import gpu_state, published, wait_for
 
 from driver import names
+from driver.cluster.base import Conflict, NotFound
 from driver.plugin.faults import PARTITIONING_POINTS
 
 PLURAL = "nodepartitionings"
@@ -25,11 +26,16 @@ def put_partitioning(node, *gpus: dict) -> dict:
         "metadata": {"name": NODE},
         "spec": {"gpus": list(gpus)},
     }
-    try:
-        current = node.cluster.get_object(PLURAL, NODE)
-    except Exception:
-        return node.cluster.create_object(PLURAL, obj)
-    return node.cluster.update_object(PLURAL, {**current, "spec": obj["spec"]})
+    for _ in range(5):  # the plugin writes the status meanwhile: read again, as a controller would
+        try:
+            current = node.cluster.get_object(PLURAL, NODE)
+        except NotFound:
+            return node.cluster.create_object(PLURAL, obj)
+        try:
+            return node.cluster.update_object(PLURAL, {**current, "spec": obj["spec"]})
+        except Conflict:
+            continue
+    raise AssertionError(f"{PLURAL} {NODE}: five conflicts in a row")
 
 
 def status(node) -> dict:

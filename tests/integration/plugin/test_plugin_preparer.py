@@ -277,13 +277,19 @@ def test_unexpected_exception_is_an_internal_error_for_that_claim(world, caplog)
     assert p.prepare([ref])[ref.uid].error == ""
 
 
+def lose_checkpoint(plugin_dir) -> None:
+    """The whole checkpoint gone: its snapshot and its log."""
+    (plugin_dir / "checkpoint.json").unlink()
+    (plugin_dir / "checkpoint.log").unlink(missing_ok=True)
+
+
 def test_lost_checkpoint_is_rebuilt_from_cdi_specs_and_mig_state(world, tmp_path):
     cluster, mig, make = world
     p = make()
     recover(p)
     ref = put(cluster, "a", MIXED)
     before = p.prepare([ref])[ref.uid]
-    (tmp_path / "checkpoint.json").unlink()
+    lose_checkpoint(tmp_path)
     q = make()
     assert recover(q) == "missing"
     rebuilt = q.state[ref.uid]
@@ -413,7 +419,7 @@ def test_an_unreadable_cdi_spec_is_removed_when_rebuilding_the_checkpoint(world,
     recover(p)
     good, bad = put(cluster, "good", MIXED[1:]), put(cluster, "bad", MIXED[1:])
     assert {r.error for r in p.prepare([good, bad]).values()} == {""}
-    (tmp_path / "checkpoint.json").unlink()
+    lose_checkpoint(tmp_path)
     p.specs.path(bad.uid).write_text(content)
     q = make()
     assert recover(q) == "missing"
@@ -464,3 +470,18 @@ def test_a_corrupt_mig_journal_is_moved_aside_not_fatal(world, tmp_path):
     journal.write_text("{not json")
     assert recover(p) == "missing" and p.migs.journal.entries() == []
     assert list(journal.parent.glob("mig-journal.json.corrupt-*"))
+
+
+def test_prepare_records_the_pods_the_claim_is_reserved_for(world):
+    # the NVML cross-check gives a GPU process to a claim through these pods (its cgroup names its pod)
+    cluster, _mig, make = world
+    ref = put(cluster, "soft", MIXED[1:])
+    pod = "00000001-0000-4000-8000-000000000001"
+    stored = cluster.get_resource_claim("ns", "soft")
+    stored["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": pod}]
+    cluster.put_resource_claim(stored)
+    preparer = make()
+    recover(preparer)
+    assert preparer.prepare([ref])[ref.uid].error == ""
+    assert preparer.state[ref.uid].pods == [pod]
+    assert make().checkpoint.load().claims[ref.uid].pods == [pod]

@@ -9,6 +9,7 @@ import time
 
 from support.admission import AdmissionRequest, evaluators
 from support.apiserver_standin import ApiServerStandIn, Recorded
+from support.cgroups import pod_uid, write_cgroup
 from support.helm_render import NAMESPACE, RELEASE, SCENARIOS, render, rules_of
 from support.plugin_harness import NODE, PluginProcess, result
 from support.rbac import PUBLIC_PATHS, rbac_of
@@ -36,6 +37,9 @@ def test_rbac_of_maps_requests_like_the_api_server():
     )
     assert rbac_of(Recorded("GET", "/api/v1/nodes/n", {})) == ("", "nodes", "get")
     assert rbac_of(Recorded("GET", "/version", {})) == "/version"
+    # the namespaces collection is a resource like any other (the controller lists and watches it)
+    assert rbac_of(Recorded("GET", "/api/v1/namespaces", {})) == ("", "namespaces", "list")
+    assert rbac_of(Recorded("GET", "/api/v1/namespaces/ns", {})) == ("", "namespaces", "get")
 
 
 def _old_slice(k: int) -> dict:
@@ -102,13 +106,15 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
             plugin.stop()
         # The region watcher's NVML cross-check: a claim over its quota by NVML's count, seen on two passes
         # in a row, is reported as an Event on the claim through the plugin's own cluster client.
-        view = ClaimView(claim[2], "ml", "c", ("GPU-1",), (1 << 30,), frozenset({4242}))
+        view = ClaimView(claim[2], "ml", "c", ("GPU-1",), (1 << 30,), pods=frozenset({pod_uid(1)}))
+        write_cgroup(tmp_path, 4242, pod_uid(1))  # the claim's pod's process, by its cgroup
         stray = {"GPU-1": [GpuProcess(pid=4242, used_bytes=4 << 30)]}
         enforcer = Enforcer(NODE, seed, False, processes=lambda _gpus: stray, proc_root=tmp_path)
         for _ in range(2):
             enforcer.check([view], {claim[2]: ("ml", "c")})
         recorded = [rbac_of(r) for r in server.requests]
         slice_writes = [r for r in server.requests if "/resourceslices" in r.path and r.method != "GET"]
+        event_writes = [r for r in server.requests if r.path.endswith("/events") and r.method == "POST"]
 
     used = {r for r in recorded if isinstance(r, tuple)}
     assert {r for r in recorded if isinstance(r, str)} <= PUBLIC_PATHS
@@ -142,3 +148,31 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
         decision = policy.admit(request)
         assert decision.matched and decision.allowed and not decision.errors, (r.method, r.path, decision)
     assert {r.method for r in slice_writes} == {"POST", "PUT", "DELETE"}
+
+    # Its Events pass the chart's policy for them (about a ResourceClaim, from its node, carve's reasons);
+    # the same Event about another object, as another node, or with another reason does not.
+    events = evaluators(render())[f"{RELEASE}-plugin-events"]
+    node_extra = {"authentication.kubernetes.io/node-name": [NODE]}
+
+    def event_decision(body: dict, extra=node_extra):
+        namespace = body["metadata"]["namespace"]
+        request = AdmissionRequest(
+            "CREATE", "", "v1", "events", user, extra, object=body, namespace=namespace
+        )
+        return events.admit(request)
+
+    assert event_writes
+    for r in event_writes:
+        decision = event_decision(r.body)
+        assert decision.matched and decision.allowed and not decision.errors, (r.path, decision)
+    body = event_writes[0].body
+    forged = [
+        {**body, "involvedObject": {**body["involvedObject"], "kind": "Pod", "apiVersion": "v1"}},
+        {**body, "involvedObject": {**body["involvedObject"], "namespace": "kube-system"}},
+        {**body, "reason": "Killing"},
+        {**body, "source": {**body["source"], "host": "node-b"}},
+    ]
+    for f in forged:
+        decision = event_decision(f)
+        assert decision.matched and not decision.allowed, f
+    assert not event_decision(body, {"authentication.kubernetes.io/node-name": ["node-b"]}).allowed

@@ -238,3 +238,43 @@ def test_a_region_a_container_grew_is_cut_back_to_its_size(tmp_path, caplog):
         node.watcher().tick()
     assert region.stat().st_size == size
     assert [r.fields["uid"] for r in caplog.records if r.getMessage() == "regions.oversized"] == ["c"]
+
+
+def test_a_pod_that_joined_a_shared_claim_after_prepare_is_found_through_its_reserved_for(tmp_path):
+    # The kubelet prepares a claim once, for its first pod; a second pod sharing it runs a process the
+    # checkpoint's pods do not name. The watcher reads the claim's reservedFor again (rate-limited) and the
+    # process is the claim's before the cross-check's second pass could call it unenforced.
+    from support.cgroups import pod_uid, write_cgroup
+
+    from driver.cluster.local import LocalCluster
+    from driver.plugin.enforcement.crosscheck import GpuProcess
+    from driver.plugin.enforcement.enforcer import Enforcer
+
+    node = Node(tmp_path)
+    node.add("shared", "high", "GPU-A")
+    first, second = pod_uid(1), pod_uid(2)
+    node.state["shared"].pods = [first]
+    proc = tmp_path / "proc"
+    write_cgroup(proc, 10, first)
+    write_cgroup(proc, 20, second)
+    cluster = LocalCluster()
+    reserved = [{"resource": "pods", "name": n, "uid": u} for n, u in (("a", first), ("b", second))]
+    cluster.put_resource_claim(
+        {
+            "metadata": {"name": "shared", "namespace": "ns", "uid": "shared"},
+            "status": {"reservedFor": reserved},
+        }
+    )
+    procs = {"GPU-A": [GpuProcess(10, 1 << 20), GpuProcess(20, 1 << 20)]}
+    enforcer = Enforcer("n", cluster, False, processes=lambda _g: procs, proc_root=proc, utilization=None)
+    watcher = node.watcher(proc_root=proc, enforcer=enforcer, claims=cluster)
+    for _ in range(3):
+        watcher.tick()
+        assert enforcer.findings.unenforced == []
+    assert cluster.events == []
+    # without the API server to ask, the second pod's process is another pod's: reported from pass two
+    enforcer = Enforcer("n", None, False, processes=lambda _g: procs, proc_root=proc, utilization=None)
+    blind = node.watcher(proc_root=proc, enforcer=enforcer)
+    blind.tick()
+    blind.tick()
+    assert [u.pid for u in enforcer.findings.unenforced] == [20]

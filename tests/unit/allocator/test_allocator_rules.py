@@ -356,3 +356,25 @@ def test_a_claim_shape_that_found_no_room_is_tried_again_after_a_release():
     assert a.stats["searches_skipped"] == 1  # c's search was known to fail
     a.remove_allocated("ua")
     assert devices_of(a.allocate(claim("d", exactly("r")), node="n1")) == [("r", "n1", "g0")]
+
+
+def test_request_policy_steps_count_from_the_range_minimum_not_from_zero():
+    # min 1000, step 256: the valid amounts are 1000, 1256, 1512...; 1100 rounds up to 1256, which is
+    # on a step from the minimum (and not a multiple of 256, so steps from zero would refuse it).
+    policy = {"validRange": {"min": "1000", "step": "256", "max": "4000"}}
+    slices = [slice_("a", [dev("v0", "vgpu", memory="4000", multi=True, policy=policy)])]
+    out = allocate(claim("c", exactly("r", cls="vgpu", capacity={"memory": "1100"})), slices, CLASSES)
+    assert devices_of(out) == [("r", "n1", "v0")]
+    assert out["devices"]["results"][0]["consumedCapacity"] == {"memory": "1256"}
+
+
+def test_a_fully_qualified_attribute_overrides_its_bare_twin_in_cached_results():
+    # "b" has only the bare name; "a" has both spellings, and the later, qualified one (mig) is what
+    # selectors see. The result cached for b (type gpu) must not be reused for a.
+    b = dev("b")
+    a = dev("a")
+    a["attributes"]["gpu.carve.dev/type"] = {"string": "mig"}
+    slices = [slice_("s", [b, a])]
+    with pytest.raises(Unallocatable):
+        allocate(claim("c", exactly("r", count=2)), slices, CLASSES)
+    assert devices_of(allocate(claim("c", exactly("r", cls="mig")), slices, CLASSES)) == [("r", "n1", "a")]

@@ -158,3 +158,15 @@ def test_slices_never_exceed_limits(spec, strategy_choice, split_count, version)
         for g in gpus
     )
     assert len(devices) == expected
+
+
+def test_a_slice_filled_exactly_to_its_device_cap_is_not_split():
+    # 2 x 64 slots is exactly the 128 devices one slice may hold: one slice, not two.
+    cap = limits_for("1.34").max_devices
+    slices = build_slices("n1", fake_node("2xT4", "n1"), {0: "slots", 1: "slots"},
+                          Settings(split_count=cap // 2, soft_context_reserve=0), k8s_version="1.34")
+    assert [len(s["spec"]["devices"]) for s in slices] == [cap]
+    # and one device more than the cap spills the last GPU's slots into a second slice
+    over = build_slices("n1", fake_node("3xT4", "n1"), {0: "slots", 1: "slots", 2: "exclusive"},
+                        Settings(split_count=cap // 2, soft_context_reserve=0), k8s_version="1.34")
+    assert [len(s["spec"]["devices"]) for s in over] == [cap, 1]

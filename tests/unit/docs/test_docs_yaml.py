@@ -99,10 +99,21 @@ def check_fragment(doc: dict) -> None:
         pytest.fail(f"no check for this YAML block (keys {sorted(doc)}): add one to {__file__}")
 
 
+def check_mutation(entry: dict) -> None:
+    """A mutation entry: its file exists and its `original` text occurs exactly once there."""
+    assert {"id", "file", "original", "mutated", "tests"} <= set(entry), sorted(entry)
+    source = (REPO / entry["file"]).read_text()
+    assert source.count(entry["original"]) == 1, f"{entry['id']}: original must occur once in {entry['file']}"
+
+
 @pytest.mark.parametrize("text", blocks())
 def test_every_yaml_example_in_docs_is_valid(text: str) -> None:
     docs = [d for d in yaml.safe_load_all(text) if d is not None]
     assert docs, "an empty YAML block"
+    if len(docs) == 1 and isinstance(docs[0], list):  # entries of hack/mutations.yaml (docs/testing.md)
+        for entry in docs[0]:
+            check_mutation(entry)
+        return
     for doc in docs:
         assert isinstance(doc, dict), f"a YAML block that is not an object: {doc!r}"
         check_object(doc)

@@ -58,6 +58,8 @@ def test_every_rendered_object_is_valid_for_both_kubernetes_versions(scenario, k
         "Role",
         "RoleBinding",
         "PartitioningPolicy",
+        "Service",  # metrics (test_helm_operations.py)
+        "PodDisruptionBudget",  # the controller's two replicas
     }
     for obj in objects:
         if obj["apiVersion"].startswith("carve.dev/"):
@@ -295,7 +297,7 @@ def test_limiter_dir_outside_the_plugins_dir_gets_its_own_volume():
     "args, message",
     [
         (("--set", "plugin.gpu=nvml"), "additional properties 'gpu'"),
-        (("--set", "plugin.strategy=bogus"), "plugin/strategy"),
+        (("--set", "plugin.strategy=0=mig=soft"), "plugin/strategy"),
         (("--set", "plugin.gpus=cuda"), "plugin/gpus"),
         (("--set", "plugin.updateStrategy.rollingUpdate.maxSurge=1"), "maxSurge"),
         (("--set", "plugin.driverRoot=run/nvidia"), "plugin/driverRoot"),

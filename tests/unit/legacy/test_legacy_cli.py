@@ -47,3 +47,16 @@ def test_env_twin_sets_the_flag(monkeypatch, capsys):
     monkeypatch.setenv("CARVE_ADDR", "bogus")
     assert main(["scheduler-extender"]) == 2
     assert "--addr 'bogus'" in capsys.readouterr().err
+
+
+def test_the_extender_listens_on_loopback_unless_told_otherwise(monkeypatch):
+    # its HTTP API is unauthenticated: only the scheduler in the same pod may reach it by default
+    import argparse
+
+    from driver.legacy.extender.command import add_arguments
+
+    monkeypatch.delenv("CARVE_ADDR", raising=False)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args([]).addr == "127.0.0.1:8888"
+    assert parser.parse_args(["--addr", ":8888"]).addr == ":8888"

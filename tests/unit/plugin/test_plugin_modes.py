@@ -223,3 +223,23 @@ def test_with_default_gates_off_mig_mode_is_never_turned_on_before_the_fallback(
     assert switch.calls == []  # the fallback was decided first: MIG mode never went on
     types = {d["name"]: d["attributes"]["type"]["string"] for s in stored for d in s["spec"]["devices"]}
     assert types == {"gpu-0": "gpu", "gpu-1": "gpu"}
+
+
+def test_mig_mode_nvml_refuses_puts_the_gpu_on_the_fallback_once() -> None:
+    a, b = gpu(0, mig=False), gpu(1, mig=False)
+    switch = Switch([a, b], broken={a.uuid})
+    refused: dict[str, str] = {}
+    gpus, modes = apply_modes([a, b], {0: MIG, 1: MIG}, switch, refused=refused, fallback_to="soft")
+    assert (modes[0].effective, modes[0].applied) == ("soft", "soft")
+    assert "NVML_ERROR_NO_PERMISSION" in modes[0].fallback and modes[0].desired == MIG
+    assert modes[1].applied == MIG and modes[1].fallback == ""
+    assert set(refused) == {a.uuid}
+    calls = len(switch.calls)
+    _, again = apply_modes(gpus, {0: MIG, 1: MIG}, switch, refused=refused, fallback_to="soft")
+    assert again[0].applied == "soft" and len(switch.calls) == calls  # not tried at every publish
+
+
+def test_without_a_fallback_a_refused_switch_stays_a_pending_reason() -> None:
+    a = gpu(0, mig=False)
+    _, modes = apply_modes([a], {0: MIG}, Switch([a], broken={a.uuid}), refused={})
+    assert modes[0].applied is None and "NVML_ERROR_NO_PERMISSION" in modes[0].pending

@@ -184,3 +184,40 @@ def test_a_valid_mig_layout_is_handed_on_and_overlapping_placements_are_refused(
     bad = desired_strategies(_np({"index": 0, "strategy": "mig", "migLayout": overlap}), GPUS, {0: "soft"})
     assert bad.strategies == {0: "soft"} and bad.layouts == {}
     assert bad.problems == ["spec.gpus[0].migLayout: placements overlap: 4g.40gb@0 and 2g.20gb@2"]
+
+
+def test_a_gpu_the_rules_pin_follows_only_a_pinned_entry() -> None:
+    flag = {0: "mig", 1: "soft", 2: "soft"}
+    sources = {0: "pinned", 1: "default", 2: "fallback"}
+    got = desired_strategies(
+        _np({"index": 0, "strategy": "soft"}, {"index": 1, "strategy": "exclusive"}),
+        GPUS,
+        flag,
+        pinned={0},
+        sources=sources,
+    )
+    assert got.strategies == {0: "mig", 1: "exclusive", 2: "soft"}
+    assert got.sources == {0: "pinned", 1: "controller", 2: "fallback"}
+    assert got.problems == [
+        "spec.gpus[0]: gpu-0 is pinned to mig by the node's strategy rules; only an entry with pinned: true "
+        "changes it"
+    ]
+    admin = desired_strategies(
+        _np({"index": 0, "strategy": "soft", "pinned": True}), GPUS, flag, {0}, sources
+    )
+    assert admin.strategies[0] == "soft" and admin.sources[0] == "pinned" and admin.problems == []
+
+
+def test_status_says_who_set_each_gpu_and_a_runtime_fallback_is_not_a_gate() -> None:
+    modes = {
+        0: Mode(0, "u0", "mig", "mig", "mig", True),
+        1: FallbackMode(1, "u1", "mig", "soft", "soft", False, fallback="cannot enable MIG mode: refused"),
+    }
+    status = status_of(modes, GPUS, 1, [], sources={0: "pinned", 1: "default"})
+    assert [(g["index"], g["source"]) for g in status["gpus"]] == [(0, "pinned"), (1, "fallback")]
+    assert status["conditions"][1]["reason"] == "AsDesired"  # not FeatureGateOff
+
+
+@dataclass
+class FallbackMode(Mode):
+    fallback: str = ""

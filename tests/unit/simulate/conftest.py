@@ -1,36 +1,12 @@
-"""Small clusters and traces for the simulator tests, written out by hand."""
+"""The simulator tests' fixture; their cluster and trace helpers are in support/simulate_cluster.py."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 
 from driver.simulate.command import simulate
 from driver.simulate.engine import SimResult
 from driver.simulate.inputs import NodeGroup, TracePod
-
-
-def whole_gpus(count: int = 1) -> dict[str, Any]:
-    return {"devices": {"requests": [
-        {"name": "gpu", "exactly": {"deviceClassName": "gpu.carve.dev", "count": count}}]}}
-
-
-def soft(memory: str, cores: str) -> dict[str, Any]:
-    return {"devices": {"requests": [{"name": "gpu", "exactly": {
-        "deviceClassName": "vgpu.carve.dev", "capacity": {"requests": {"memory": memory, "cores": cores}}}}]}}
-
-
-def soft_or_whole(memory: str, cores: str) -> dict[str, Any]:
-    """A soft slice where the node has soft GPUs, else a whole GPU."""
-    return {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
-        {"name": "soft", "deviceClassName": "vgpu.carve.dev",
-         "capacity": {"requests": {"memory": memory, "cores": cores}}},
-        {"name": "whole", "deviceClassName": "gpu.carve.dev"}]}]}}
-
-
-def pod(name: str, arrival: float, duration: float, *claims: dict[str, Any]) -> TracePod:
-    return TracePod(name, arrival, duration, tuple(claims) or (whole_gpus(),))
 
 
 @pytest.fixture
@@ -42,8 +18,3 @@ def run():
         return simulate(groups, pods, strategy, policy)
 
     return go
-
-
-def nodes(name: str, count: int, gpus: str, strategy: str | None = None) -> NodeGroup:
-    n, model = gpus.split("x", 1)
-    return NodeGroup(name, count, (model,) * int(n), strategy)

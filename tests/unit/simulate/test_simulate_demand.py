@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import pod, soft, soft_or_whole, whole_gpus
+from support.simulate_cluster import pod, soft, soft_or_whole, whole_gpus
 
 from driver.simulate.demand import lower_bound_gpus, pod_demand
 from driver.simulate.inputs import Demand, TracePod
@@ -99,7 +99,7 @@ def test_a_timesliced_alternative_is_passed_over_for_one_with_a_size() -> None:
 def test_a_mig_only_trace_packs_at_ratio_one(run) -> None:
     # Seven 1g.10gb pods fill one A100's seven compute slices: the bound is one GPU, as is the peak
     # (before the fix each MIG instance counted as a whole GPU: bound 7, ratio 0.14).
-    from conftest import nodes
+    from support.simulate_cluster import nodes
 
     one = _mig('device.attributes["gpu.carve.dev"].profile == "1g.10gb"')
     result = run([nodes("n", 1, "2xA100-80GB", "mig")], [pod(f"m{i}", 0, 100, one) for i in range(7)],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import nodes, pod, soft, soft_or_whole, whole_gpus
+from support.simulate_cluster import nodes, pod, soft, soft_or_whole, whole_gpus
 
 
 def test_pod_that_fits_no_node_is_never_scheduled(run) -> None:

@@ -7,7 +7,7 @@ from collections import Counter
 
 import kubernetes_validate
 import pytest
-from conftest import nodes
+from support.simulate_cluster import nodes
 
 from driver.simulate.generator import generate, slot_counts
 from driver.simulate.inputs import GenerateModel

@@ -1,0 +1,182 @@
+"""`python -m e2e.soak` (`make soak`): SOAK_MINUTES (default 10) of pods and faults; SOAK_SEED picks both.
+
+The run: start the local cluster (CARVE_E2E_K8S, CARVE_E2E_GATES, CARVE_E2E_RUNTIME as for `make e2e`),
+one long-lived soft-slice pod for the quota checks, then a loop: the workload creates and deletes pods,
+the injector fires a fault at seeded random times (every 20-45 s), the capacity and quota invariants are
+checked after every fault and every 30 s. At the end every pod is deleted, and once the API server holds
+no claim the nodes are checked for leaks. The figures go to soak-report.json in the run's directory (and
+CARVE_SOAK_REPORT where set); the last line is `soak: <pods> pods, <faults> faults, <violations> violations`
+and the exit code is 1 on any violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+from kubernetes import client
+
+from driver import names
+from e2e import kube
+from e2e.cluster.launcher import Cluster
+from e2e.cluster.versions import resolve
+from e2e.soak import faults, invariants
+from e2e.soak.workload import SOFT_NODE, Workload, wait_gone
+from e2e.soak.workload import kinds as pod_kinds
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m e2e.soak", description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=float(os.environ.get("SOAK_MINUTES", "10")))
+    p.add_argument("--seed", type=int, default=int(os.environ.get("SOAK_SEED", "1")))
+    p.add_argument("--fault-every", type=float, nargs=2, default=(20.0, 45.0), metavar=("MIN_S", "MAX_S"))
+    return p.parse_args(argv)
+
+
+def log(msg: str) -> None:
+    print(f"soak {time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
+    rng = random.Random(args.seed)
+    api = c.api()
+    gates_on = c.version.gates_on
+    namespace = f"soak-{uuid.uuid4().hex[:6]}"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    fake = {
+        names.ENV_FAKE_GPUS: c.nodes[SOFT_NODE].spec.gpus.removeprefix("fake:"),
+        names.ENV_FAKE_SEED: SOFT_NODE,
+    }
+    work = Workload(api, namespace, rng, gates_on, fake)
+    work.setup()
+    violations: list[str] = []
+    quota_pod = None
+    if gates_on and c.runtime == "containerd":  # the soft slice with the limiter in a real container
+        quota_pod = "soak-quota"
+        kube.create(api, namespace, work.pod_spec(quota_pod, "soft"))
+        kube.wait_running(api, namespace, quota_pod, timeout_s=180)
+        violations += invariants.quota(c, namespace, quota_pod)
+    kinds = faults.available(c, gates_on)
+    log(f"seed {args.seed}, {args.minutes:g} min, pods {sorted(pod_kinds(gates_on))}, faults {kinds}")
+    injected: list[faults.Fault] = []
+    start = time.monotonic()
+    end = start + args.minutes * 60
+    next_fault = start + rng.uniform(*args.fault_every)
+    next_check = start + 30
+    while time.monotonic() < end:
+        now = time.monotonic()
+        try:
+            work.step(now)
+        except client.ApiException as e:  # the API server may be the fault of the moment
+            log(f"workload: {e.status} {e.reason}")
+        if now >= next_fault:
+            kind = rng.choice(kinds)
+            f = faults.inject(c, kind, rng)
+            injected.append(f)
+            log(f"fault {kind} on {f.target}: back in {f.recovery_s:.1f}s {f.error}")
+            if f.error:
+                violations.append(f"fault {kind} on {f.target}: did not recover: {f.error}")
+            next_fault = time.monotonic() + rng.uniform(*args.fault_every)
+            next_check = 0  # check right after every fault
+        if time.monotonic() >= next_check:
+            found = _checks(c, api, namespace, quota_pod)
+            for v in found:
+                log(f"VIOLATION {v}")
+            violations += found
+            next_check = time.monotonic() + 30
+        time.sleep(2)
+    minutes = (time.monotonic() - start) / 60
+    work.delete_all()
+    if quota_pod:
+        client.CoreV1Api(api).delete_namespaced_pod(quota_pod, namespace, grace_period_seconds=0)
+    try:
+        wait_gone(api, namespace)
+        # the plugins unprepare as the kubelets tear the pods down: give the last ones a moment
+        kube.wait("no CDI spec left on the nodes", lambda: not invariants.leaks(c), timeout_s=120)
+    except Exception as e:  # what is left is reported by the leak check below
+        log(f"cleanup: {e}")
+    violations += invariants.leaks(c) + invariants.outcomes(work.pods)
+    report = _report(work, injected, violations, minutes, args.seed)
+    out = Path(os.environ.get("CARVE_SOAK_REPORT", root / "soak-report.json"))
+    out.write_text(json.dumps(report, indent=1))
+    for v in violations:
+        log(f"VIOLATION {v}")
+    log(f"report in {out}")
+    print(f"soak: {len(work.pods)} pods, {len(injected)} faults, {len(violations)} violations", flush=True)
+    return 1 if violations else 0
+
+
+def _checks(c: Cluster, api, namespace: str, quota_pod: str | None) -> list[str]:
+    try:
+        found = invariants.capacity(api)
+        if quota_pod:
+            found += invariants.quota(c, namespace, quota_pod)
+        return found
+    except Exception as e:  # a check that cannot run right after a fault is tried again at the next one
+        log(f"check deferred: {type(e).__name__}: {e}")
+        return []
+
+
+def _report(work: Workload, injected: list[faults.Fault], violations: list[str], minutes: float, seed: int):
+    per_kind: dict[str, list[float]] = defaultdict(list)
+    for f in injected:
+        if not f.error:
+            per_kind[f.kind].append(f.recovery_s)
+    ran = sum(1 for p in work.pods.values() if p.ran)
+    return {
+        "seed": seed,
+        "minutes": round(minutes, 2),
+        "pods": len(work.pods),
+        "pods_ran": ran,
+        "pods_per_minute": round(work.per_minute(minutes), 2),
+        "never_ran_reasons": sorted({p.why_not for p in work.pods.values() if not p.ran}),
+        "faults": len(injected),
+        "recovery_s": {
+            k: {
+                "n": len(v),
+                "p50": round(pct(v, 0.5), 2),
+                "p99": round(pct(v, 0.99), 2),
+                "mean": round(statistics.mean(v), 2),
+            }
+            for k, v in sorted(per_kind.items())
+        },
+        "violations": violations,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    version = resolve(os.environ.get("CARVE_E2E_K8S", "1.37"), os.environ.get("CARVE_E2E_GATES", "on"))
+    root = Path(tempfile.mkdtemp(prefix=f"carve-soak-{version.minor}-"))
+    c = Cluster(version, root, runtime=os.environ.get("CARVE_E2E_RUNTIME", "containerd"))
+    try:
+        c.start()
+        log(f"cluster {version.label} up in {root}")
+        return run(args, c, root)
+    finally:
+        c.stop()
+        if os.environ.get("CARVE_E2E_KEEP") != "1":
+            c.unmount_all()
+            report = root / "soak-report.json"
+            if report.exists():
+                shutil.copy(report, Path(tempfile.gettempdir()) / "carve-soak-report.json")
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

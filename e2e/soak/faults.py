@@ -1,0 +1,187 @@
+"""The soak's faults: each kills or damages one component and brings it back the way an operator's
+supervisor (systemd, the DaemonSet controller) would, then waits until the component serves again. What it
+returns is the recovery time: from the fault to serving again.
+
+Kinds (FAULTS): kill -9 of a node's plugin (also with CARVE_FAULT, so that it dies in the middle of a
+prepare or of a MIG instance's creation), of a kubelet, of a containerd, of the API server and of etcd; a
+corrupt checkpoint file; clock skew of a node's plugin by minutes (libfaketime, where Debian's `faketime`
+is installed). Not injected yet (docs/reliability.md): the controller leader, the legacy device plugin and
+extender (the soak's cluster runs neither), a full disk on the plugin's state directory.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubernetes import client
+
+from driver import names
+from e2e import kube
+from e2e.cluster.launcher import Cluster
+from e2e.cluster.nodes import Node
+from e2e.cluster.procs import Proc
+
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+MID_PREPARE = ("prepare-after-checkpoint-started", "prepare-after-limits", "prepare-after-cdi")
+
+
+@dataclass
+class Fault:
+    kind: str
+    target: str
+    at: float
+    recovery_s: float = 0.0
+    error: str = ""
+
+
+def restart(c: Cluster, proc: Proc, env: dict[str, str] | None = None) -> Proc:
+    """kill -9 and start again with the same command line: what a supervisor does after a crash."""
+    proc.kill()
+    c.sup.procs.remove(proc)
+    return c.sup.start(proc.name, proc.argv, env=env)
+
+
+def _plugin_started_count(node: Node) -> int:
+    return node.plugin.log.read_text(errors="replace").count("event=plugin.started") if node.plugin else 0
+
+
+def _restart_plugin(c: Cluster, node: Node, env: dict[str, str] | None = None) -> None:
+    before = _plugin_started_count(node)
+    assert node.plugin
+    node.plugin = restart(c, node.plugin, env)
+    kube.wait(f"{node.name}'s plugin serving again", lambda: _plugin_started_count(node) > before, 120)
+
+
+def plugin_kill(c: Cluster, node: Node, rng: random.Random) -> None:
+    _restart_plugin(c, node)
+
+
+def plugin_kill_mid_prepare(c: Cluster, node: Node, rng: random.Random) -> None:
+    """The plugin dies at a point inside the next prepare that reaches it (or is killed after 60 s)."""
+    point = rng.choice(MID_PREPARE)
+    _arm(c, node, point)
+
+
+def plugin_kill_mid_mig(c: Cluster, node: Node, rng: random.Random) -> None:
+    _arm(c, node, "prepare-after-mig")
+
+
+def _arm(c: Cluster, node: Node, point: str) -> None:
+    _restart_plugin(c, node, env={"CARVE_FAULT": point})
+    assert node.plugin
+    deadline = time.monotonic() + 60
+    while node.plugin.alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    _restart_plugin(c, node)  # without the fault point: recovery from wherever it died
+
+
+def corrupt_checkpoint(c: Cluster, node: Node, rng: random.Random) -> None:
+    assert node.plugin
+    node.plugin.kill()
+    path = node.plugin_dir / names.CHECKPOINT_FILE
+    if path.exists():
+        data = path.read_bytes()
+        path.write_bytes(data[: max(1, len(data) // 2)] + b"\0garbage")
+    _restart_plugin(c, node)
+
+
+def clock_skew(c: Cluster, node: Node, rng: random.Random) -> None:
+    """The node's plugin runs minutes ahead or behind (libfaketime), then back on the real clock."""
+    skew = rng.choice(("+5m", "-4m", "+3m"))
+    _restart_plugin(c, node, env={"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": skew})
+    time.sleep(20)  # publish, prepare and unprepare on the skewed clock
+    _restart_plugin(c, node)
+
+
+def kubelet_restart(c: Cluster, node: Node, rng: random.Random) -> None:
+    assert node.kubelet
+    node.kubelet = restart(c, node.kubelet)
+    _wait_node_ready(c, node)
+
+
+def containerd_restart(c: Cluster, node: Node, rng: random.Random) -> None:
+    """containerd dies (its shims and so the containers live on) and starts again."""
+    assert node.containerd and node.containerd.proc
+    env = {"PATH": node.containerd.proc.argv[0].rsplit("/", 1)[0] + ":/usr/sbin:/usr/bin:/sbin:/bin"}
+    node.containerd.proc = node.cri = restart(c, node.containerd.proc, env)
+    kube.wait(f"{node.name}'s containerd socket", node.containerd.socket.exists, 60)
+    _wait_node_ready(c, node)
+
+
+def apiserver_restart(c: Cluster, node: Node, rng: random.Random) -> None:
+    _restart_control_plane(c, "kube-apiserver")
+
+
+def etcd_restart(c: Cluster, node: Node, rng: random.Random) -> None:
+    _restart_control_plane(c, "etcd")
+
+
+def _restart_control_plane(c: Cluster, name: str) -> None:
+    proc = next(p for p in c.sup.procs if p.name == name)
+    restart(c, proc)
+    core = client.CoreV1Api(c.api())
+    kube.wait(
+        f"{name} back (the API answers)", lambda: core.list_namespace(_request_timeout=5) is not None, 120
+    )
+
+
+def _wait_node_ready(c: Cluster, node: Node) -> None:
+    core = client.CoreV1Api(c.api())
+    since = time.time()
+
+    def ready() -> bool:
+        for cond in core.read_node(node.name).status.conditions or []:
+            if cond.type == "Ready":
+                beat = cond.last_heartbeat_time.timestamp() if cond.last_heartbeat_time else 0
+                return cond.status == "True" and beat >= since - 1
+        return False
+
+    kube.wait(f"{node.name} Ready again", ready, 120)
+
+
+Action = Callable[[Cluster, Node, random.Random], None]
+FAULTS: dict[str, Action] = {
+    "plugin-kill": plugin_kill,
+    "plugin-kill-mid-prepare": plugin_kill_mid_prepare,
+    "plugin-kill-mid-mig": plugin_kill_mid_mig,
+    "corrupt-checkpoint": corrupt_checkpoint,
+    "clock-skew": clock_skew,
+    "kubelet-restart": kubelet_restart,
+    "containerd-restart": containerd_restart,
+    "apiserver-restart": apiserver_restart,
+    "etcd-restart": etcd_restart,
+}
+
+
+def available(c: Cluster, gates_on: bool) -> list[str]:
+    """The fault kinds this cluster can take: MIG only with gates on, containerd only where it runs, the
+    clock only where libfaketime is installed."""
+    out = [k for k in FAULTS if k not in ("plugin-kill-mid-mig", "containerd-restart", "clock-skew")]
+    if gates_on:
+        out.append("plugin-kill-mid-mig")
+    if c.runtime == "containerd":
+        out.append("containerd-restart")
+    if FAKETIME_LIB.exists() or shutil.which("faketime"):
+        out.append("clock-skew")
+    return sorted(out)
+
+
+def inject(c: Cluster, kind: str, rng: random.Random) -> Fault:
+    nodes = sorted(c.nodes)
+    # MIG lives on n1's GPU 0 (DEFAULT_NODES); every other node fault picks a node at random
+    target = nodes[0] if kind == "plugin-kill-mid-mig" else rng.choice(nodes)
+    if kind in ("apiserver-restart", "etcd-restart"):
+        target = "control-plane"
+    fault = Fault(kind, target, time.time())
+    t0 = time.monotonic()
+    try:
+        FAULTS[kind](c, c.nodes[nodes[0] if target == "control-plane" else target], rng)
+    except Exception as e:  # a component that did not come back is a violation, reported by the caller
+        fault.error = f"{type(e).__name__}: {e}"
+    fault.recovery_s = time.monotonic() - t0
+    return fault

@@ -1,0 +1,66 @@
+"""`carve plugin` with strategy rules on a mixed node (2x A100 + T4, fake NVML): a GPU that cannot run its
+strategy gets --fallback-strategy with a log line and a StrategyFallback Node Event, never an exit; the
+Node annotation gpu.carve.dev/strategy comes before --strategy."""
+
+from __future__ import annotations
+
+import json
+
+from driver import names
+
+
+def _events(node) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((node.cluster_dir / "events").glob("*.json"))]
+
+
+def _types(node) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for d in node.devices():
+        a = {k: next(iter(v.values())) for k, v in d.get("attributes", {}).items()}
+        out.setdefault(str(a["index"]), set()).add(a["type"])
+    return out
+
+
+def _annotate(node, value: str) -> None:
+    path = node.cluster_dir / "nodes" / f"{node.node_name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"name": node.node_name, "resourceVersion": "1", "annotations": {names.ANNOTATION_STRATEGY: value}}
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": meta}))
+
+
+def test_mig_for_every_gpu_puts_the_t4_on_its_fallback(node, plugin_factory):
+    plugin = plugin_factory("mig")
+    plugin.wait_for_log(r"event=strategy\.fallback gpu=gpu-2")
+    assert _types(node) == {"0": {"gpu", "mig"}, "1": {"gpu", "mig"}, "2": {"vgpu"}}
+    fallbacks = [e for e in _events(node) if e["reason"] == "StrategyFallback"]
+    assert len(fallbacks) == 1
+    event = fallbacks[0]
+    assert event["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": node.node_name,
+        "uid": node.node_name,
+    }
+    assert event["type"] == "Warning"
+    assert "GPU 2 (Tesla T4" in event["message"] and "rule 'mig'" in event["message"]
+    assert "runs soft" in event["message"]
+
+
+def test_the_fallback_strategy_flag_is_used(node, plugin_factory):
+    plugin_factory("*=mig", extra=("--fallback-strategy", "timeslice"))
+    assert _types(node)["2"] == {"timeslice"}
+
+
+def test_the_node_annotation_comes_before_the_flag(node, plugin_factory):
+    _annotate(node, "2=exclusive,timeslice")
+    plugin_factory("*A100*=mig,soft")
+    assert _types(node) == {"0": {"timeslice"}, "1": {"timeslice"}, "2": {"gpu"}}
+
+
+def test_a_malformed_annotation_is_ignored_with_an_event(node, plugin_factory):
+    _annotate(node, "2=turbo")
+    plugin = plugin_factory("soft")
+    plugin.wait_for_log(r"event=strategy\.annotation-invalid")
+    assert _types(node) == {"0": {"vgpu"}, "1": {"vgpu"}, "2": {"vgpu"}}
+    [bad] = [e for e in _events(node) if e["reason"] == "StrategyAnnotationInvalid"]
+    assert "'2=turbo': unknown strategy 'turbo'" in bad["message"]
