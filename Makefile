@@ -31,7 +31,7 @@ protos: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: native tools test-runc
+test: native tools test-runc test-deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
@@ -132,6 +132,11 @@ e2e-kind: native
 clean:
 	$(MAKE) -C native clean
 	rm -rf $(VENV)
+
+# promtool and chromium (Debian packages) for the alert-rule and HTML-report tests: hack/test_deps.sh.
+.PHONY: test-deps
+test-deps:
+	hack/test_deps.sh
 
 # helm (v4, static) and kubectl for the chart tests, into .tools/ (ignored): see hack/fetch_tools.py.
 .PHONY: tools

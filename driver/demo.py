@@ -55,8 +55,18 @@ CLAIMS = [
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--keep", action="store_true", help="keep the temp dir (prints its path)")
-    p.add_argument("--verbose", action="store_true", help="show the plugin's own log lines")
+    p.add_argument(
+        "--keep",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="keep the temp dir (prints its path)",
+    )
+    p.add_argument(
+        "--verbose",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="show the plugin's own log lines",
+    )
 
 
 def _device_classes() -> list[dict]:

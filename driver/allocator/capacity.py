@@ -68,13 +68,24 @@ def violates_policy(amount: int, spec: CapacitySpec) -> bool:
     return False
 
 
+def allowed_by_policy(spec: CapacitySpec) -> str:
+    """What a request policy accepts, for messages: `must be 0..100`, `must be 256Mi..80Gi in steps of 256Mi`.
+    """
+    if spec.valid_values:
+        return "must be one of " + ", ".join(_fmt(v, spec) for v in spec.valid_values)
+    low = _fmt(spec.range_min or 0, spec)
+    high = _fmt(spec.range_max, spec) if spec.range_max is not None else "any"
+    step = f" in steps of {_fmt(spec.range_step, spec)}" if spec.range_step is not None else ""
+    return f"must be {low}..{high}{step}"
+
+
 def capacity_shortfall(device: Device, wanted: Mapping[str, int],
                        held: Mapping[str, int] | None) -> str:
     """"" if `wanted` fits next to what is `held`, else why not (for messages)."""
     for name, amount in wanted.items():
         spec = device.capacity[name]
         if violates_policy(amount, spec):
-            return f"{name} {_fmt(amount, spec)} is not allowed by the request policy"
+            return f"{name} {_fmt(amount, spec)}: {allowed_by_policy(spec)} (the device's request policy)"
         used = (held or {}).get(name, 0)
         if used + amount > spec.value:
             left = max(spec.value - used, 0)

@@ -23,12 +23,15 @@ from pathlib import Path
 
 import yaml
 
+from driver.allocator import quantity as q
 from driver.allocator import yaml_load
 from driver.allocator.allocator import Allocator, Unallocatable
 from driver.allocator.model import ModelError, object_name, read_claim, read_class, read_slice
 from driver.cli import CliError
 from driver.cluster.decode import MAX_DEPTH, DecodeError, decode_list, too_deep
-from driver.names import ALLOCATE_REASON_ANNOTATION
+from driver.names import ALLOCATE_REASON_ANNOTATION, DRIVER_NAME
+from driver.plugin.claims.catalog import catalog_from_slices
+from driver.plugin.claims.plan import ClaimRef, PrepareError, plan_claim
 
 SLICE_KINDS = ("ResourceSlice",)
 CLASS_KINDS = ("DeviceClass",)
@@ -176,6 +179,93 @@ def as_claim(obj: dict) -> dict:
     return copy.deepcopy(obj)
 
 
+# The fields of a request in resource.k8s.io/v1: anything else (a typo such as `capacity.request`) is an
+# error, not a silent fallback to defaults (the API server prunes unknown fields; a claim written for
+# `kubectl apply` must not quietly lose its quota).
+_REQUEST_FIELDS = {"name", "exactly", "firstAvailable"}
+_EXACT_FIELDS = {"deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations",
+                 "capacity"}
+_SUB_FIELDS = (_EXACT_FIELDS - {"adminAccess"}) | {"name"}
+_CAPACITY_FIELDS = {"requests"}
+# HAMi counts `nvidia.com/gpumem` in MiB; a carve memory request is a Kubernetes quantity in bytes.
+MIB = 1 << 20
+
+
+def _unknown(where: str, obj: object, allowed: set[str]) -> None:
+    if not isinstance(obj, dict):
+        return
+    extra = sorted(set(obj) - allowed)
+    if extra:
+        raise ModelError(f"{where}.{extra[0]}: unknown field; one of {', '.join(sorted(allowed))}")
+
+
+def check_request_fields(claim: dict) -> None:
+    """Refuse unknown fields in spec.devices.requests (ModelError naming the field path)."""
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    for i, req in enumerate(requests if isinstance(requests, list) else []):
+        where = f"spec.devices.requests[{i}]"
+        _unknown(where, req, _REQUEST_FIELDS)
+        if not isinstance(req, dict):
+            continue
+        alternatives = [(f"{where}.exactly", req.get("exactly"), _EXACT_FIELDS)]
+        subs = req.get("firstAvailable")
+        alternatives += [(f"{where}.firstAvailable[{k}]", s, _SUB_FIELDS)
+                         for k, s in enumerate(subs if isinstance(subs, list) else [])]
+        for alt_where, alt, allowed in alternatives:
+            _unknown(alt_where, alt, allowed)
+            if isinstance(alt, dict):
+                _unknown(f"{alt_where}.capacity", alt.get("capacity"), _CAPACITY_FIELDS)
+
+
+def hami_memory_warnings(where: str, claim: dict) -> list[str]:
+    """A memory request under 1Mi is almost surely HAMi's MiB written as a carve quantity (bytes)."""
+    out = []
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    for i, req in enumerate(requests if isinstance(requests, list) else []):
+        if not isinstance(req, dict):
+            continue
+        alts = [("exactly", req.get("exactly"))]
+        alts += [(f"firstAvailable[{k}]", s) for k, s in enumerate(req.get("firstAvailable") or [])]
+        for name, alt in alts:
+            asked = ((alt or {}).get("capacity") or {}).get("requests") or {} if isinstance(alt, dict) else {}
+            value = asked.get("memory") if isinstance(asked, dict) else None
+            if value is None:
+                continue
+            try:
+                amount = q.of(value).value
+            except q.QuantityError:
+                continue  # read_claim reports it
+            if 0 < amount < MIB:
+                out.append(f"{where}: spec.devices.requests[{i}].{name}.capacity.requests.memory: {value!r} "
+                           f"is {amount} bytes; HAMi's nvidia.com/gpumem counts MiB, carve takes a quantity: "
+                           f"write {value}Mi for {value} MiB")
+    return out
+
+
+def prepare_error(claim: dict, slices: list[dict]) -> str:
+    """The error `carve plugin` would report when preparing this allocated claim, or "".
+
+    Runs the plugin's own planner (driver/plugin/claims/plan.py: opaque configs parsed and bounded by the
+    class's claimPolicy, one SliceConfig per claim, shareIDs, consumed capacity) on each pool's devices."""
+    meta = claim.setdefault("metadata", {})
+    ref = ClaimRef(meta.get("namespace") or "default", meta.get("name", ""), meta.get("uid") or "dry-run")
+    results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+    pools = sorted({r.get("pool", "") for r in results if r.get("driver") == DRIVER_NAME})
+    for pool in pools:
+        one = copy.deepcopy(claim)
+        one["metadata"]["uid"] = ref.uid
+        devices = one["status"]["allocation"]["devices"]
+        devices["results"] = [r for r in devices["results"]
+                              if r.get("driver") != DRIVER_NAME or r.get("pool") == pool]
+        catalog = catalog_from_slices([s for s in slices if (s.get("spec") or {}).get("pool", {})
+                                       .get("name") == pool and s["spec"].get("driver") == DRIVER_NAME])
+        try:
+            plan_claim(ref, one, pool, catalog)
+        except PrepareError as e:
+            return str(e)
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     loader = Loader()
     slices = loader.load("--slices", args.slices, SLICE_KINDS)
@@ -206,9 +296,14 @@ def run(args: argparse.Namespace) -> int:
             invalid[k] = f"{where}: {obj[UNDECODABLE]}"
             continue
         try:
+            check_request_fields(as_claim(obj))
             read_claim(as_claim(obj))
         except (ModelError, ValueError, KeyError, TypeError, AttributeError) as e:
             invalid[k] = f"{where}: {e}"
+    for k, (where, obj) in enumerate(claims):
+        if k not in invalid:
+            for warning in hami_memory_warnings(where, as_claim(obj)):
+                print(f"carve allocate: warning: {warning}", file=sys.stderr)
     allocator = Allocator(parsed, [o for _, o in classes])
     for where, obj in allocated:
         try:
@@ -236,7 +331,18 @@ def run(args: argparse.Namespace) -> int:
             claim.pop("status", None)
         else:
             claim["status"] = {**(claim.get("status") or {}), "allocation": allocation}
-            allocator.add_allocated(claim)
+            refused = prepare_error(claim, [o for _, o in slices])
+            if refused:
+                # It would allocate, then the plugin would refuse it and the pod would sit in
+                # ContainerCreating: report it as not allocatable, with prepare's own words.
+                failed += 1
+                claim.setdefault("metadata", {}).setdefault("annotations", {})[ALLOCATE_REASON_ANNOTATION] = (
+                    f"prepare would fail: {refused}"
+                )
+                claim.pop("status", None)
+                print(f"carve allocate: prepare would fail: {refused}", file=sys.stderr)
+            else:
+                allocator.add_allocated(claim)
         items.append(claim)
     out = {"apiVersion": "v1", "kind": "List", "items": items}
     if args.output == "json":

@@ -14,7 +14,7 @@ import signal
 import socket
 import threading
 
-from driver.cli import CliError
+from driver.cli import LOG_LEVELS, CliError
 from driver.plugin.logfmt import event, setup
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--leader-elect",
-        default="true",
-        choices=("true", "false"),
+        default=True,
+        action=argparse.BooleanOptionalAction,
         help="hold a coordination.k8s.io Lease while acting, so replicas take turns",
     )
     p.add_argument(
@@ -62,9 +62,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--metrics-addr", default="", help="Prometheus /metrics endpoint, e.g. ':8080' (default: off)"
     )
     p.add_argument(
-        "--once", action="store_true", help="plan once, write it (unless --dry-run), print it as JSON"
+        "--once",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="plan once, write it (unless --dry-run), print it as JSON",
     )
-    p.add_argument("--dry-run", action="store_true", help="with --once: print the plan, write nothing")
+    p.add_argument(
+        "--dry-run",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="with --once: print the plan, write nothing",
+    )
     p.add_argument(
         "--plugin-strategy",
         default="",
@@ -72,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "or model are pinned (never changed); idle GPUs return to the rules' bare default when the policy "
         "allows it (default: none: only NodePartitioning pins and the plugins' status)",
     )
-    p.add_argument("--log-level", default="info", help="error, warn, info or debug")
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
 def _config(args: argparse.Namespace):
@@ -163,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         server = MetricsServer(args.metrics_addr, reconciler.metrics.registry)
         server.start()
     is_leader = lambda: True  # noqa: E731
-    if args.leader_elect == "true":
+    if args.leader_elect:
         elector = LeaderElector(
             ObjectLeases(api),
             args.lease_namespace,

@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 from driver import names
-from driver.cli import CliError
+from driver.cli import LOG_LEVELS, CliError
 from driver.plugin.logfmt import event, setup
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="",
         help="GET /metrics, /healthz and /readyz on this address, e.g. ':8082' (default: off)",
     )
-    p.add_argument("--log-level", default="info", help="error, warn, info or debug")
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
 def split_count(args: argparse.Namespace) -> int:
@@ -131,11 +131,13 @@ def run(args: argparse.Namespace) -> int:
     plugin = LegacyDevicePlugin(config, api, gpus)
     probes = None
     if args.metrics_addr:
-        from prometheus_client import CollectorRegistry, Counter
+        from prometheus_client import Counter
 
+        from driver.legacy.metrics import DevicePluginMetrics
         from driver.metrics.probes import ProbeServer
 
-        registry = CollectorRegistry(auto_describe=False)
+        # The containers' usage (carve_claim_*, as DRA claims') and build info, with the kubelet calls.
+        registry = DevicePluginMetrics(Path(args.state_dir) / "allocations", args.node_name).registry
         calls = Counter(
             "carve_legacy_device_plugin_calls",
             "Allocate and PreStartContainer calls from the kubelet, by result.",

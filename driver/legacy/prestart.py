@@ -23,6 +23,7 @@ from driver.legacy.allocate import allocation_uid, cdi_names, container_limits
 from driver.legacy.edits_adapter import allocation_spec
 from driver.legacy.identity import IdentityError, PodResourcesClient, resolve
 from driver.legacy.kubeapi import LegacyApi
+from driver.legacy.metrics import AllocationOwner, write_owner
 from driver.plugin.container.claimfiles import write_claim_files
 from driver.plugin.container.edits import ClaimFiles, HostLayout
 from driver.plugin.logfmt import event
@@ -77,9 +78,16 @@ class Allocations:
         )
         files = self.files(uid)
         minors = [self.gpus[d.uuid].minor for d in resolved.container.devices]  # PCI order, as the limits
+        owner = AllocationOwner(
+            resolved.namespace,
+            resolved.pod,
+            resolved.container.name,
+            tuple((d.uuid, self.gpus[d.uuid].minor) for d in resolved.container.devices),
+        )
         with self._lock:
             self.specs.ensure()
             write_claim_files(files, s.limiter_dir, limits)
+            write_owner(files.root, owner)  # for the metrics: whose usage the region holds
             self.specs.write(
                 uid, allocation_spec(uid, cdi_names(ids), self.layout, files, s.limiter_dir, limits, minors)
             )

@@ -25,8 +25,10 @@ from driver.plugin.state.checkpoint import STATE_COMPLETED, ClaimRecord
 log = logging.getLogger(__name__)
 
 # `claim_namespace`, not `namespace`: Prometheus's Kubernetes discovery labels the scraped pod's namespace
-# as `namespace`, and a clash would rename ours to `exported_namespace`.
-CLAIM_LABELS = ("claim_namespace", "claim_name", "claim_uid")
+# as `namespace`, and a clash would rename ours to `exported_namespace`. Likewise `pod_namespace` / `pod`
+# name the claim's consumer (its first pod in status.reservedFor; carve_claim_pod_info lists them all for
+# a shared claim), while the scrape target's own pod would be relabelled by the ServiceMonitor.
+CLAIM_LABELS = ("claim_namespace", "claim_name", "claim_uid", "pod_namespace", "pod")
 DEVICE_LABELS = (*CLAIM_LABELS, "device", "gpu_uuid")
 
 
@@ -52,6 +54,13 @@ class PluginState:
     still_prepared: Callable[[str], bool] = lambda _uid: True
     # The region watcher's last NVML cross-check (driver/plugin/enforcement/enforcer.py); None: not checked.
     findings: Findings | None = None
+    # The pods consuming a claim (metrics/pods.py), sorted; none known: [].
+    pods: Callable[[ClaimRecord], list[tuple[str, str]]] = lambda _record: []
+
+
+def _claim_values(state: PluginState, record: ClaimRecord) -> list[str]:
+    pods = state.pods(record)
+    return [record.namespace, record.name, record.uid, *(pods[0] if pods else ("", ""))]
 
 
 class StateCollector(Collector):
@@ -135,13 +144,23 @@ class StateCollector(Collector):
         processes = GaugeMetricFamily(
             "carve_claim_processes", "Processes attached to the claim's region.", labels=CLAIM_LABELS
         )
+        pod_info = GaugeMetricFamily(
+            "carve_claim_pod_info",
+            "Always 1: one series per (prepared claim, consuming pod), for joins of shared claims.",
+            labels=[*CLAIM_LABELS[:3], "pod_namespace", "pod"],
+        )
         for record in state.claims:
-            if record.state != STATE_COMPLETED or not is_limited(record):
+            if record.state != STATE_COMPLETED:
+                continue
+            pods = state.pods(record)
+            for pod_ns, pod in pods:
+                pod_info.add_metric([record.namespace, record.name, record.uid, pod_ns, pod], 1)
+            if not is_limited(record):
                 continue
             usage = self._read(state, record)
             if usage is None:
                 continue
-            claim = [record.namespace, record.name, record.uid]
+            claim = _claim_values(state, record)
             processes.add_metric(claim, usage.processes)
             for d in usage.devices:
                 labels = [*claim, d.device, d.gpu_uuid]
@@ -156,6 +175,7 @@ class StateCollector(Collector):
                 del self._reported[uid]
         yield from families.values()
         yield processes
+        yield pod_info
         errors = CounterMetricFamily(
             "carve_metrics_region_errors",
             "Scrapes that skipped a claim because its region file was missing or unreadable.",
@@ -200,12 +220,12 @@ class StateCollector(Collector):
             for o in f.over_quota:
                 c = refs.get(o.claim_uid)
                 if c is not None:
-                    over.add_metric([c.namespace, c.name, c.uid, o.gpu_uuid], o.used_bytes - o.limit_bytes)
+                    over.add_metric([*_claim_values(state, c), o.gpu_uuid], o.used_bytes - o.limit_bytes)
             for s in f.over_share:
                 c = refs.get(s.claim_uid)
                 if c is not None:
                     over_share.add_metric(
-                        [c.namespace, c.name, c.uid, s.gpu_uuid], s.used_percent - s.share_percent
+                        [*_claim_values(state, c), s.gpu_uuid], s.used_percent - s.share_percent
                     )
             kills.add_metric([], f.kills)
             for uid in f.unattributed:

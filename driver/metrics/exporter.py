@@ -8,18 +8,49 @@ by `StateCollector`. `MetricsServer` serves the registry over HTTP on --metrics-
 
 from __future__ import annotations
 
+import platform
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import start_http_server
 
+from driver import __version__
 from driver.metrics.collector import GpuState, PluginState, StateCollector
+from driver.metrics.pods import ClaimPods
 
 # Prepare can create MIG instances (seconds); a cached answer takes microseconds.
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 INTERNAL_ERROR_PREFIX = "internal error:"  # how the preparer reports an unexpected exception
+
+
+# A GPU's pending mode reason (driver/plugin/mig/modes.py words it for logs and Events) -> one of a fixed
+# set, so the label stays bounded: the free text carries claim counts and MIG instance ids.
+PENDING_REASONS = (
+    ("needs reset", "needs_reset"),
+    ("waiting for", "claims_prepared"),
+    ("did not create", "foreign_mig_instances"),
+    ("no MIG support", "no_mig_support"),
+    ("switching MIG mode", "switching_mig_mode"),
+)
+
+
+def pending_reason(text: str) -> str:
+    return next((label for needle, label in PENDING_REASONS if needle in text), "other")
+
+
+def build_info(registry: CollectorRegistry, component: str) -> Gauge:
+    """`carve_build_info{version, python, component} 1`: which carve answers, for joins and upgrades."""
+    info = Gauge(
+        "carve_build_info",
+        "Always 1: the carve version and Python of this component.",
+        ["version", "python", "component"],
+        registry=registry,
+    )
+    info.labels(__version__, platform.python_version(), component).set(1)
+    return info
 
 
 def claim_result(error: str) -> str:
@@ -89,6 +120,7 @@ class PluginMetrics:
             "GPUs put on --fallback-strategy since start (a GPU counts once per strategy it could not run).",
             registry=r,
         )
+        self.build_info = build_info(r, "plugin")
         self.state_collector = StateCollector(state)
         r.register(self.state_collector)
 
@@ -114,7 +146,7 @@ class PluginMetrics:
         self.mode_pending.clear()
         for m in modes:
             if m.pending:
-                self.mode_pending.labels(m.uuid, str(m.index), m.effective, m.pending).set(1)
+                self.mode_pending.labels(m.uuid, str(m.index), m.effective, pending_reason(m.pending)).set(1)
 
     def observe_fallback(self, gpu_uuid: str, index: int, wanted: str, strategy: str) -> None:
         self.fallback.labels(gpu_uuid, str(index), wanted, strategy).set(1)
@@ -125,9 +157,24 @@ class PluginMetrics:
         self.last_publish_error.set(time.time())
 
 
+_CLAIM_PODS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # plugin -> its ClaimPods
+
+
+def _claim_pods(plugin) -> ClaimPods | None:
+    get_claim = getattr(plugin.cluster, "get_resource_claim", None)
+    if get_claim is None:
+        return None
+    if plugin not in _CLAIM_PODS:
+        _CLAIM_PODS[plugin] = ClaimPods(get_claim)
+    return _CLAIM_PODS[plugin]
+
+
 def plugin_state(plugin) -> PluginState:
     """The scrape-time view of a started driver.plugin.server.Plugin."""
     preparer = plugin.preparer
+    pods = _claim_pods(plugin)
+    if pods is not None:
+        pods.forget_except(set(preparer.state))
     effective = plugin.publisher.applied  # GPUs not published (mode pending) have no strategy
     return PluginState(
         registered=plugin.registration.status == "registered",
@@ -138,6 +185,7 @@ def plugin_state(plugin) -> PluginState:
             for g in plugin.gpus
         ],
         still_prepared=lambda uid: uid in preparer.state,
+        pods=pods.pods if pods is not None else (lambda _record: []),
         findings=plugin.region_watcher.enforcer.findings
         if plugin.region_watcher is not None and plugin.region_watcher.enforcer is not None
         else None,

@@ -12,7 +12,7 @@ import signal
 from pathlib import Path
 
 from driver import names
-from driver.cli import CliError
+from driver.cli import LOG_LEVELS, CliError
 from driver.devices.base import DEFAULT_CONTEXT_RESERVE_QUANTITY
 from driver.plugin.logfmt import event, setup
 
@@ -96,7 +96,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--kill-unenforced",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help="SIGKILL GPU processes on soft-sliced GPUs that escape the limiter, exceed their claim's "
         "memory quota, or use more SM time than their claim's share allows, by NVML's count (default: "
         "report them only: Event on the claim, metrics)",
@@ -108,8 +109,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--node-partitioning",
-        default="true",
-        choices=("true", "false"),
+        default=True,
+        action=argparse.BooleanOptionalAction,
         help="follow this node's NodePartitioning (the strategy controller's choice per GPU) over --strategy",
     )
     p.add_argument(
@@ -123,7 +124,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="who enforces the memory of shared GPUs: the driver's per-cgroup partition (driver), carve's "
         "limiter (limiter), or the driver where the GPU supports it (auto); docs/enforcement.md",
     )
-    p.add_argument("--log-level", default="info", help="error, warn, info or debug")
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
 def _cluster(args: argparse.Namespace):
@@ -232,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         region_interval_s=args.region_interval,
         kill_unenforced=args.kill_unenforced,
         boot_id=read_boot_id(Path(args.boot_id_file)),
-        partitioning=args.node_partitioning == "true",
+        partitioning=args.node_partitioning,
         memory_enforcement=args.memory_enforcement,
     )
     mig = NvmlMig()

@@ -12,6 +12,8 @@ from pathlib import Path
 from api.v1alpha1.partitioning import PartitioningPolicySpec
 from driver.cli import CliError
 from driver.devices import Settings
+from driver.fsutil import write_atomic
+from driver.simulate import report_html
 from driver.simulate.auto import AutoPlanner
 from driver.simulate.cluster import AUTO, build_cluster
 from driver.simulate.engine import SimResult, Simulation
@@ -27,7 +29,8 @@ from driver.simulate.inputs import (
 from driver.simulate.policies import POLICIES
 from driver.simulate.report import as_json, table
 
-COMPARED = ("exclusive", "mig", "soft", "slots")
+# Every strategy, then `auto` (the controller's planner): the comparison that tells whether to run it.
+COMPARED = ("exclusive", "mig", "soft", "slots", "timeslice", AUTO)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,11 +41,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "else soft")
     parser.add_argument("--node-policy", default="kube", choices=sorted(POLICIES),
                         help="kube: spread like the default scheduler; binpack: fullest node first")
-    parser.add_argument("--compare", action="store_true",
+    parser.add_argument("--compare", action=argparse.BooleanOptionalAction, default=False,
                         help=f"run the trace under {', '.join(COMPARED)} and print them side by side")
     parser.add_argument("--split-count", type=int, default=Settings().split_count,
                         help="soft shares / slots per GPU")
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"), help="output format")
+    parser.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also write a self-contained HTML report with charts (no external scripts or fonts)",
+    )
 
 
 def simulate(groups: list[NodeGroup], pods: list[TracePod], strategy: str = AUTO, node_policy: str = "kube",
@@ -87,5 +97,11 @@ def run(args: argparse.Namespace) -> int:
     for r in results:
         _warn_never_fit(r)
     reports = [r.report() for r in results]
+    if args.html is not None:
+        page = report_html.render(results, args.cluster.name, args.trace.name)
+        try:
+            write_atomic(args.html, page.encode())
+        except OSError as e:
+            raise CliError(f"--html {args.html}: cannot write: {e.strerror or e}") from None
     print(as_json(reports, args.compare) if args.output == "json" else table(reports))
     return 0

@@ -61,6 +61,9 @@ class SimResult:
     strategy_changes: int | None = None  # under auto: GPUs the planner switched
     planner_runs: int | None = None  # under auto: times the planner ran
     placements: dict[str, Placement] = field(default_factory=dict, repr=False)
+    # For the HTML report (report_html.py): samples over time and each scheduled pod's wait.
+    timeline: Timeline | None = field(default=None, repr=False)
+    waits: list[float] = field(default_factory=list, repr=False)
 
     def report(self) -> dict[str, Any]:
         """The output keys, in the order the table prints them."""
@@ -81,6 +84,30 @@ class SimResult:
             **({"strategy_changes": self.strategy_changes} if self.strategy_changes is not None else {}),
             **({"planner_runs": self.planner_runs} if self.planner_runs is not None else {}),
         }
+
+
+class Timeline:
+    """(time s, GPUs busy, pods waiting, strategy changes so far) after each event, thinned to at most
+    `limit` samples (every other one dropped when full, the stride doubled), so a million-pod trace costs
+    the same memory as a small one and the shape of every curve survives."""
+
+    def __init__(self, limit: int = 2048) -> None:
+        self.limit = limit
+        self.stride = 1
+        self._seen = 0
+        self.points: list[tuple[float, int, int, int]] = []
+
+    def add(self, now: float, busy: int, waiting: int, changes: int) -> None:
+        self._seen += 1
+        if self._seen % self.stride:
+            return
+        if self.points and self.points[-1][0] == now:
+            self.points[-1] = (now, busy, waiting, changes)  # several events at one instant: keep the last
+            return
+        self.points.append((now, busy, waiting, changes))
+        if len(self.points) >= self.limit:
+            self.points = self.points[::2]
+            self.stride *= 2
 
 
 @dataclass
@@ -211,6 +238,10 @@ class Simulation:
         busy = peak = 0
         gpu_seconds = 0.0
         last_t = 0.0
+        timeline = Timeline()
+
+        def mark(now: float) -> None:
+            timeline.add(now, busy, len(pending), self.auto.changes if self.auto is not None else 0)
 
         def start(i: int, run: _Running, now: float) -> None:
             nonlocal busy, peak, seq
@@ -235,6 +266,7 @@ class Simulation:
                     first = first_unfit.setdefault(pod_shapes[i], pod.name)
                     why = self._why_not.get(pod_shapes[i], "")
                     reasons[pod.name] = why if first == pod.name else f"same claims as pod {first}: {why}"
+                    mark(now)
                     continue
                 for node in self.policy.order(self.cluster.nodes):
                     run = self._try(node, i, pod, claim_sets[i], pod_shapes[i], fallback[i])
@@ -245,6 +277,7 @@ class Simulation:
                     pending.append(i)
                     if self.auto is not None:
                         pending = self._replan(now, self.cluster.nodes, pending, [i], start)
+                mark(now)
                 continue
             # departure
             run = running.pop(i)
@@ -261,6 +294,7 @@ class Simulation:
             pending = still
             if self.auto is not None:
                 pending = self._replan(now, [run.node], pending, pending, start)
+            mark(now)
 
         lower = lower_bound_gpus(pods, self.cluster.max_gpu_memory)
         return SimResult(
@@ -282,4 +316,6 @@ class Simulation:
             strategy_changes=self.auto.changes if self.auto is not None else None,
             planner_runs=self.auto.plans if self.auto is not None else None,
             placements=placements,
+            timeline=timeline,
+            waits=waits,
         )

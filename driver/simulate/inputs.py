@@ -19,6 +19,7 @@ from driver.allocator.model import ModelError, read_claim
 from driver.allocator.quantity import QuantityError
 from driver.allocator.quantity import of as quantity_of
 from driver.cluster.decode import MAX_DEPTH, too_deep
+from driver.errors import yaml_error
 
 STRATEGY_NAMES = (
     names.STRATEGY_EXCLUSIVE,
@@ -150,7 +151,25 @@ class PodModel(_Strict):
                 if ("exactly" in req) == ("firstAvailable" in req):
                     raise ValueError(f"claims[{i}].devices.requests[{j}]: needs exactly one of "
                                      "exactly, firstAvailable")
+                _check_capacities(f"claims[{i}].devices.requests[{j}]", req)
         return claims
+
+
+def _check_capacities(where: str, request: dict[str, Any]) -> None:
+    """Every capacity a request asks for is a Kubernetes quantity (`4Gi`, not `4GB`), named by its field."""
+    alternatives = [("exactly", request.get("exactly"))]
+    subs = request.get("firstAvailable")
+    if isinstance(subs, list):
+        alternatives += [(f"firstAvailable[{k}]", s) for k, s in enumerate(subs)]
+    for field_name, alt in alternatives:
+        asked = ((alt.get("capacity") or {}).get("requests") if isinstance(alt, dict) else None) or {}
+        if not isinstance(asked, dict):
+            continue
+        for key, value in asked.items():
+            try:
+                quantity_of(value)
+            except QuantityError as e:
+                raise ValueError(f"{where}.{field_name}.capacity.requests.{key}: {e}") from None
 
 
 class GenerateModel(_Strict):
@@ -201,7 +220,7 @@ def _read_yaml(path: Path) -> tuple[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise SimulateError(f"{label}: not valid YAML: {e}") from None
+        raise SimulateError(yaml_error(label, e)) from None
     except RecursionError:  # PyYAML's composer recurses per nesting level
         raise SimulateError(f"{label}: nested deeper than {MAX_DEPTH} levels") from None
     deep = too_deep(data)

@@ -20,6 +20,8 @@ LABELS = {
     "lower_bound_gpus": "lower bound (GPUs)",
     "packing_ratio": "packing ratio (peak/bound)",
     "gpus_by_strategy": "GPUs by strategy",
+    "strategy_changes": "strategy changes (auto)",
+    "planner_runs": "planner runs (auto)",
 }
 
 

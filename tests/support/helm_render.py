@@ -53,9 +53,10 @@ def render(*args: str, kube_version: str = "1.34.0") -> list[dict[str, Any]]:
     return yaml.safe_load(yaml.safe_dump(list(_render(kube_version, tuple(args)))))
 
 
-# Components of the strategy controller (templates/controller.yaml, partitioning-admission.yaml): `one()`
+# Components of the strategy controller (templates/controller.yaml, partitioning-admission.yaml) and the
+# read-only carve-viewer role (viewer-rbac.yaml): `one()`
 # and `rules_of()` leave them out unless asked for, so the plugin's tests keep meaning "the plugin's".
-CONTROLLER_COMPONENTS = ("controller", "partitioning")
+CONTROLLER_COMPONENTS = ("controller", "partitioning", "viewer")
 
 
 def component(obj: dict[str, Any]) -> str:

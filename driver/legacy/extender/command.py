@@ -14,7 +14,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from driver import names
-from driver.cli import CliError
+from driver.cli import LOG_LEVELS, CliError
 from driver.plugin.logfmt import event, setup
 
 if TYPE_CHECKING:
@@ -71,7 +71,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds between full re-lists (the watches keep the state current in between) and between "
         "the leader's collections of stale records",
     )
-    p.add_argument("--leader-elect", action="store_true", help="elect a leader among replicas (Lease)")
+    p.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="elect a leader among replicas (Lease)",
+    )
     p.add_argument("--lease-name", default="carve-scheduler-extender", help="the leader election Lease")
     p.add_argument(
         "--identity", default=os.environ.get("POD_NAME", socket.gethostname()), help="this replica's name"
@@ -92,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="GET /metrics, /healthz and /readyz on this address, e.g. ':8081' (the verbs stay on --addr; "
         "default: off)",
     )
-    p.add_argument("--log-level", default="info", help="error, warn, info or debug")
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
 def _check(args: argparse.Namespace):
@@ -179,11 +184,11 @@ def run(args: argparse.Namespace) -> int:
     server = ExtenderServer(Extender(state, defaults), args.addr, ready=ready)
     probes = None
     if args.metrics_addr:
-        from prometheus_client import CollectorRegistry, Counter
+        from prometheus_client import Counter
 
         from driver.metrics.probes import ProbeServer
 
-        registry = CollectorRegistry(auto_describe=False)
+        registry = server.metrics.registry  # latency, errors, assignments, build info (legacy/metrics.py)
         requests = Counter(
             "carve_extender_requests",
             "Requests to the extender's HTTP verbs (/filter, /prioritize, /bind, probes), by answer code.",

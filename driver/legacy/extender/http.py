@@ -1,4 +1,4 @@
-"""The extender's HTTP edge: POST /filter, /prioritize, /bind; GET /healthz, /readyz.
+"""The extender's HTTP edge: POST /filter, /prioritize, /bind; GET /healthz, /readyz, /metrics.
 
 Bodies over 1 MiB get 413, malformed JSON or arguments 400 with a message; an unexpected exception is
 logged and answered 500 for that request only: the server never goes down because of a request.
@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from driver.cluster.decode import DecodeError, decode_object
 from driver.legacy.extender.verbs import ArgsError, Extender
+from driver.legacy.metrics import CONTENT_TYPE, ExtenderMetrics
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,7 @@ class ExtenderServer:
         host, _, port = addr.rpartition(":")
         self.extender = extender
         self.ready = ready  # '' when ready, else why not
+        self.metrics = ExtenderMetrics()
         self.observe: Callable[[str, str, int], None] = lambda method, path, code: None  # metrics
         outer = self
 
@@ -55,11 +58,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args) -> None:  # one structured line per request instead
         pass
 
-    def _reply(self, code: int, body: object) -> None:
+    def _reply(self, code: int, body: object, content_type: str = "") -> None:
         self.server_ref.observe(self.command, self.path.split("?", 1)[0], code)
-        data = (json.dumps(body) if not isinstance(body, str) else body).encode()
+        if isinstance(body, bytes):
+            data = body
+        else:
+            data = (json.dumps(body) if not isinstance(body, str) else body).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json" if not isinstance(body, str) else "text/plain")
+        kind = content_type or ("application/json" if not isinstance(body, str) else "text/plain")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -68,10 +75,27 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path in ("/healthz", "/readyz"):
             why = self.server_ref.ready() if self.path == "/readyz" else ""
             self._reply(200 if not why else 503, why or "ok")
+        elif self.path == "/metrics":
+            self._reply(200, self.server_ref.metrics.exposition(), CONTENT_TYPE)
         else:
             self._reply(404, f"no route GET {self.path}")
 
     def do_POST(self) -> None:
+        started = time.monotonic()
+        code, body = self._post()
+        name = self.path.strip("/")
+        kind = ""
+        if code == 500:
+            kind = "internal"
+        elif code != 200:
+            kind = "bad_request"
+        elif isinstance(body, dict) and body.get("Error"):
+            kind = "refused"
+        self.server_ref.metrics.observe(name, time.monotonic() - started, kind)
+        self._reply(code, body)
+
+    def _post(self) -> tuple[int, object]:
+        """(status, body) of one POST; the caller answers and counts it."""
         verbs = {
             "/filter": self.server_ref.extender.filter,
             "/prioritize": self.server_ref.extender.prioritize,
@@ -82,7 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or "0")
         except ValueError:
             self.close_connection = True
-            return self._reply(400, {"Error": "Content-Length: not a number"})
+            return (400, {"Error": "Content-Length: not a number"})
         if length > MAX_BODY or length < 0:
             self.close_connection = True  # any unread body must not be parsed as the next request
             left = length if length <= DRAIN_LIMIT else 0
@@ -91,12 +115,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if not chunk:
                     break
                 left -= len(chunk)
-            return self._reply(
-                413, {"Error": f"request body of {length} bytes is over the {MAX_BODY}-byte limit"}
-            )
+            return (413, {"Error": f"request body of {length} bytes is over the {MAX_BODY}-byte limit"})
         raw = self.rfile.read(length)
         if verb is None:
-            return self._reply(404, {"Error": f"no route POST {self.path}"})
+            return (404, {"Error": f"no route POST {self.path}"})
         try:
             # One pod per request: decoded with the nesting limit every API object gets (a body nested
             # thousands deep is this request's 400, not a RecursionError).
@@ -105,12 +127,12 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ArgsError("the body must be a JSON object")
             result = verb(args)
         except DecodeError as e:
-            return self._reply(400, {"Error": f"{self.path}: {e}"})
+            return (400, {"Error": f"{self.path}: {e}"})
         except UnicodeDecodeError as e:
-            return self._reply(400, {"Error": f"{self.path}: body is not JSON: {e}"})
+            return (400, {"Error": f"{self.path}: body is not JSON: {e}"})
         except ArgsError as e:
-            return self._reply(400, {"Error": f"{self.path}: {e}"})
+            return (400, {"Error": f"{self.path}: {e}"})
         except Exception as e:
             event(log, logging.ERROR, "extender.internal-error", exc_info=True, path=self.path, error=repr(e))
-            return self._reply(500, {"Error": f"internal error: {type(e).__name__}: {e}"})
-        self._reply(200, result)
+            return (500, {"Error": f"internal error: {type(e).__name__}: {e}"})
+        return 200, result

@@ -46,7 +46,9 @@ def write_region(claims_dir: Path, uid: str, limits: list[tuple[int, int, str]],
 
 
 def labels(uid: str, name: str, device: str, gpu: str) -> dict:
-    return {"claim_namespace": "ml", "claim_name": name, "claim_uid": uid, "device": device, "gpu_uuid": gpu}
+    # No API server here: the consuming pod is unknown, so its labels are empty.
+    return {"claim_namespace": "ml", "claim_name": name, "claim_uid": uid, "pod_namespace": "", "pod": "",
+            "device": device, "gpu_uuid": gpu}
 
 
 @pytest.fixture
@@ -71,7 +73,7 @@ def test_soft_claim_usage_is_read_from_its_region(claims_dir):
     assert r.get_sample_value("carve_claim_oom_refusals_total", at) == 2
     assert r.get_sample_value("carve_claim_cores_limit_percent", at) == 30
     assert r.get_sample_value("carve_claim_sm_utilization_percent", at) == 28
-    claim = {k: at[k] for k in ("claim_namespace", "claim_name", "claim_uid")}
+    claim = {k: at[k] for k in ("claim_namespace", "claim_name", "claim_uid", "pod_namespace", "pod")}
     assert r.get_sample_value("carve_claim_processes", claim) == 2
     assert r.get_sample_value("carve_metrics_region_errors_total") == 0
 
@@ -183,7 +185,8 @@ def test_the_nvml_cross_check_is_exported(claims_dir):
     r = PluginMetrics(lambda: PluginState(True, [soft], claims_dir, findings=findings)).registry
     assert r.get_sample_value("carve_unenforced_processes", {"gpu_uuid": "GPU-1"}) == 2
     assert r.get_sample_value("carve_unenforced_processes", {"gpu_uuid": "GPU-2"}) == 0
-    over = {"claim_namespace": "ml", "claim_name": "train", "claim_uid": "u1", "gpu_uuid": "GPU-1"}
+    over = {"claim_namespace": "ml", "claim_name": "train", "claim_uid": "u1", "pod_namespace": "", "pod": "",
+            "gpu_uuid": "GPU-1"}
     assert r.get_sample_value("carve_claim_memory_over_quota_bytes", over) == GIB
     assert r.get_sample_value("carve_claim_sm_over_share_percent", over) == 72 - 30
     assert r.get_sample_value("carve_claim_sm_over_share_percent", {**over, "gpu_uuid": "GPU-2"}) is None

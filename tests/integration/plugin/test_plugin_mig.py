@@ -122,7 +122,7 @@ def test_a_pending_mig_mode_change_is_reported_for_that_gpu_only(node, kubelet, 
         metrics_port = plugin.wait_for_log(r"metrics=(\d+)").group(1)
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
             text = r.read().decode()
-        assert re.search(r'carve_plugin_gpu_mode_pending\{[^}]*index="0"[^}]*reason="needs reset"', text)
+        assert re.search(r'carve_plugin_gpu_mode_pending\{[^}]*index="0"[^}]*reason="needs_reset"', text)
         soft = node.put_claim(
             "s",
             [

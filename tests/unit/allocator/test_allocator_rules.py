@@ -159,7 +159,7 @@ def test_valid_values_take_a_request_equal_to_a_value_as_is():
 
 def test_request_above_policy_max_does_not_fit():
     slices = [slice_("a", [dev("v0", "vgpu", memory="16Gi", multi=True, policy=SOFT_POLICY)])]
-    with pytest.raises(Unallocatable, match="not allowed by the request policy"):
+    with pytest.raises(Unallocatable, match=r"memory 9Gi: must be 256Mi..8Gi in steps of 256Mi"):
         allocate(claim("c", exactly("r", cls="vgpu", capacity={"memory": "9Gi"})), slices, CLASSES)
 
 

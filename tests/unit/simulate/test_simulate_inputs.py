@@ -100,7 +100,7 @@ def test_files_are_named_in_errors(tmp_path: Path) -> None:
     with pytest.raises(SimulateError, match=r"^my-cluster.yaml: nodes\[0\].gpus"):
         load_cluster(path)
     path.write_text("nodes: [\n")
-    with pytest.raises(SimulateError, match=r"my-cluster\.yaml: not valid YAML"):
+    with pytest.raises(SimulateError, match=r"my-cluster\.yaml:2:1: invalid YAML"):
         load_cluster(path)
     with pytest.raises(SimulateError, match="cannot read"):
         load_cluster(tmp_path / "missing.yaml")
