@@ -22,11 +22,16 @@ def assignment(pod: str, uid: str) -> Assignment:
 
 
 class FakePodResources:
+    """The kubelet's view: PodResources' holders, and the pod UIDs its device checkpoint names."""
+
     def __init__(self, holders: list[Holder]) -> None:
         self._holders = holders
 
     def holders(self, resource: str, ids) -> list[Holder]:
         return list(self._holders)
+
+    def pod_uids(self, resource: str, ids) -> set[str]:
+        return {f"uid-{h.pod}" for h in self._holders}
 
 
 class FakeApi:
@@ -40,6 +45,9 @@ class FakeApi:
 
     def get_pod(self, ns: str, name: str) -> dict:
         return self.pods[(ns, name)]
+
+    def list_configmaps(self, ns: str, selector: str) -> list[dict]:
+        return list(self.records.values())
 
     def get_configmap(self, ns: str, name: str) -> dict:
         if name not in self.records:
@@ -73,8 +81,10 @@ def test_a_record_under_its_own_name_parses():
     assert parse_record(make_record(a, NS)) == a
 
 
-def test_a_pod_bound_to_another_node_is_refused():
+def test_a_record_for_another_node_is_refused():
     api = FakeApi()
-    api.pods[("team", "victim")]["spec"]["nodeName"] = "n2"
-    with pytest.raises(IdentityError, match=r"spec\.nodeName is 'n2', not this node n1"):
+    other = Assignment(namespace="team", name="victim", uid="uid-victim", node="n2",
+                       containers=assignment("victim", "uid-victim").containers)
+    api.records["carve-legacy-uid-victim"] = make_record(other, NS)
+    with pytest.raises(IdentityError, match=r"assignment record names team/victim \(uid-victim\) on n2"):
         resolve(IDS, "nvidia.com/gpu", NODE, FakePodResources([Holder("team", "victim", "main")]), api, NS)
