@@ -161,6 +161,7 @@ def test_the_monitor_renders_only_when_asked_or_when_the_api_is_served() -> None
     [sm] = [o for o in auto if o["kind"] == "ServiceMonitor"]
     assert sm["spec"]["selector"]["matchLabels"]["carve.dev/metrics"] == "true"
     assert sm["spec"]["endpoints"][0]["port"] == "metrics"
+    assert sm["spec"]["endpoints"][0]["honorLabels"] is True  # the per-claim `pod` label survives the scrape
     assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
     off = render(
         "--api-versions", "monitoring.coreos.com/v1", "--set", "metrics.serviceMonitor.enabled=false"
