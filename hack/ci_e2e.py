@@ -23,9 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from e2e.cluster.versions import resolve  # noqa: E402
+from e2e.cluster.versions import DEFAULT_MINOR, resolve  # noqa: E402
 
-DEFAULT_MINOR = "1.37"
 BAR = "=" * 100
 
 

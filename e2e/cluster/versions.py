@@ -11,6 +11,9 @@ from pathlib import Path
 CLUSTER_DIR = Path(__file__).resolve().parent
 REPO = CLUSTER_DIR.parents[1]
 
+# The minor `make e2e`, the launcher, pytest e2e and CI use unless told otherwise: the current release.
+DEFAULT_MINOR = "1.37"
+
 # Alpha in 1.34/1.35 (fields are dropped with the gate off), beta and on by default in 1.36
 # (docs/install.md, "Feature gates per Kubernetes version").
 ALPHA_DRA_GATES = (
