@@ -3,9 +3,9 @@
 CI runs on a fresh clone of a 2-core machine with a 90-minute limit. This step always runs the whole e2e
 of CARVE_CI_E2E_K8S (default 1.37, the current Kubernetes release) on containerd + runc, or fails:
 - it builds the cluster binary (`make cluster`, .tools/k8s/<version>/k8s) when it is missing, within
-  CARVE_CI_E2E_BUILD_BUDGET_S (default 3000 s; docs/e2e.md has the measured cold build times);
+  CARVE_CI_E2E_BUILD_BUDGET_S (default 2700 s; docs/e2e.md has the measured cold build times);
 - it builds containerd (`make containerd`, which installs Debian's runc and CNI plugins with apt-get where
-  they are missing, waiting for the dpkg lock) within CARVE_CI_E2E_RUNTIME_BUDGET_S (default 1800 s);
+  they are missing, waiting for the dpkg lock) within CARVE_CI_E2E_RUNTIME_BUDGET_S (default 1200 s);
 - a build that fails or runs over its budget, a machine without root or without Go, fails CI with a banner
   naming the cause. There is no lesser e2e to fall back to: no skip and no fake container runtime.
 CARVE_CI_E2E=0 turns the step off, for a developer's own runs of .ci/run only: it says so in a banner.
@@ -62,13 +62,13 @@ def run_e2e(minor: str) -> int:
     if not version.binary.exists():
         if not shutil.which("go"):
             raise CiFailure(f"{version.binary} is not built and there is no Go (>= 1.26) to build it")
-        budget = float(os.environ.get("CARVE_CI_E2E_BUILD_BUDGET_S", "3000"))
+        budget = float(os.environ.get("CARVE_CI_E2E_BUILD_BUDGET_S", "2700"))
         build(
             ["make", "cluster", f"K8S={minor}"],
             f"building the Kubernetes {version.patch} cluster binary",
             budget,
         )
-    budget = float(os.environ.get("CARVE_CI_E2E_RUNTIME_BUDGET_S", "1800"))
+    budget = float(os.environ.get("CARVE_CI_E2E_RUNTIME_BUDGET_S", "1200"))
     build(["make", "containerd"], "building containerd and installing runc and the CNI plugins", budget)
     start = time.monotonic()
     rc = subprocess.call(["make", "e2e", f"K8S={minor}", "RUNTIME=containerd"], cwd=REPO)
