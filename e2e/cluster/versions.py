@@ -34,6 +34,18 @@ LOCKED_ON: dict[int, frozenset[str]] = {
     38: frozenset({"DRAExtendedResource", "DRAPartitionableDevices", "DRADeviceTaints"}),
 }
 
+# Gates on by default that depend on one GATES=off turns off: they go off with it, or the components refuse
+# to start ("DRADeviceTaintRules is enabled, but depends on features that are disabled: [DRADeviceTaints]",
+# found by the 1.37 gates-off e2e). From the dependency table of kube_features.go at v1.37.2:
+# DRADeviceTaintRules (GA, on) needs DRADeviceTaints; DRAFractionalCapacityRange (beta) needs
+# DRAConsumableCapacity. The newest known minor's table holds for a newer one.
+DEPENDENTS: dict[int, dict[str, tuple[str, ...]]] = {
+    37: {
+        "DRADeviceTaints": ("DRADeviceTaintRules",),
+        "DRAConsumableCapacity": ("DRAFractionalCapacityRange",),
+    },
+}
+
 # What `GATES=off` must turn off for the e2e's gates-off expectations (the fallback: whole GPUs and slots,
 # no soft, MIG or time-sliced devices).
 GATES_OFF_NEEDS = ("DRAConsumableCapacity", "DRAPartitionableDevices")
@@ -80,7 +92,11 @@ class Version:
             # Beta or GA and on by default: gates on needs nothing; gates off turns off what is not locked.
             if self.gates_on:
                 return {}
-            return {g: False for g in ALPHA_DRA_GATES if g not in self.locked_on}
+            off = [g for g in ALPHA_DRA_GATES if g not in self.locked_on]
+            known = [m for m in DEPENDENTS if m <= self.minor_int]
+            dependents = DEPENDENTS[max(known)] if known else {}
+            off += [d for g in off for d in dependents.get(g, ()) if d not in self.locked_on]
+            return dict.fromkeys(off, False)
         return dict.fromkeys(ALPHA_DRA_GATES, self.gates_on)
 
     def gates_flag(self) -> list[str]:

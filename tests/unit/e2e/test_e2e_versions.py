@@ -21,25 +21,29 @@ def test_gates_on_needs_no_gate_from_1_36_and_the_four_alpha_gates_before():
     assert Version("1.35", "v1.35.4", True).feature_gates() == dict.fromkeys(versions.ALPHA_DRA_GATES, True)
 
 
-def test_gates_off_on_1_37_leaves_the_locked_extended_resource_gate_alone():
-    # DRAExtendedResource is GA and LockToDefault in v1.37.2: setting it false stops every component.
+def test_gates_off_on_1_37_leaves_the_locked_gate_alone_and_turns_dependents_off():
+    # DRAExtendedResource is GA and LockToDefault in v1.37.2: setting it false stops every component;
+    # DRADeviceTaintRules (GA, on) depends on DRADeviceTaints: left on, the API server refuses to start.
     gates = resolve("1.37", "off").feature_gates()
     assert gates == {
         "DRAConsumableCapacity": False,
         "DRAPartitionableDevices": False,
         "DRADeviceTaints": False,
+        "DRAFractionalCapacityRange": False,
+        "DRADeviceTaintRules": False,
     }
     assert resolve("1.37", "off").gates_flag() == [
-        "--feature-gates=DRAConsumableCapacity=false,DRAPartitionableDevices=false,DRADeviceTaints=false"
+        "--feature-gates=DRAConsumableCapacity=false,DRAPartitionableDevices=false,DRADeviceTaints=false,"
+        "DRAFractionalCapacityRange=false,DRADeviceTaintRules=false"
     ]
-    # 1.36 locks none of the four.
+    # 1.36 locks none of the four and has no dependent on by default.
     assert Version("1.36", "v1.36.3", False).feature_gates() == dict.fromkeys(versions.ALPHA_DRA_GATES, False)
 
 
 def test_a_minor_that_locks_partitionable_devices_on_refuses_gates_off():
     later = Version("1.38", "v1.38.0-beta.0", False)
     assert {"DRAPartitionableDevices", "DRADeviceTaints"} <= later.locked_on
-    assert later.feature_gates() == {"DRAConsumableCapacity": False}
+    assert later.feature_gates() == {"DRAConsumableCapacity": False, "DRAFractionalCapacityRange": False}
     assert Version("1.39", "v1.39.0", True).locked_on == later.locked_on  # the newest known locks hold
     if (versions.CLUSTER_DIR / "1.38" / "go.mod").exists():
         with pytest.raises(ValueError, match=r"locks DRAPartitionableDevices on: GATES=off .* cannot be run"):
