@@ -80,6 +80,7 @@ e2e-legacy: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd
 
 e2e-all: native tools
 	$(MAKE) e2e K8S=1.37
+	$(MAKE) e2e K8S=1.37 GATES=off
 	$(MAKE) e2e K8S=1.36
 	$(MAKE) e2e K8S=1.35
 	$(MAKE) e2e K8S=1.35 GATES=off
