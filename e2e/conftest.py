@@ -1,7 +1,8 @@
 """e2e fixtures: one local cluster per session (e2e/cluster), built by `make cluster`.
 
-The minor comes from CARVE_E2E_K8S (default 1.36), the alpha DRA gates from CARVE_E2E_GATES (on|off), the
-nodes' container runtime from CARVE_E2E_RUNTIME (containerd, the default, or fakecri).
+The minor comes from CARVE_E2E_K8S (default: e2e/cluster/versions.py's DEFAULT_MINOR, 1.37), the DRA gates
+from CARVE_E2E_GATES (on|off), the nodes' container runtime from CARVE_E2E_RUNTIME (containerd, the default,
+or fakecri).
 A cluster binary that is not built, or a cluster that does not come up, fails the session: a broken e2e
 must never pass as skipped. On a minor without DRA (1.29) only the tests marked `legacy` (the legacy shim,
 e2e/test_legacy.py) run; every other test is skipped, naming the minor (`make e2e-legacy` selects them).
@@ -21,9 +22,9 @@ collect_ignore = [] if os.environ.get("CARVE_E2E_TARGET") == "kind" else ["kind"
 
 
 def pytest_collection_modifyitems(config, items):
-    from e2e.cluster.versions import resolve
+    from e2e.cluster.versions import DEFAULT_MINOR, resolve
 
-    version = resolve(os.environ.get("CARVE_E2E_K8S", "1.36"), os.environ.get("CARVE_E2E_GATES", "on"))
+    version = resolve(os.environ.get("CARVE_E2E_K8S", DEFAULT_MINOR), os.environ.get("CARVE_E2E_GATES", "on"))
     if version.dra:
         return
     skip = pytest.mark.skip(
@@ -38,10 +39,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def cluster():
     from e2e.cluster.launcher import Cluster
-    from e2e.cluster.versions import resolve
+    from e2e.cluster.versions import DEFAULT_MINOR, resolve
     from e2e.sessions import cluster_session
 
-    version = resolve(os.environ.get("CARVE_E2E_K8S", "1.36"), os.environ.get("CARVE_E2E_GATES", "on"))
+    version = resolve(os.environ.get("CARVE_E2E_K8S", DEFAULT_MINOR), os.environ.get("CARVE_E2E_GATES", "on"))
     root = Path(tempfile.mkdtemp(prefix=f"carve-e2e-{version.minor}-"))
     c = Cluster(version, root, runtime=os.environ.get("CARVE_E2E_RUNTIME", "containerd"))
     yield from cluster_session(c, root, f"{version.label} cluster")

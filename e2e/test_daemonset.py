@@ -20,7 +20,7 @@ from driver import names
 from e2e import kube
 from e2e.cluster.launcher import NAMESPACE, Cluster
 from e2e.cluster.nodes import NodeSpec
-from e2e.cluster.versions import resolve
+from e2e.cluster.versions import DEFAULT_MINOR, resolve
 from e2e.sessions import cluster_session
 
 NODE = "e2e-d1"
@@ -34,7 +34,7 @@ def ds_cluster():
         pytest.skip(f"the plugin's DaemonSet needs real containers; this session runs {runtime} on purpose")
     if os.environ.get("CARVE_E2E_DAEMONSET", "1") == "0":
         pytest.skip("CARVE_E2E_DAEMONSET=0")
-    version = resolve(os.environ.get("CARVE_E2E_K8S", "1.36"), os.environ.get("CARVE_E2E_GATES", "on"))
+    version = resolve(os.environ.get("CARVE_E2E_K8S", DEFAULT_MINOR), os.environ.get("CARVE_E2E_GATES", "on"))
     root = Path(tempfile.mkdtemp(prefix=f"carve-e2e-ds-{version.minor}-"))
     spec = NodeSpec(NODE, "fake:1xA100-80GB,1xT4", "soft")
     c = Cluster(version, root, specs=(spec,), runtime="containerd", plugin_mode="daemonset")

@@ -1,8 +1,9 @@
 """ResourceSlice API limits per Kubernetes version, and a validator that checks slices against them.
 
-One ApiLimits value per supported version (1.34, 1.35, 1.36), looked up once and passed in. The values
-are those of the API server's validation (shared/reference/k8s-dra-api.md); the validator checks
-every one of them, plus the request-policy rules the API server applies to consumable capacity, so a
+One ApiLimits value per supported version (1.34 .. 1.38), looked up once and passed in. The values
+are those of the API server's validation (k8s.io/kubernetes pkg/apis/resource/types.go and validation/
+at each tag; docs/devices.md has the table); the validator checks every one of them, plus the
+request-policy rules the API server applies to consumable capacity and the device taint rules, so a
 slice that passes here is not rejected on write. Errors name the slice, the device and the limit.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -26,6 +27,9 @@ _SEMVER = re.compile(
     r"(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$"
 )
 _VALUE_KINDS = ("int", "bool", "string", "version")
+# Label names and values (device taint keys and values), as metav1validation.ValidateLabelName checks them.
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 class SliceLimitError(ModelError):
@@ -57,10 +61,43 @@ class ApiLimits:
     max_consumptions_per_device: int | None = None
     max_counters_per_consumption: int | None = None
     counters_in_own_slice: bool = False
+    # Device taints: how many per device, which effects (None from 1.35).
+    max_taints_per_device: int = 4
+    taint_effects: tuple[str, ...] = ("NoExecute", "NoSchedule")
+    # 1.37+: consumesCounters[].compatibilityGroups (DRADeviceCompatibilityGroups, alpha, off by default):
+    # at most this many DNS-label names per counter consumption; None where the field does not exist.
+    max_compatibility_groups: int | None = None
     # Feature gates a cluster of this version has on by default (the fields are dropped otherwise).
     consumable_capacity_default: bool = False
     partitionable_devices_default: bool = False
+    device_taints_default: bool = False
+    compatibility_groups_default: bool = False
 
+
+_LIMITS_1_35 = ApiLimits(
+    version="1.35",
+    max_devices_with_counters_or_taints=64,
+    max_counter_sets_per_slice=8,
+    max_consumptions_per_device=2,
+    max_counters_per_consumption=32,
+    counters_in_own_slice=True,
+    max_taints_per_device=16,
+    taint_effects=("NoExecute", "NoSchedule", "None"),
+)
+# 1.36: the same limits; DRAConsumableCapacity, DRAPartitionableDevices and DRADeviceTaints beta and on.
+_LIMITS_1_36 = replace(
+    _LIMITS_1_35,
+    version="1.36",
+    consumable_capacity_default=True,
+    partitionable_devices_default=True,
+    device_taints_default=True,
+)
+# 1.37 (v1.37.2): the same slice limits as 1.36 (ResourceSliceMaxDevices 128, ...WithAdvancedFeatures 64,
+# 8 counter sets, 2 consumptions of at most 32 counters, 16 taints); new is compatibilityGroups on a
+# counter consumption (KEP-5963, alpha: at most 2, unique, DNS labels). DRADeviceTaints is GA (on, may
+# still be turned off), DRAResourceClaimDeviceStatus and DRAExtendedResource GA and locked on;
+# DRAConsumableCapacity and DRAPartitionableDevices stay beta and on.
+_LIMITS_1_37 = replace(_LIMITS_1_36, version="1.37", max_compatibility_groups=2)
 
 LIMITS: dict[str, ApiLimits] = {
     "1.34": ApiLimits(
@@ -70,30 +107,19 @@ LIMITS: dict[str, ApiLimits] = {
         max_consumed_counters_per_slice=1024,
         counters_with_their_devices=True,
     ),
-    "1.35": ApiLimits(
-        version="1.35",
-        max_devices_with_counters_or_taints=64,
-        max_counter_sets_per_slice=8,
-        max_consumptions_per_device=2,
-        max_counters_per_consumption=32,
-        counters_in_own_slice=True,
-    ),
-    "1.36": ApiLimits(
-        version="1.36",
-        max_devices_with_counters_or_taints=64,
-        max_counter_sets_per_slice=8,
-        max_consumptions_per_device=2,
-        max_counters_per_consumption=32,
-        counters_in_own_slice=True,
-        consumable_capacity_default=True,
-        partitionable_devices_default=True,
-    ),
+    "1.35": _LIMITS_1_35,
+    "1.36": _LIMITS_1_36,
+    "1.37": _LIMITS_1_37,
+    # 1.38 as of v1.38.0-beta.0: the ResourceSlice API and its limits are those of 1.37 (a claim's
+    # capacity requests gain a limit of 32 entries, not a slice's); DRAConsumableCapacity is GA,
+    # DRAPartitionableDevices and DRADeviceTaints GA and locked on.
+    "1.38": replace(_LIMITS_1_37, version="1.38"),
 }
 
 
 def limits_for(version: str) -> ApiLimits:
-    """'1.34', 'v1.35.2', '1.36.0' -> the ApiLimits of that minor version."""
-    m = re.match(r"^v?(\d+)\.(\d+)(?:\.\d+)?$", (version or "").strip())
+    """'1.34', 'v1.35.2', '1.36.0', 'v1.38.0-beta.0', 'v1.37.2-gke.100' -> the ApiLimits of that minor."""
+    m = re.match(r"^v?(\d+)\.(\d+)(?:\.\d+(?:[-+][0-9A-Za-z.+-]*)?)?$", (version or "").strip())
     key = f"{m.group(1)}.{m.group(2)}" if m else version
     try:
         return LIMITS[key]
@@ -171,6 +197,9 @@ def _check_request_policy(key: str, value: Fraction, policy: dict[str, Any], whe
         if lo > value or default < lo or (hi is not None and (hi < lo or hi > value or default > hi)):
             raise _fail(limits, w, "must satisfy min <= default <= max <= capacity value")
         if step is not None:
+            # 1.37 says so; older servers divide by the step and fail the same write.
+            if step <= 0:
+                raise _fail(limits, w, "step must be greater than zero")
             if lo + step > value:
                 raise _fail(limits, w, "min + step exceeds the capacity value")
             for name, v in (("default", default), ("max", hi)):
@@ -192,6 +221,44 @@ def _check_capacity(device: dict[str, Any], where: str, limits: ApiLimits) -> No
             _check_request_policy(key, value, policy, where, limits)
 
 
+def _check_taints(device: dict[str, Any], where: str, limits: ApiLimits) -> None:
+    """The API server's rules for device taints: count, key (a label name), value (a label value), effect."""
+    taints = device.get("taints") or []
+    if len(taints) > limits.max_taints_per_device:
+        raise _fail(limits, where, f"{len(taints)} taints, more than {limits.max_taints_per_device}")
+    for i, taint in enumerate(taints):
+        w = f"{where}: taints[{i}]"
+        key = taint.get("key")
+        if not isinstance(key, str) or not key:
+            raise _fail(limits, w, "key is missing")
+        prefix, sep, name = key.rpartition("/")
+        if sep:
+            _check_name(prefix, DNS_SUBDOMAIN, 253, w, f"prefix of key {key!r}", limits)
+        if len(name) > 63 or not _LABEL_NAME.match(name):
+            raise _fail(limits, w, f"key {key!r} is not a label name (at most 63 characters after a prefix)")
+        value = taint.get("value") or ""
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            raise _fail(limits, w, f"value {value!r} is not a label value (at most 63 characters)")
+        effect = taint.get("effect")
+        if effect not in limits.taint_effects:
+            raise _fail(limits, w, f"effect {effect!r} is not one of {', '.join(limits.taint_effects)}")
+
+
+def _check_compatibility_groups(consumption: dict[str, Any], where: str, limits: ApiLimits) -> None:
+    groups = consumption.get("compatibilityGroups")
+    if not groups:
+        return
+    w = f"{where}: consumesCounters[{consumption.get('counterSet')}].compatibilityGroups"
+    if limits.max_compatibility_groups is None:
+        raise _fail(limits, w, "the field exists from Kubernetes 1.37 (DRADeviceCompatibilityGroups)")
+    if len(groups) > limits.max_compatibility_groups:
+        raise _fail(limits, w, f"{len(groups)} groups, more than {limits.max_compatibility_groups}")
+    if len(set(groups)) != len(groups):
+        raise _fail(limits, w, "group names must be unique")
+    for g in groups:
+        _check_name(g, _DNS_LABEL, 63, w, "group name", limits)
+
+
 def _check_device(device: dict[str, Any], where: str, limits: ApiLimits) -> int:
     """Checks one device; returns how many counters it consumes."""
     attributes = device.get("attributes") or {}
@@ -206,6 +273,7 @@ def _check_device(device: dict[str, Any], where: str, limits: ApiLimits) -> int:
     for key, value in attributes.items():
         _check_attribute(key, value, where, limits)
     _check_capacity(device, where, limits)
+    _check_taints(device, where, limits)
     consumptions = device.get("consumesCounters") or []
     if (
         limits.max_consumptions_per_device is not None
@@ -218,6 +286,7 @@ def _check_device(device: dict[str, Any], where: str, limits: ApiLimits) -> int:
         )
     total = 0
     for c in consumptions:
+        _check_compatibility_groups(c, where, limits)
         n = len(c.get("counters") or {})
         if limits.max_counters_per_consumption is not None and n > limits.max_counters_per_consumption:
             raise _fail(

@@ -2,7 +2,7 @@
 containerd + runc, or on a recording fake CRI) and carve's plugin per node: a host process (plugin mode
 `host`, the default), or the chart's DaemonSet running the carve image built here (`daemonset`, real
 containers only; one DaemonSet per node, see `node_daemonset`).
-`python -m e2e.cluster.launcher --k8s 1.36` (also `make cluster-up`) starts one and keeps it until Ctrl-C;
+`python -m e2e.cluster.launcher --k8s 1.37` (also `make cluster-up`) starts one and keeps it until Ctrl-C;
 e2e/conftest.py starts one per test session.
 
 Every process is a child of this one and is stopped by pid when the cluster stops (also on an error while
@@ -32,7 +32,7 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.cluster.images import Image
 from e2e.cluster.nodes import Node, NodeSpec
 from e2e.cluster.procs import StartError, Supervisor, tail
-from e2e.cluster.versions import REPO, Version, resolve
+from e2e.cluster.versions import DEFAULT_MINOR, REPO, Version, resolve
 
 NAMESPACE = "carve-system"
 RELEASE = "carve"
@@ -385,7 +385,7 @@ class Cluster:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="cluster-up", description=__doc__)
-    p.add_argument("--k8s", default="1.36", help="Kubernetes minor (e2e/cluster/<minor>)")
+    p.add_argument("--k8s", default=DEFAULT_MINOR, help="Kubernetes minor (e2e/cluster/<minor>)")
     p.add_argument("--gates", default="on", choices=("on", "off"), help="the alpha DRA gates (1.34/1.35)")
     p.add_argument("--runtime", default="containerd", choices=RUNTIMES, help="the nodes' container runtime")
     p.add_argument(

@@ -11,6 +11,9 @@ from pathlib import Path
 CLUSTER_DIR = Path(__file__).resolve().parent
 REPO = CLUSTER_DIR.parents[1]
 
+# The minor `make e2e`, the launcher, pytest e2e and CI use unless told otherwise: the current release.
+DEFAULT_MINOR = "1.37"
+
 # Alpha in 1.34/1.35 (fields are dropped with the gate off), beta and on by default in 1.36
 # (docs/install.md, "Feature gates per Kubernetes version").
 ALPHA_DRA_GATES = (
@@ -19,6 +22,33 @@ ALPHA_DRA_GATES = (
     "DRADeviceTaints",
     "DRAExtendedResource",
 )
+
+# Gates a minor locks to their (on) default: `--feature-gates=<gate>=false` makes every component refuse
+# to start ("cannot set feature gate ... to false, feature is locked to true"), so `GATES=off` leaves them
+# on. From k8s.io/kubernetes pkg/features/kube_features.go at each tag (LockToDefault: true):
+# v1.37.2: DRAExtendedResource GA and locked (DRADeviceTaints GA but not locked: it can still be off);
+# v1.38.0-beta.0: DRAPartitionableDevices and DRADeviceTaints GA and locked as well (DRAConsumableCapacity
+# GA, not locked).
+LOCKED_ON: dict[int, frozenset[str]] = {
+    37: frozenset({"DRAExtendedResource"}),
+    38: frozenset({"DRAExtendedResource", "DRAPartitionableDevices", "DRADeviceTaints"}),
+}
+
+# Gates on by default that depend on one GATES=off turns off: they go off with it, or the components refuse
+# to start ("DRADeviceTaintRules is enabled, but depends on features that are disabled: [DRADeviceTaints]",
+# found by the 1.37 gates-off e2e). From the dependency table of kube_features.go at v1.37.2:
+# DRADeviceTaintRules (GA, on) needs DRADeviceTaints; DRAFractionalCapacityRange (beta) needs
+# DRAConsumableCapacity. The newest known minor's table holds for a newer one.
+DEPENDENTS: dict[int, dict[str, tuple[str, ...]]] = {
+    37: {
+        "DRADeviceTaints": ("DRADeviceTaintRules",),
+        "DRAConsumableCapacity": ("DRAFractionalCapacityRange",),
+    },
+}
+
+# What `GATES=off` must turn off for the e2e's gates-off expectations (the fallback: whole GPUs and slots,
+# no soft, MIG or time-sliced devices).
+GATES_OFF_NEEDS = ("DRAConsumableCapacity", "DRAPartitionableDevices")
 
 
 @dataclass(frozen=True)
@@ -47,12 +77,26 @@ class Version:
             return f"{self.patch} without DRA"
         return f"{self.patch} gates {'on' if self.gates_on else 'off'}"
 
+    @property
+    def locked_on(self) -> frozenset[str]:
+        """DRA gates this minor locks on: they cannot be turned off (LOCKED_ON; the newest known minor's
+        locks hold for a newer one)."""
+        known = [m for m in LOCKED_ON if m <= self.minor_int]
+        return LOCKED_ON[max(known)] if known else frozenset()
+
     def feature_gates(self) -> dict[str, bool]:
         """The same map for the API server, scheduler, controller manager and kubelets."""
         if not self.dra:
             return {}  # the alpha DRA gates' names do not exist yet; DynamicResourceAllocation is off
         if self.minor_int >= 36:
-            return {} if self.gates_on else dict.fromkeys(ALPHA_DRA_GATES, False)
+            # Beta or GA and on by default: gates on needs nothing; gates off turns off what is not locked.
+            if self.gates_on:
+                return {}
+            off = [g for g in ALPHA_DRA_GATES if g not in self.locked_on]
+            known = [m for m in DEPENDENTS if m <= self.minor_int]
+            dependents = DEPENDENTS[max(known)] if known else {}
+            off += [d for g in off for d in dependents.get(g, ()) if d not in self.locked_on]
+            return dict.fromkeys(off, False)
         return dict.fromkeys(ALPHA_DRA_GATES, self.gates_on)
 
     def gates_flag(self) -> list[str]:
@@ -114,4 +158,11 @@ def resolve(minor: str, gates: str = "on") -> Version:
         raise ValueError(f"{gomod}: no k8s.io/kubernetes requirement")
     if gates not in ("on", "off"):
         raise ValueError(f"gates must be 'on' or 'off', not {gates!r}")
-    return Version(minor, match.group(1), gates == "on")
+    version = Version(minor, match.group(1), gates == "on")
+    locked = sorted(set(GATES_OFF_NEEDS) & version.locked_on)
+    if not version.gates_on and locked:
+        raise ValueError(
+            f"Kubernetes {version.patch} locks {', '.join(locked)} on: GATES=off (the fallback without "
+            f"consumable capacity and counters) cannot be run on it; use a minor up to 1.37 for that"
+        )
+    return version

@@ -212,3 +212,98 @@ def test_valid_values_must_contain_the_default():
     slices = base("soft")
     slices[0]["spec"]["devices"][0]["capacity"]["slots"]["requestPolicy"]["default"] = "2"
     expect(slices, L134, "default must be one of validValues")
+
+
+def test_request_policy_step_must_be_positive():
+    slices = base("soft")
+    slices[0]["spec"]["devices"][0]["capacity"]["memory"]["requestPolicy"]["validRange"]["step"] = "0"
+    expect(slices, L134, "capacity 'memory' requestPolicy", "step must be greater than zero")
+
+
+L137, L138 = limits_for("1.37"), limits_for("v1.38.0-beta.0")
+
+
+def test_1_37_keeps_the_slice_limits_of_1_36():
+    """v1.37.2's pkg/apis/resource/types.go has 1.36's constants; only new fields and gate stages differ."""
+    for field in ("max_devices", "max_devices_with_counters_or_taints", "max_counter_sets_per_slice",
+                  "max_consumptions_per_device", "max_counters_per_consumption", "max_counters_per_set",
+                  "max_attributes_and_capacities", "max_taints_per_device", "taint_effects"):
+        assert getattr(L137, field) == getattr(limits_for("1.36"), field), field
+    assert L137.device_taints_default and L137.consumable_capacity_default
+    assert L137.partitionable_devices_default
+    assert not L137.compatibility_groups_default  # DRADeviceCompatibilityGroups is alpha in 1.37
+    assert (L138.version, L138.max_compatibility_groups) == ("1.38", 2)
+
+
+@pytest.mark.parametrize("version", ["1.37", "1.38"])
+def test_slices_of_every_strategy_pass_on_1_37_and_1_38(version):
+    for strategy in ("exclusive", "soft", "slots", "mig", "timeslice"):
+        validate_slices(base(strategy, version, "2xA100-80GB"), limits_for(version))
+
+
+def taint(**fields):
+    return {"key": "gpu.carve.dev/unhealthy", "value": "xid-79", "effect": "NoSchedule", **fields}
+
+
+def test_taints_per_device_4_on_1_34_and_16_later():
+    slices = base()
+    slices[0]["spec"]["devices"][0]["taints"] = [taint(key=f"gpu.carve.dev/t{i}") for i in range(5)]
+    expect(slices, L134, "device 'gpu-0'", "5 taints, more than 4")
+    validate_slices(slices, L137)
+    slices[0]["spec"]["devices"][0]["taints"] = [taint(key=f"gpu.carve.dev/t{i}") for i in range(17)]
+    expect(slices, L137, "17 taints, more than 16")
+
+
+def test_taint_effect_none_only_from_1_35():
+    slices = base()
+    slices[0]["spec"]["devices"][0]["taints"] = [taint(effect="None")]
+    expect(slices, L134, "taints[0]", "effect 'None' is not one of NoExecute, NoSchedule")
+    validate_slices(slices, L135)
+    slices[0]["spec"]["devices"][0]["taints"] = [taint(effect="NoPlace")]
+    expect(slices, L137, "effect 'NoPlace' is not one of NoExecute, NoSchedule, None")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"key": ""}, "key is missing"),
+        ({"key": "gpu.carve.dev/" + "k" * 64}, "is not a label name"),
+        ({"key": "Bad_Domain/x"}, "prefix of key 'Bad_Domain/x'"),
+        ({"key": "gpu.carve.dev/-x"}, "is not a label name"),
+        ({"value": "v" * 64}, "is not a label value"),
+        ({"value": "bad value"}, "is not a label value"),
+    ],
+)
+def test_taint_key_and_value_are_label_name_and_value(fields, message):
+    slices = base()
+    slices[0]["spec"]["devices"][0]["taints"] = [taint(**fields)]
+    expect(slices, L137, "device 'gpu-0': taints[0]", message)
+
+
+def mig_consumption(version):
+    slices = base("mig", version)
+    device = next(s for s in slices if s["spec"].get("devices"))["spec"]["devices"][0]
+    return slices, device["consumesCounters"][0]
+
+
+def test_compatibility_groups_exist_from_1_37():
+    slices, consumption = mig_consumption("1.36")
+    consumption["compatibilityGroups"] = ["mig"]
+    expect(slices, limits_for("1.36"), "compatibilityGroups", "exists from Kubernetes 1.37")
+    slices, consumption = mig_consumption("1.37")
+    consumption["compatibilityGroups"] = ["mig", "soft"]
+    validate_slices(slices, L137)
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        (["a", "b", "c"], "3 groups, more than 2"),
+        (["mig", "mig"], "group names must be unique"),
+        (["MIG"], "group name 'MIG' is not a valid name"),
+    ],
+)
+def test_compatibility_groups_rules(groups, message):
+    slices, consumption = mig_consumption("1.37")
+    consumption["compatibilityGroups"] = groups
+    expect(slices, L137, "compatibilityGroups", message)
