@@ -121,10 +121,10 @@ CONTAINERD_VERSION = $(shell sed -n 's/^CONTAINERD_VERSION = "\(.*\)"/\1/p' e2e/
 CONTAINERD_BIN = .tools/containerd/$(CONTAINERD_VERSION)/bin
 
 containerd:
-	@command -v runc >/dev/null && test -x /usr/lib/cni/bridge || { \
-	  echo "installing Debian's runc and CNI plugins (the containerd runtime needs them; RUNTIME=fakecri does not)"; \
-	  apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends runc containernetworking-plugins; } \
-	  || { echo "containerd runtime needs: apt-get install -y runc containernetworking-plugins (as root), or RUNTIME=fakecri"; exit 2; }
+	@command -v runc >/dev/null && test -x /usr/lib/cni/bridge && command -v buildah >/dev/null && command -v mmdebstrap >/dev/null || { \
+	  echo "installing Debian's runc, CNI plugins, buildah and mmdebstrap (real containers, and the carve image of the DaemonSet e2e)"; \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends runc containernetworking-plugins buildah mmdebstrap; } \
+	  || { echo "containerd runtime needs: apt-get install -y runc containernetworking-plugins buildah mmdebstrap (as root), or RUNTIME=fakecri"; exit 2; }
 	@if [ -x $(CONTAINERD_BIN)/containerd -a -x $(CONTAINERD_BIN)/ctr -a -x $(CONTAINERD_BIN)/containerd-shim-runc-v2 ]; then echo "$(CONTAINERD_BIN) is built"; else \
 	  mkdir -p $(CONTAINERD_BIN); start=$$(date +%s); \
 	  GOBIN=$(abspath $(CONTAINERD_BIN)) CGO_ENABLED=0 nice -n $(NICE) go install -trimpath -tags no_btrfs,no_devmapper,no_zfs -ldflags "-s -w" \
