@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import nodes, pod
+from support.simulate_cluster import nodes, pod
 
 
 def mps(memory: str, cores: str) -> dict[str, Any]:
