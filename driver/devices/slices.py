@@ -125,7 +125,9 @@ def _counter_chunks(limits: ApiLimits, sets: list[DeviceSet]) -> list[_Chunk]:
 def _tainted(ds: DeviceSet, taints: Sequence[dict[str, Any]] | None) -> DeviceSet:
     if not taints:
         return ds
-    return dataclasses.replace(ds, devices=tuple({**d, "taints": [dict(t) for t in taints]} for d in ds.devices))
+    return dataclasses.replace(
+        ds, devices=tuple({**d, "taints": [dict(t) for t in taints]} for d in ds.devices)
+    )
 
 
 def build_slices(

@@ -63,9 +63,7 @@ def probe(uuid: str) -> Signals:
         if _lost(e):
             return Signals(lost=True)
         try:  # older GPUs: page retirement
-            pending = (
-                pynvml.nvmlDeviceGetRetiredPagesPendingStatus(handle) == pynvml.NVML_FEATURE_ENABLED
-            )
+            pending = pynvml.nvmlDeviceGetRetiredPagesPendingStatus(handle) == pynvml.NVML_FEATURE_ENABLED
         except pynvml.NVMLError as e2:
             if _lost(e2):
                 return Signals(lost=True)

@@ -95,6 +95,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("true", "false"),
         help="follow this node's NodePartitioning (the strategy controller's choice per GPU) over --strategy",
     )
+    p.add_argument(
+        "--health-monitor",
+        default="true",
+        choices=("true", "false"),
+        help="watch NVML (XIDs, GPU lost, ECC pages pending) and taint or withdraw unhealthy GPUs' devices",
+    )
+    p.add_argument(
+        "--health-taint-effect",
+        default="NoSchedule",
+        help="effect of the gpu.carve.dev/unhealthy taint: NoSchedule, NoExecute, None (warning only, 1.35+)",
+    )
+    p.add_argument(
+        "--health-lost-effect",
+        default="NoSchedule",
+        help="effect of the taint of a lost GPU: NoSchedule, NoExecute (evicts its pods) or None",
+    )
+    p.add_argument(
+        "--health-recovery-seconds",
+        type=float,
+        default=300.0,
+        help="a GPU is healthy again after this long without a bad signal (or when health.json is deleted)",
+    )
+    p.add_argument(
+        "--health-ignore-xids",
+        default="",
+        help="XIDs to ignore besides the application errors (13,31,43,45,68,109), comma separated",
+    )
+    p.add_argument("--health-interval", type=float, default=1.0, help="seconds between NVML health probes")
+    p.add_argument(
+        "--claim-status",
+        default="true",
+        choices=("true", "false"),
+        help="write the claim's status.devices (conditions, GPU/MIG UUIDs, limits) after prepare",
+    )
     p.add_argument("--log-level", default="info", help="error, warn, info or debug")
 
 
@@ -150,6 +184,18 @@ def _check_flags(args: argparse.Namespace, gpus) -> None:
         raise CliError(f"--publish-interval {args.publish_interval}: must be more than 0 seconds")
     if not args.region_interval > 0:
         raise CliError(f"--region-interval {args.region_interval}: must be more than 0 seconds")
+    from driver.plugin.health.policy import HealthConfigError, check_effect, parse_xids
+
+    try:
+        check_effect(args.health_taint_effect, "--health-taint-effect")
+        check_effect(args.health_lost_effect, "--health-lost-effect")
+        parse_xids(args.health_ignore_xids)
+    except HealthConfigError as e:
+        raise CliError(str(e)) from None
+    if not args.health_recovery_seconds >= 0:
+        raise CliError(f"--health-recovery-seconds {args.health_recovery_seconds}: must not be negative")
+    if not args.health_interval > 0:
+        raise CliError(f"--health-interval {args.health_interval}: must be more than 0 seconds")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -198,6 +244,13 @@ def run(args: argparse.Namespace) -> int:
         kill_unenforced=args.kill_unenforced,
         boot_id=read_boot_id(Path(args.boot_id_file)),
         partitioning=args.node_partitioning == "true",
+        health_monitor=args.health_monitor == "true",
+        health_taint_effect=args.health_taint_effect,
+        health_lost_effect=args.health_lost_effect,
+        health_recovery_s=args.health_recovery_seconds,
+        health_ignore_xids=args.health_ignore_xids,
+        health_interval_s=args.health_interval,
+        claim_status=args.claim_status == "true",
     )
     mig = NvmlMig()
     plugin = Plugin(config, _cluster(args), gpus, mig, mig)
