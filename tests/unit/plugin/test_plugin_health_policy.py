@@ -1,4 +1,4 @@
-"""The health policy (pure): XIDs, recovery, resets, taints per cluster, and what build_slices makes of them."""
+"""The health policy (pure): XIDs, recovery, resets, taints per cluster, and build_slices with them."""
 
 from __future__ import annotations
 
