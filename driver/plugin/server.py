@@ -28,7 +28,9 @@ from driver.fsutil import ensure_private_dir
 from driver.gpu.model import Gpu
 from driver.metrics import MetricsServer, PluginMetrics, plugin_state
 from driver.plugin.claims.catalog import NodeDevice, catalog_from_slices
+from driver.plugin.claims.plan import ClaimRef
 from driver.plugin.claims.preparer import Preparer, PreparerSettings
+from driver.plugin.claims.status import ClaimStatusWriter, device_statuses
 from driver.plugin.container.edits import DriverFilesError, HostLayout
 from driver.plugin.enforcement.enforcer import Enforcer
 from driver.plugin.enforcement.regions import DEFAULT_INTERVAL_S, RegionWatcher
@@ -127,6 +129,7 @@ class Plugin:
         self.metrics_server: MetricsServer | None = None
         self.region_watcher: RegionWatcher | None = None
         self.health_monitor: HealthMonitor | None = None
+        self._status_writer: ClaimStatusWriter | None = None
         self.health_broadcast = HealthBroadcast(self._health_reports)
         self.k8s_version = ""
         self._all_devices: dict[str, NodeDevice] = {}  # published or withdrawn: the health stream's list
@@ -230,6 +233,12 @@ class Plugin:
             Checkpoint(Path(c.plugin_dir) / names.CHECKPOINT_FILE, boot_id),
         )
         self.preparer.after_unprepare = self._after_unprepare
+        if c.claim_status and hasattr(self.cluster, "update_resource_claim_status"):
+            writer = ClaimStatusWriter(self.cluster)
+            self.preparer.after_prepare = lambda plan, record, limits: writer.write(
+                plan.ref, device_statuses(plan, record, limits)
+            )
+            self._status_writer = writer
         self.preparer.specs.ensure()
         recover(self.preparer)
         self._publish_once()
@@ -378,7 +387,19 @@ class Plugin:
         return applied_strategies(self.modes)
 
     def _after_unprepare(self, record) -> None:
-        """Publish at once when the claim held up a mode change (or had a MIG GPU whole, MIG mode off)."""
+        """Clear the claim's status.devices entries; publish at once when the claim held up a mode change
+        (or had a MIG GPU whole, MIG mode off)."""
+        if self._status_writer is not None:
+            try:
+                self._status_writer.clear(ClaimRef(record.namespace, record.name, record.uid))
+            except Exception as e:  # a report: never fails the unprepare
+                event(
+                    log,
+                    logging.WARNING,
+                    "claim-status.failed",
+                    uid=record.uid,
+                    error=f"{type(e).__name__}: {e}",
+                )
         waits = self.partitioning.layout_waits if self.partitioning else {}
         waiting = {m.uuid for m in self.modes.values() if m.pending or m.index in waits}
         mig = {m.uuid for m in self.modes.values() if m.effective == names.STRATEGY_MIG}
