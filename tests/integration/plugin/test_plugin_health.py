@@ -5,22 +5,10 @@ is written, and recovery clears it all."""
 from __future__ import annotations
 
 import json
-import queue
-import threading
 import time
-from pathlib import Path
 
-import grpc
 import pytest
 from support.plugin_harness import NODE
-
-from api.grpc import (
-    dra_health_v1_pb2,
-    dra_health_v1_pb2_grpc,
-    dra_health_v1alpha1_pb2,
-    dra_health_v1alpha1_pb2_grpc,
-)
-from driver import names
 
 TAINT_KEY = "gpu.carve.dev/unhealthy"
 
@@ -53,46 +41,6 @@ def _events(node) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))] if d.exists() else []
 
 
-class _Stream:
-    """The kubelet's side of NodeWatchResources: messages land in a queue."""
-
-    def __init__(self, sock: Path, version: str):
-        pb, grpc_mod = (
-            (dra_health_v1_pb2, dra_health_v1_pb2_grpc)
-            if version == "v1"
-            else (dra_health_v1alpha1_pb2, dra_health_v1alpha1_pb2_grpc)
-        )
-        self.pb = pb
-        self.channel = grpc.insecure_channel(f"unix://{sock}")
-        self.call = grpc_mod.DRAResourceHealthStub(self.channel).NodeWatchResources(
-            pb.NodeWatchResourcesRequest()
-        )
-        self.messages: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        try:
-            for m in self.call:
-                self.messages.put(m)
-        except grpc.RpcError:
-            pass
-
-    def until(self, predicate, timeout_s: float = 20.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                m = self.messages.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if predicate(m):
-                return m
-        raise AssertionError("no matching health message")
-
-    def close(self) -> None:
-        self.call.cancel()
-        self.channel.close()
-
-
 @pytest.fixture
 def fault_files(tmp_path):
     xid = tmp_path / "xid"
@@ -100,7 +48,9 @@ def fault_files(tmp_path):
     return {"CARVE_FAKE_XID_FILE": str(xid), "CARVE_FAKE_LOST_FILE": str(tmp_path / "lost")}, xid, tmp_path
 
 
-def test_fatal_xid_taints_every_device_of_its_gpu_and_recovery_clears_it(node, plugin_factory, fault_files):
+def test_fatal_xid_taints_every_device_of_its_gpu_and_recovery_clears_it(
+    node, kubelet, plugin_factory, fault_files
+):
     env, xid, _ = fault_files
     plugin = plugin_factory(
         "0=mig,1=soft,exclusive", env, ("--health-recovery-seconds", "3", "--health-interval", "0.2")
@@ -112,7 +62,8 @@ def test_fatal_xid_taints_every_device_of_its_gpu_and_recovery_clears_it(node, p
         a = {k: next(iter(v.values())) for k, v in d.get("attributes", {}).items()}
         by_index[a["index"]] = _gpu_uuid(d)
     assert all(v == {"-"} for v in _taints_by_gpu(node).values())
-    stream = _Stream(node.plugin_dir / names.DRA_SOCKET, "v1")
+    stream = kubelet.watch_health()  # the registration lists v1 first: a 1.37 kubelet picks it
+    assert stream.service == "v1.DRAResourceHealth"
     try:
         with xid.open("a") as f:
             f.write("0 79\n")  # GPU 0 (MIG placements and the whole GPU) falls off the bus
@@ -151,13 +102,15 @@ def test_application_xid_is_ignored(node, plugin_factory, fault_files):
     assert not [e for e in _events(node) if e["reason"] == "GpuUnhealthy"]
 
 
-def test_lost_gpu_gets_the_lost_effect_and_the_v1alpha1_stream_says_so(node, plugin_factory, fault_files):
+def test_lost_gpu_gets_the_lost_effect_and_the_v1alpha1_stream_says_so(
+    node, kubelet, plugin_factory, fault_files
+):
     env, _, tmp = fault_files
     plugin = plugin_factory(
         "exclusive", env, ("--health-interval", "0.2", "--health-lost-effect", "NoExecute")
     )
     plugin.wait_for_log("event=health.started")
-    stream = _Stream(node.plugin_dir / names.DRA_SOCKET, "v1alpha1")
+    stream = kubelet.watch_health("v1alpha1.DRAResourceHealth")  # as a 1.34-1.36 kubelet calls it
     try:
         (tmp / "lost").write_text("2")
 
