@@ -65,6 +65,7 @@ def node_event(node: str, change: Change, gpu: str, why: str, withdrawn: bool, e
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{node}.", "namespace": "default"},
+        # uid = the node name, as the kubelet writes its own Node events (kubectl describe node finds them).
         "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
         "reason": reason,
         "message": message[:1024],
