@@ -142,3 +142,33 @@ def test_deleting_the_state_file_resets_and_a_restart_remembers(node, plugin_fac
     (node.plugin_dir / "health.json").unlink()
     plugin.wait_for_log("event=health.reset")
     _wait(lambda: all(v == {"-"} for v in _taints_by_gpu(node).values()), what="reset to clear the taint")
+
+
+def test_with_device_taints_off_the_gpu_is_withdrawn_and_an_event_says_so(
+    node, plugin_factory, fault_files, tmp_path
+):
+    from support.apiserver_standin import ApiServerStandIn
+
+    from driver.cluster import fields_of_disabled_gates
+
+    env, xid, _ = fault_files
+    with ApiServerStandIn(drop_fields=fields_of_disabled_gates(["DRADeviceTaints"])) as server:
+        kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+        extra = ("--cluster", "kube", "--kubeconfig", str(kubeconfig), "--k8s-version", "1.35")
+        extra += ("--health-interval", "0.2", "--health-recovery-seconds", "2")
+        plugin = plugin_factory("exclusive", env, extra)
+        plugin.wait_for_log("event=publish.done")
+        assert "DRADeviceTaints" in plugin.wait_for_log(r"event=publish.gate-off[^\n]*").group(0)
+
+        def published():
+            return sorted(d["name"] for s in server.slices().values() for d in s["spec"].get("devices") or [])
+
+        assert published() == ["gpu-0", "gpu-1", "gpu-2"]
+        with xid.open("a") as f:
+            f.write("1 94\n")
+        _wait(lambda: published() == ["gpu-0", "gpu-2"], what="gpu-1 withdrawn")
+        plugin.wait_for_log("event=health.withdrawn")
+        bodies = [r.body for r in server.requests if r.method == "POST" and r.path.endswith("/events")]
+        unhealthy = [b for b in bodies if b.get("reason") == "GpuUnhealthy"]
+        assert unhealthy and "withdrawn from the ResourceSlices" in unhealthy[0]["message"]
+        _wait(lambda: published() == ["gpu-0", "gpu-1", "gpu-2"], what="gpu-1 back after recovery")
