@@ -60,7 +60,7 @@ def node_event(node: str, change: Change, gpu: str, why: str, withdrawn: bool, e
             if withdrawn
             else f"its devices are tainted {names.DRIVER_NAME}/unhealthy={change.cause}:{effect}"
         )
-        message = f"{gpu} ({change.uuid}): {why}; {action}"
+        message = f"{gpu} ({change.uuid}) is unhealthy ({change.cause}): {why}; {action}"
     return {
         "apiVersion": "v1",
         "kind": "Event",
