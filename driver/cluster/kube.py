@@ -83,7 +83,7 @@ class KubeCluster(KubeObjects):
     def __init__(self, api_client: client.ApiClient, request_timeout: float = 15.0) -> None:
         self.api_client = api_client
         self.resource = client.ResourceV1Api(api_client)
-        self.core = client.CoreV1Api(api_client)  # Events only
+        self.core = client.CoreV1Api(api_client)  # Events, and namespaces (admin access)
         self.request_timeout = request_timeout
 
     @classmethod
@@ -191,6 +191,31 @@ class KubeCluster(KubeObjects):
             "",
             lambda: self.resource.delete_resource_slice(name, _request_timeout=self.request_timeout),
         )
+
+    def update_resource_claim_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Replace a claim's status subresource (status.devices, driver/plugin/claims/status.py); Conflict
+        on a stale metadata.resourceVersion. The body goes as JSON: a client model would drop fields it
+        does not know (status.devices[].data)."""
+        meta = obj.get("metadata") or {}
+        name, namespace = meta.get("name", ""), meta.get("namespace", "")
+        got = self._call(
+            KIND_RESOURCE_CLAIM,
+            name,
+            namespace,
+            lambda: self.resource.replace_namespaced_resource_claim_status(
+                name, namespace, obj, _request_timeout=self.request_timeout, _preload_content=False
+            ),
+        )
+        return json.loads(got.data)
+
+    def get_namespace(self, name: str) -> dict[str, Any]:
+        got = self._call(
+            "Namespace",
+            name,
+            "",
+            lambda: self.core.read_namespace(name, _request_timeout=self.request_timeout),
+        )
+        return self.to_dict(got)
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         """Record a core/v1 Event (plugin/enforcement/enforcer.py: a claim the limiter does not hold)."""

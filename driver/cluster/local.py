@@ -51,6 +51,7 @@ class LocalCluster:
         # Every other kind, and the watch log of all kinds (claims and slices included).
         self.objects = ObjectStore(self._lock, self._next_rv)
         self.events: list[dict[str, Any]] = []  # core/v1 Events, in the order they were created
+        self.namespaces: dict[str, dict[str, Any]] = {}  # core/v1 Namespaces (labels: admin access)
 
     # -- ResourceClaims -------------------------------------------------------------------------------
 
@@ -96,6 +97,43 @@ class LocalCluster:
                 )
             gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self._next_rv()}}
             self.objects.log("resourceclaims", DELETED, gone)
+
+    def update_resource_claim_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Replace the status of a claim; Conflict on a stale resourceVersion, as the API server does."""
+        meta = obj.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "default", meta.get("name", "")
+        with self._lock:
+            old = self._claims.get((namespace, name))
+            if old is None:
+                raise NotFound(
+                    f"resourceclaims {namespace}/{name} not found", KIND_RESOURCE_CLAIM, name, namespace, 404
+                )
+            want = meta.get("resourceVersion")
+            if want and want != old["metadata"]["resourceVersion"]:
+                raise Conflict(
+                    f"resourceclaims {namespace}/{name}: resourceVersion {want} is stale",
+                    KIND_RESOURCE_CLAIM,
+                    name,
+                    namespace,
+                    409,
+                )
+            stored = copy.deepcopy(old)
+            stored["status"] = copy.deepcopy(obj.get("status") or {})
+            stored["metadata"]["resourceVersion"] = self._next_rv()
+            self._claims[(namespace, name)] = stored
+            self.objects.log("resourceclaims", MODIFIED, stored)
+            return copy.deepcopy(stored)
+
+    def put_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        with self._lock:
+            self.namespaces[name] = {"metadata": {"name": name, "labels": dict(labels or {})}}
+
+    def get_namespace(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            try:
+                return copy.deepcopy(self.namespaces[name])
+            except KeyError:
+                raise NotFound(f"namespaces {name} not found", "Namespace", name, "", 404) from None
 
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         with self._lock:

@@ -8,6 +8,7 @@ index because the 1.36 scheduler visits slices by name: name order is device pre
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -121,6 +122,14 @@ def _counter_chunks(limits: ApiLimits, sets: list[DeviceSet]) -> list[_Chunk]:
     return [_Chunk(counter_sets=all_sets[i : i + per]) for i in range(0, len(all_sets), per)]
 
 
+def _tainted(ds: DeviceSet, taints: Sequence[dict[str, Any]] | None) -> DeviceSet:
+    if not taints:
+        return ds
+    return dataclasses.replace(
+        ds, devices=tuple({**d, "taints": [dict(t) for t in taints]} for d in ds.devices)
+    )
+
+
 def build_slices(
     node_name: str,
     gpus: list[Gpu],
@@ -130,9 +139,15 @@ def build_slices(
     generation: int = 1,
     validate: bool = True,
     layouts: Mapping[int, Sequence[LayoutSlot]] | None = None,
+    taints: Mapping[int, Sequence[dict[str, Any]]] | None = None,
+    withdrawn: frozenset[int] = frozenset(),
 ) -> list[dict[str, Any]]:
     """The ResourceSlices of one node's pool, validated against the version's limits before returning
-    (validate=False skips that check, for simulations that build thousands of known-good nodes)."""
+    (validate=False skips that check, for simulations that build thousands of known-good nodes).
+
+    Health (driver/plugin/health/): every device of a GPU index in `taints` carries those device taints
+    (counted against the smaller per-slice device limit of tainted devices); a GPU in `withdrawn` is left
+    out of the pool, counter sets included."""
     if not node_name or len(node_name) > 253 or not DNS_SUBDOMAIN.match(node_name):
         raise ModelError(
             f"node name {node_name!r}: not a DNS subdomain (lower-case letters, digits, '-' and '.', "
@@ -141,7 +156,10 @@ def build_slices(
     if generation < 0:
         raise ModelError(f"pool generation {generation}: must not be negative")
     limits = limits_for(k8s_version)
-    sets = device_sets(gpus, strategies, settings, layouts)
+    sets = [
+        _tainted(ds, (taints or {}).get(ds.gpu.index))
+        for ds in device_sets([g for g in gpus if g.index not in withdrawn], strategies, settings, layouts)
+    ]
     chunks = _counter_chunks(limits, sets) + _device_chunks(limits, sets)
     if not chunks:
         chunks = [_Chunk()]  # a node without GPUs still publishes its (empty) pool

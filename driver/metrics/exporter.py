@@ -121,6 +121,19 @@ class PluginMetrics:
             registry=r,
         )
         self.build_info = build_info(r, "plugin")
+        self.gpu_healthy = Gauge(
+            "carve_gpu_healthy",
+            "1 while the GPU is healthy, 0 while the health monitor holds it unhealthy.",
+            ["gpu_uuid", "index"],
+            registry=r,
+        )
+        self.health_events = Counter(
+            "carve_gpu_health_events",
+            "GPU health flips: reason is the cause of going unhealthy (xid, gpu-lost, ecc-pages-pending, "
+            "nvml-event-error) or 'recovered'.",
+            ["reason"],
+            registry=r,
+        )
         self.state_collector = StateCollector(state)
         r.register(self.state_collector)
 
@@ -151,6 +164,15 @@ class PluginMetrics:
     def observe_fallback(self, gpu_uuid: str, index: int, wanted: str, strategy: str) -> None:
         self.fallback.labels(gpu_uuid, str(index), wanted, strategy).set(1)
         self.fallbacks.inc()
+
+    def observe_health(self, changes: Iterable, gpus: Iterable[tuple[str, int]], unhealthy: dict) -> None:
+        """Health flips (policy.Change) and every GPU's health now (`unhealthy`: index -> cause)."""
+        from driver.plugin.health.policy import reason_label
+
+        for c in changes:
+            self.health_events.labels("recovered" if c.healthy else reason_label(c.cause)).inc()
+        for uuid, index in gpus:
+            self.gpu_healthy.labels(uuid, str(index)).set(0 if index in unhealthy else 1)
 
     def observe_publish_failure(self) -> None:
         self.publish_errors.inc()

@@ -43,7 +43,7 @@ class ClaimUsage:
 
 def is_limited(record: ClaimRecord) -> bool:
     """Whether the claim runs under the limiter, i.e. has a region file."""
-    return any(d.type in LIMITED_TYPES for d in record.devices)
+    return any(d.type in LIMITED_TYPES and not d.admin for d in record.devices)  # admin: no region
 
 
 def region_path(claims_dir: Path, uid: str) -> Path:

@@ -124,6 +124,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="who enforces the memory of shared GPUs: the driver's per-cgroup partition (driver), carve's "
         "limiter (limiter), or the driver where the GPU supports it (auto); docs/enforcement.md",
     )
+    p.add_argument(
+        "--health-monitor",
+        default=True,
+        action=argparse.BooleanOptionalAction,
+        help="watch NVML (XIDs, GPU lost, ECC pages pending) and taint or withdraw unhealthy GPUs' devices",
+    )
+    p.add_argument(
+        "--health-taint-effect",
+        default="NoSchedule",
+        choices=("NoSchedule", "NoExecute", "None"),
+        help="effect of the gpu.carve.dev/unhealthy taint: NoSchedule, NoExecute, None (warning only, 1.35+)",
+    )
+    p.add_argument(
+        "--health-lost-effect",
+        default="NoSchedule",
+        choices=("NoSchedule", "NoExecute", "None"),
+        help="effect of the taint of a lost GPU: NoSchedule, NoExecute (evicts its pods) or None",
+    )
+    p.add_argument(
+        "--health-recovery-seconds",
+        type=float,
+        default=300.0,
+        help="a GPU is healthy again after this long without a bad signal (or when health.json is deleted)",
+    )
+    p.add_argument(
+        "--health-ignore-xids",
+        default="",
+        help="XIDs to ignore besides the application errors (13,31,43,45,68,109), comma separated",
+    )
+    p.add_argument("--health-interval", type=float, default=1.0, help="seconds between NVML health probes")
+    p.add_argument(
+        "--claim-status",
+        default=True,
+        action=argparse.BooleanOptionalAction,
+        help="write the claim's status.devices (conditions, GPU/MIG UUIDs, limits) after prepare",
+    )
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
@@ -185,6 +221,18 @@ def _check_flags(args: argparse.Namespace, gpus) -> None:
         raise CliError(f"--publish-interval {args.publish_interval}: must be more than 0 seconds")
     if not args.region_interval > 0:
         raise CliError(f"--region-interval {args.region_interval}: must be more than 0 seconds")
+    from driver.plugin.health.policy import HealthConfigError, check_effect, parse_xids
+
+    try:
+        check_effect(args.health_taint_effect, "--health-taint-effect")
+        check_effect(args.health_lost_effect, "--health-lost-effect")
+        parse_xids(args.health_ignore_xids)
+    except HealthConfigError as e:
+        raise CliError(str(e)) from None
+    if not args.health_recovery_seconds >= 0:
+        raise CliError(f"--health-recovery-seconds {args.health_recovery_seconds}: must not be negative")
+    if not args.health_interval > 0:
+        raise CliError(f"--health-interval {args.health_interval}: must be more than 0 seconds")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -235,6 +283,13 @@ def run(args: argparse.Namespace) -> int:
         boot_id=read_boot_id(Path(args.boot_id_file)),
         partitioning=args.node_partitioning,
         memory_enforcement=args.memory_enforcement,
+        health_monitor=args.health_monitor,
+        health_taint_effect=args.health_taint_effect,
+        health_lost_effect=args.health_lost_effect,
+        health_recovery_s=args.health_recovery_seconds,
+        health_ignore_xids=args.health_ignore_xids,
+        health_interval_s=args.health_interval,
+        claim_status=args.claim_status,
     )
     mig = NvmlMig()
     plugin = Plugin(config, _cluster(args), gpus, mig, mig)

@@ -168,6 +168,37 @@ class FileCluster(FileObjects):
                 f"resourceclaims {namespace}/{name} not found", KIND_RESOURCE_CLAIM, name, namespace, 404
             )
 
+    def update_resource_claim_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Replace the status of a claim; Conflict on a stale resourceVersion."""
+        meta = obj.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "default", meta.get("name", "")
+        with self._locked():
+            old = self.get_resource_claim(namespace, name)
+            want = meta.get("resourceVersion")
+            if want and want != old["metadata"].get("resourceVersion"):
+                raise Conflict(
+                    f"resourceclaims {namespace}/{name}: resourceVersion {want} is stale",
+                    KIND_RESOURCE_CLAIM,
+                    name,
+                    namespace,
+                    409,
+                )
+            stored = {**old, "status": copy.deepcopy(obj.get("status") or {})}
+            stored["metadata"] = {**old["metadata"], "resourceVersion": self._next_rv()}
+            write_atomic(self._claim_path(namespace, name), json.dumps(stored).encode())
+        return stored
+
+    def put_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        (self.root / "namespaces").mkdir(exist_ok=True)
+        body = {"metadata": {"name": name, "labels": dict(labels or {})}}
+        write_atomic(self.root / "namespaces" / f"{name}.json", json.dumps(body).encode())
+
+    def get_namespace(self, name: str) -> dict[str, Any]:
+        try:
+            return json.loads((self.root / "namespaces" / f"{name}.json").read_text())
+        except FileNotFoundError:
+            raise NotFound(f"namespaces {name} not found", "Namespace", name, "", 404) from None
+
     def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         """Events go to <root>/events/<namespace>.<uuid>.json (what `kubectl get events` would list)."""
         (self.root / "events").mkdir(exist_ok=True)

@@ -7,7 +7,9 @@ writer makes us re-read instead of overwriting), stale ones deleted. Conflicts a
 with exponential backoff.
 
 Feature detection: a server whose DRAConsumableCapacity or DRAPartitionableDevices gate is off silently
-drops `allowMultipleAllocations` / `sharedCounters` / `consumesCounters` on write. Before its first write
+drops `allowMultipleAllocations` / `sharedCounters` / `consumesCounters` on write; one whose
+DRADeviceTaints gate is off drops device `taints` (the probe puts one on a device to find out; unhealthy
+GPUs are then withdrawn instead of tainted, driver/plugin/health/taints.py). Before its first write
 the publisher asks with a dry-run create of each slice (the server admits it, drops what it would drop and
 stores nothing), so the scheduler never sees devices the node cannot serve. Should the dry run fail, the
 same comparison is made on what a real write stored. The affected GPUs fall back (soft -> slots,
@@ -34,7 +36,12 @@ log = logging.getLogger(__name__)
 
 GATE_CONSUMABLE = "DRAConsumableCapacity"
 GATE_PARTITIONABLE = "DRAPartitionableDevices"
+# Device taints off: no strategy changes, unhealthy GPUs are withdrawn instead (driver/plugin/health/).
+GATE_TAINTS = "DRADeviceTaints"
+PROBE_TAINT = {"key": f"{names.DRIVER_NAME}/probe", "value": "gate", "effect": "NoSchedule"}
+PROBE_TAINT_MAX_DEVICES = 64  # a tainted slice holds at most 64 devices from 1.35
 FALLBACKS: dict[str, dict[str, str]] = {
+    GATE_TAINTS: {},
     GATE_CONSUMABLE: {
         names.STRATEGY_SOFT: names.STRATEGY_SLOTS,
         names.STRATEGY_MPS: names.STRATEGY_SLOTS,
@@ -70,7 +77,19 @@ def dropped_gates(desired: list[dict], stored: list[dict]) -> set[str]:
                 gates.add(GATE_CONSUMABLE)
             if d.get("consumesCounters") and not h.get("consumesCounters"):
                 gates.add(GATE_PARTITIONABLE)
+            if d.get("taints") and not h.get("taints"):
+                gates.add(GATE_TAINTS)
     return gates
+
+
+def with_probe_taint(slice_obj: dict) -> dict:
+    """The slice with a taint on its first device (when it may hold a tainted device), for the dry run
+    that finds out whether the server keeps device taints."""
+    devices = (slice_obj.get("spec") or {}).get("devices") or []
+    if not devices or len(devices) > PROBE_TAINT_MAX_DEVICES or devices[0].get("taints"):
+        return slice_obj
+    first = {**devices[0], "taints": [dict(PROBE_TAINT)]}
+    return {**slice_obj, "spec": {**slice_obj["spec"], "devices": [first, *devices[1:]]}}
 
 
 def fallback(strategies: dict[int, str], gates: set[str]) -> dict[int, str]:
@@ -166,7 +185,10 @@ class Publisher:
         self._probed = True
         gates: set[str] = set()
         try:
+            probed_taints = False
             for want in self.build(self.requested, 1):
+                if not probed_taints and (want.get("spec") or {}).get("devices"):
+                    want, probed_taints = with_probe_taint(want), True  # one tainted device is enough
                 probe = {**want, "metadata": {"generateName": f"{want['metadata']['name']}-probe-"}}
                 got = self.cluster.create_resource_slice(probe, dry_run=True)
                 gates |= dropped_gates([want], [{**got, "metadata": want["metadata"]}])

@@ -39,7 +39,9 @@ from driver.fsutil import ensure_private_dir
 from driver.gpu.model import Gpu
 from driver.metrics import MetricsServer, PluginMetrics, plugin_state
 from driver.plugin.claims.catalog import NodeDevice, catalog_from_slices
+from driver.plugin.claims.plan import ClaimRef
 from driver.plugin.claims.preparer import Preparer, PreparerSettings
+from driver.plugin.claims.status import ClaimStatusWriter, device_statuses
 from driver.plugin.container.edits import DriverFilesError, HostLayout
 from driver.plugin.container.enforcement_edits import (
     PartitionHost,
@@ -50,6 +52,11 @@ from driver.plugin.enforcement.backends import EnforcementError, choose, probe_c
 from driver.plugin.enforcement.enforcer import Enforcer
 from driver.plugin.enforcement.regions import DEFAULT_INTERVAL_S, RegionWatcher
 from driver.plugin.health.endpoint import HealthServer, check_dra_socket
+from driver.plugin.health.monitor import STATE_FILE, HealthMonitor
+from driver.plugin.health.policy import Change, TaintPolicy, describe, parse_xids
+from driver.plugin.health.service import DeviceReport, HealthBroadcast
+from driver.plugin.health.service import add_to_server as add_health_service
+from driver.plugin.health.taints import health_marks, node_event
 from driver.plugin.logfmt import event
 from driver.plugin.mig.instances import MigOps
 from driver.plugin.mig.modes import (
@@ -63,7 +70,7 @@ from driver.plugin.mig.modes import (
 from driver.plugin.mig.partitioning import NodePartitioningApplier
 from driver.plugin.mps.daemon import MpsDaemons
 from driver.plugin.mps.daemon import watch as watch_mps
-from driver.plugin.publisher import Publisher, PublishError
+from driver.plugin.publisher import GATE_TAINTS, Publisher, PublishError
 from driver.plugin.service import DraV1, DraV1beta1, Registration, RegistrationState
 from driver.plugin.state.checkpoint import Checkpoint, read_boot_id
 from driver.plugin.state.recovery import recover
@@ -97,6 +104,13 @@ class PluginConfig:
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
     partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/mig/partitioning.py)
     memory_enforcement: str = names.MEMORY_ENFORCEMENT_AUTO  # auto | driver | limiter (docs/enforcement.md)
+    health_monitor: bool = True  # NVML health -> taints/withdrawal, Events, metrics, the kubelet's stream
+    health_taint_effect: str = "NoSchedule"
+    health_lost_effect: str = "NoSchedule"
+    health_recovery_s: float = 300.0
+    health_ignore_xids: str = ""
+    health_interval_s: float = 1.0
+    claim_status: bool = True  # write status.devices after prepare (driver/plugin/claims/status.py)
 
 
 def _k8s_version(cluster, configured: str) -> str:
@@ -147,6 +161,11 @@ class Plugin:
         self.fallbacks: dict[str, dict[str, str]] = {}  # GPU uuid -> the fallback announced for it
         self.mps: MpsDaemons | None = None
         self.driver_memory: frozenset[str] = frozenset()
+        self.health_monitor: HealthMonitor | None = None
+        self._status_writer: ClaimStatusWriter | None = None
+        self.health_broadcast = HealthBroadcast(self._health_reports)
+        self.k8s_version = ""
+        self._all_devices: dict[str, NodeDevice] = {}  # published or withdrawn: the health stream's list
         c = config
         self.dra_socket = Path(c.plugin_dir) / names.DRA_SOCKET
         self.reg_socket = Path(c.registry_dir) / names.REGISTRATION_SOCKET
@@ -221,7 +240,11 @@ class Plugin:
             )
             strategies = self.partitioning.start_strategies(strategies, pinned, self.sources)
 
-        def build(chosen: dict[int, str], generation: int, layouts: bool = True) -> list[dict]:
+        self.k8s_version = version
+
+        def build(
+            chosen: dict[int, str], generation: int, layouts: bool = True, health: bool = True
+        ) -> list[dict]:
             # Only the GPUs given a strategy are published (modes.py leaves out those not ready); a MIG GPU
             # with a migLayout publishes only the layout's devices (the one published: a new one waits for
             # the GPU to be idle).
@@ -233,13 +256,29 @@ class Plugin:
                 version,
                 generation,
                 layouts=self.partitioning.published_layouts if layouts and self.partitioning else None,
+                **(self._health_marks() if health else {}),
             )
 
+        self._build = build
+
         self.publisher = Publisher(self.cluster, c.node_name, build, strategies, select=self._select_modes)
+        if c.health_monitor:
+            # Before the first publish: a GPU found unhealthy (or remembered so) is never offered.
+            self.health_monitor = HealthMonitor(
+                [(g.uuid, g.index) for g in self.gpus],
+                self._on_health_change,
+                Path(c.plugin_dir) / STATE_FILE,
+                recovery_s=c.health_recovery_s,
+                ignored_xids=parse_xids(c.health_ignore_xids),
+                interval_s=c.health_interval_s,
+            )
+            self.health_monitor.start()
+        self.metrics.observe_health([], [(g.uuid, g.index) for g in self.gpus], self._unhealthy_now())
         self.publisher.probe()
         # Every GPU under its effective strategy, every MIG placement (a layout may have changed since a
         # claim was prepared): what recovery needs to read back prepared devices.
-        self._catalog = catalog_from_slices(build(self.publisher.effective, 1, layouts=False))
+        self._catalog = catalog_from_slices(build(self.publisher.effective, 1, layouts=False, health=False))
+        self._all_devices = dict(self._catalog)
 
         boot_id = c.boot_id if c.boot_id is not None else read_boot_id()
         self.preparer = Preparer(
@@ -261,6 +300,12 @@ class Plugin:
             {k: v for k, v in os.environ.items() if k.startswith("CARVE_FAKE_")},
         )
         self.preparer.mps_pipe_dir = self.mps.pipe_dir
+        if c.claim_status and hasattr(self.cluster, "update_resource_claim_status"):
+            writer = ClaimStatusWriter(self.cluster)
+            self.preparer.after_prepare = lambda plan, record, limits: writer.write(
+                plan.ref, device_statuses(plan, record, limits)
+            )
+            self._status_writer = writer
         self.preparer.specs.ensure()
         recover(self.preparer)
         self._publish_once()
@@ -289,6 +334,7 @@ class Plugin:
                 dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
                     DraV1beta1(self.preparer, self.metrics), s
                 ),
+                add_health_service(self.health_broadcast, s),
             ),
         )
         reg = self._serve(
@@ -468,6 +514,9 @@ class Plugin:
     def stop(self, grace_s: float = 2.0) -> None:
         self._stop.set()
         self._wake.set()
+        self.health_broadcast.close()  # ends the kubelet's health streams, so the servers stop at once
+        if self.health_monitor:
+            self.health_monitor.stop()
         for socket in (self.reg_socket,):
             if socket.exists():
                 socket.unlink()
@@ -507,6 +556,8 @@ class Plugin:
         self.metrics.observe_publish(self.config.node_name, stored)
         # What the server kept is what the scheduler allocates from.
         self._catalog = catalog_from_slices(stored)
+        self._all_devices = catalog_from_slices(self._build(self.publisher.applied, 1, health=False))
+        self.health_broadcast.publish()
         if self.partitioning is not None:
             try:
                 self.partitioning.published()
@@ -549,7 +600,19 @@ class Plugin:
         return applied_strategies(self.modes)
 
     def _after_unprepare(self, record) -> None:
-        """Publish at once when the claim held up a mode change (or had a MIG GPU whole, MIG mode off)."""
+        """Clear the claim's status.devices entries; publish at once when the claim held up a mode change
+        (or had a MIG GPU whole, MIG mode off)."""
+        if self._status_writer is not None:
+            try:
+                self._status_writer.clear(ClaimRef(record.namespace, record.name, record.uid))
+            except Exception as e:  # a report: never fails the unprepare
+                event(
+                    log,
+                    logging.WARNING,
+                    "claim-status.failed",
+                    uid=record.uid,
+                    error=f"{type(e).__name__}: {e}",
+                )
         waits = self.partitioning.layout_waits if self.partitioning else {}
         waiting = {m.uuid for m in self.modes.values() if m.pending or m.index in waits}
         mig = {m.uuid for m in self.modes.values() if m.effective == names.STRATEGY_MIG}
@@ -565,7 +628,73 @@ class Plugin:
                 return
             self._publish_once()
 
-    # --- health ----------------------------------------------------------------------------------------
+    # --- GPU health ------------------------------------------------------------------------------------
+
+    def _health_marks(self) -> dict:
+        """build_slices' taints/withdrawn for the GPUs unhealthy now (driver/plugin/health/taints.py)."""
+        if self.health_monitor is None:
+            return {}
+        c = self.config
+        return health_marks(
+            self.health_monitor.unhealthy(),
+            TaintPolicy(c.health_taint_effect, c.health_lost_effect),
+            taints_off=GATE_TAINTS in self.publisher.gates_off,
+            k8s_version=self.k8s_version,
+        )
+
+    def _on_health_change(self, changes: list[Change]) -> None:
+        """A GPU flipped: republish (taint, withdraw or clear), Node Event, metrics, the kubelet's stream."""
+        withdrawn = GATE_TAINTS in self.publisher.gates_off if hasattr(self, "publisher") else False
+        self.metrics.observe_health(changes, [(g.uuid, g.index) for g in self.gpus], self._unhealthy_now())
+        for ch in changes:
+            gpu = next((g for g in self.gpus if g.uuid == ch.uuid), None)
+            body = node_event(
+                self.config.node_name,
+                ch,
+                f"gpu-{gpu.minor}" if gpu else ch.uuid,
+                describe(ch.cause),
+                withdrawn=withdrawn,
+                effect=TaintPolicy(self.config.health_taint_effect, self.config.health_lost_effect).taint(
+                    ch.cause
+                )["effect"],
+            )
+            if withdrawn and not ch.healthy:
+                event(
+                    log,
+                    logging.WARNING,
+                    "health.withdrawn",
+                    gpu=ch.uuid,
+                    cause=ch.cause,
+                    detail="device taints are off on this cluster: the GPU's devices leave the pool",
+                )
+            if hasattr(self.cluster, "create_event"):
+                try:
+                    self.cluster.create_event("default", body)
+                except Exception as e:  # an Event is a courtesy; the taint is what counts
+                    event(
+                        log,
+                        logging.WARNING,
+                        "health.event-failed",
+                        gpu=ch.uuid,
+                        error=f"{type(e).__name__}: {e}",
+                    )
+        self.health_broadcast.publish()
+        self._wake.set()
+
+    def _unhealthy_now(self) -> dict[int, str]:
+        return self.health_monitor.unhealthy() if self.health_monitor else {}
+
+    def _health_reports(self) -> list[DeviceReport]:
+        """Every device of the node (withdrawn ones too: pods still hold them) with its GPU's health."""
+        bad = self._unhealthy_now()
+        index_of = {g.uuid: g.index for g in self.gpus}
+        out = []
+        for name, d in sorted(self._all_devices.items()):
+            cause = bad.get(index_of.get(d.gpu_uuid, -1), "")
+            out.append(DeviceReport(self.config.node_name, name, not cause, describe(cause) if cause else ""))
+        return out
+
+    # --- health endpoint --------------------------------------------------------------------------------
 
     def check_health(self) -> str:
         if self.registration.status == "refused":
@@ -585,6 +714,7 @@ class Plugin:
                 "gatesOff": sorted(self.publisher.gates_off),
             },
             "gpus": [m.status() for _, m in sorted(self.modes.items())],
+            "unhealthy": {str(i): cause for i, cause in sorted(self._unhealthy_now().items())},
             "claims": {uid: r.state for uid, r in self.preparer.state.items()},
             "memoryEnforcement": {
                 "mode": self.config.memory_enforcement,

@@ -29,7 +29,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+# The kubelet picks the first DRA service it knows from this list, then (1.37+) the first health service
+# (driver/plugin/health/service.py); 1.34-1.36 kubelets ignore the health entries and call v1alpha1.
+SUPPORTED_VERSIONS = (
+    "v1.DRAPlugin",
+    "v1beta1.DRAPlugin",
+    "v1.DRAResourceHealth",
+    "v1alpha1.DRAResourceHealth",
+)
 PLUGIN_TYPE = "DRAPlugin"
 
 

@@ -220,13 +220,30 @@ class Node:
             str(REPO / "native" / "build"),
             "--publish-interval",
             "5",
+            # e2e/test_health.py waits for a GPU to recover: not the default 5 minutes.
+            "--health-recovery-seconds",
+            "20",
             *self.extra_plugin_args,
         ]
+
+    @property
+    def xid_file(self) -> Path:
+        """Append `<gpu index> <xid>` lines to raise XIDs on this node's fake GPUs (e2e/test_health.py)."""
+        return self.root / "fake-xid"
+
+    @property
+    def lost_file(self) -> Path:
+        """GPU indexes listed here are lost (fallen off the bus) for this node's fake NVML."""
+        return self.root / "fake-lost"
+
+    def plugin_env(self) -> dict[str, str]:
+        self.xid_file.touch()
+        return {"CARVE_FAKE_XID_FILE": str(self.xid_file), "CARVE_FAKE_LOST_FILE": str(self.lost_file)}
 
     def start_plugin(self, server: str, ca: Path, token: str) -> Proc:
         self.plugin_kubeconfig = kubeconfig.write(self.root / "plugin.kubeconfig", server, ca, token=token)
         self.make_driver_root()
-        self.plugin = self.sup.start(f"{self.name}-plugin", self.plugin_argv())
+        self.plugin = self.sup.start(f"{self.name}-plugin", self.plugin_argv(), self.plugin_env())
         return self.plugin
 
     def restart_plugin(self, kill: bool = True) -> Proc:
@@ -234,7 +251,7 @@ class Node:
         assert self.plugin
         self.plugin.kill() if kill else self.plugin.stop()
         self.sup.procs.remove(self.plugin)
-        self.plugin = self.sup.start(f"{self.name}-plugin", self.plugin_argv())
+        self.plugin = self.sup.start(f"{self.name}-plugin", self.plugin_argv(), self.plugin_env())
         return self.plugin
 
     def cdi_specs(self) -> dict[str, dict]:

@@ -272,7 +272,7 @@ class ApiServerStandIn:
                 pod.setdefault("spec", {})["nodeName"] = body["target"]["name"]
                 objects.update("pods", pod)
             return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
-        elif not loc.sub or (loc.sub == "status" and loc.plural in STATUS_SUBRESOURCE):
+        elif not loc.sub or (loc.sub == "status" and loc.plural in STATUS_SUBRESOURCE | {"resourceclaims"}):
             status = loc.sub == "status"
             if method == "GET":
                 return 200, objects.get(loc.plural, loc.namespace, loc.name)

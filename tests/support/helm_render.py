@@ -57,6 +57,9 @@ def render(*args: str, kube_version: str = "1.34.0") -> list[dict[str, Any]]:
 # read-only carve-viewer role (viewer-rbac.yaml): `one()`
 # and `rules_of()` leave them out unless asked for, so the plugin's tests keep meaning "the plugin's".
 CONTROLLER_COMPONENTS = ("controller", "partitioning", "viewer")
+# Also left out by default: the plugin's claims role and policy (templates/claims-rbac.yaml), asked for as
+# of="claims", so `one(objects, "ClusterRole")` stays the plugin's publish/prepare role.
+SEPARATE_COMPONENTS = (*CONTROLLER_COMPONENTS, "claims")
 
 
 def component(obj: dict[str, Any]) -> str:
@@ -66,14 +69,14 @@ def component(obj: dict[str, Any]) -> str:
 def one(objects: list[dict[str, Any]], kind: str, of: str | None = None) -> dict[str, Any]:
     """The one object of `kind` of component `of` (default: any component but the controller's)."""
     found = [o for o in objects if o["kind"] == kind
-             and (component(o) == of if of else component(o) not in CONTROLLER_COMPONENTS)]
+             and (component(o) == of if of else component(o) not in SEPARATE_COMPONENTS)]
     assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
     return found[0]
 
 
-def rules_of(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) of every rule of the chart's one ClusterRole."""
-    role = one(objects, "ClusterRole")
+def rules_of(objects: list[dict[str, Any]], of: str | None = None) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) of every rule of the chart's one ClusterRole (of component `of`)."""
+    role = one(objects, "ClusterRole", of)
     return {
         (group, resource, verb)
         for rule in role["rules"]

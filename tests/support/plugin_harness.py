@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,6 +23,10 @@ import grpc
 from support.driverroot import LAYOUTS, build_driver_root, hook_dir
 
 from api.grpc import (
+    dra_health_v1_pb2,
+    dra_health_v1_pb2_grpc,
+    dra_health_v1alpha1_pb2,
+    dra_health_v1alpha1_pb2_grpc,
     dra_v1_pb2,
     dra_v1_pb2_grpc,
     dra_v1beta1_pb2,
@@ -251,6 +257,50 @@ class PluginProcess:
         return self.proc.wait(timeout_s)
 
 
+# The health services a 1.37 kubelet knows, newest first (pkg/kubelet/cm/dra/plugin/dra_plugin.go).
+KUBELET_HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
+_HEALTH = {
+    "v1.DRAResourceHealth": (dra_health_v1_pb2, dra_health_v1_pb2_grpc),
+    "v1alpha1.DRAResourceHealth": (dra_health_v1alpha1_pb2, dra_health_v1alpha1_pb2_grpc),
+}
+
+
+class HealthWatch:
+    """The kubelet's NodeWatchResources stream: messages land in a queue as they arrive."""
+
+    def __init__(self, sock: Path, service: str):
+        self.service = service
+        self.pb, grpc_mod = _HEALTH[service]
+        self.channel = grpc.insecure_channel(f"unix://{sock}")
+        stub = grpc_mod.DRAResourceHealthStub(self.channel)
+        self.call = stub.NodeWatchResources(self.pb.NodeWatchResourcesRequest())
+        self.messages: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for m in self.call:
+                self.messages.put(m)
+        except grpc.RpcError:
+            pass
+
+    def until(self, predicate, timeout_s: float = 20.0):
+        """The first message (from now on) that satisfies `predicate`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                m = self.messages.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if predicate(m):
+                return m
+        raise AssertionError(f"no matching {self.service} message within {timeout_s}s")
+
+    def close(self) -> None:
+        self.call.cancel()
+        self.channel.close()
+
+
 class Kubelet:
     """The kubelet's side of the sockets."""
 
@@ -265,6 +315,15 @@ class Kubelet:
             return pluginregistration_pb2_grpc.RegistrationStub(ch).GetInfo(
                 pluginregistration_pb2.InfoRequest(), timeout=10
             )
+
+    def watch_health(self, service: str | None = None) -> HealthWatch:
+        """Open the health stream as a 1.37 kubelet does: the newest service the plugin's registration
+        lists that the kubelet knows (or `service`, as a 1.34-1.36 kubelet calls v1alpha1)."""
+        if service is None:
+            offered = list(self.get_info().supported_versions)
+            service = next((s for s in KUBELET_HEALTH_SERVICES if s in offered), "")
+            assert service, f"the plugin advertises no health service: {offered}"
+        return HealthWatch(self.node.plugin_dir / names.DRA_SOCKET, service)
 
     def notify(self, registered: bool, error: str = "") -> None:
         with self._channel(self.node.registry_dir / names.REGISTRATION_SOCKET) as ch:

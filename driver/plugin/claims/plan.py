@@ -51,6 +51,7 @@ class PlannedDevice:
     share_id: str | None
     config: Config
     consumed: dict[str, int] = field(default_factory=dict)
+    admin: bool = False  # the result's adminAccess (claims/admin.py)
 
     @property
     def request_name(self) -> str:
@@ -124,6 +125,7 @@ def plan_claim(ref: ClaimRef, claim: dict, pool: str, catalog: dict[str, NodeDev
                 share_id=share_id or None,
                 config=config,
                 consumed=consumed,
+                admin=result.get("adminAccess") is True,
             )
         )
     _check_one_slice_config(ref, planned)
@@ -212,7 +214,7 @@ def _check_one_mps_gpu(ref: ClaimRef, planned: list[PlannedDevice]) -> None:
 def _check_one_slice_config(ref: ClaimRef, planned: list[PlannedDevice]) -> None:
     # The limiter applies one policy per claim (one region, one environment), so every soft slice and
     # slot of the claim must resolve to the same SliceConfig.
-    limited = [p for p in planned if p.device.is_limited]
+    limited = [p for p in planned if p.device.is_limited and not p.admin]
     for p in limited[1:]:
         if p.config != limited[0].config:
             raise PrepareError(
@@ -229,7 +231,7 @@ def claim_limits(plan: ClaimPlan, region_path: str) -> ClaimLimits | None:
     are ordered by PCI bus id (then minor), the order CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID, which
     the claim's container edits set.
     """
-    limited = [p for p in plan.devices if p.device.is_limited]
+    limited = [p for p in plan.devices if p.device.is_limited and not p.admin]  # admin: no quota
     if not limited:
         return None
     per_gpu: dict[str, list[int]] = {}

@@ -30,6 +30,7 @@ from driver.cdi.store import SpecStore
 from driver.cluster.base import ClusterError, NotFound
 from driver.gpu.model import MigInstance
 from driver.plugin import faults
+from driver.plugin.claims.admin import check_admin_namespace, needs_admin
 from driver.plugin.claims.catalog import NodeDevice
 from driver.plugin.claims.plan import (
     ClaimPlan,
@@ -80,6 +81,8 @@ T = TypeVar("T")
 class ClaimSource(Protocol):
     def get_resource_claim(self, namespace: str, name: str) -> dict: ...
 
+    def get_namespace(self, name: str) -> dict: ...
+
 
 @dataclass(frozen=True)
 class PreparerSettings:
@@ -124,6 +127,9 @@ class Preparer:
         # side of the driver-partition hook, and the MPS pipe directory of a GPU (None: no daemon).
         self.partition_host: PartitionHost | None = None
         self.mps_pipe_dir: Callable[[str], Path | None] = lambda _uuid: None
+        # After a claim is prepared (not answered from the checkpoint): the claim status writer. Its
+        # failure is logged, never the claim's error.
+        self.after_prepare: Callable[[ClaimPlan, ClaimRecord, object], None] = lambda *_a: None
 
     # --- the kubelet's two calls -----------------------------------------------------------------------
 
@@ -172,6 +178,8 @@ class Preparer:
             except ClusterError as e:
                 raise PrepareError(f"{ref}: reading the claim from the API server: {e}") from None
             plan = plan_claim(ref, claim, self.settings.node_name, self.catalog())
+            if needs_admin(plan):
+                check_admin_namespace(plan, self._namespace(ref))
             with self.node_lock.hold():
                 self.sync()
                 leftover = self.state.get(ref.uid)
@@ -192,6 +200,14 @@ class Preparer:
                     self._undo(record, inject=False)
                     raise
 
+    def _namespace(self, ref: ClaimRef) -> dict | None:
+        try:
+            return self.cluster.get_namespace(ref.namespace)
+        except NotFound:
+            return None
+        except ClusterError as e:
+            raise PrepareError(f"{ref}: reading namespace {ref.namespace} (admin access): {e}") from None
+
     def _answerable(self, record: ClaimRecord | None) -> bool:
         """Prepared, and its CDI spec is still there: the checkpoint's answer is the truth."""
         return bool(record and record.state == STATE_COMPLETED and self.specs.path(record.uid).exists())
@@ -200,7 +216,7 @@ class Preparer:
         devices = []
         for p in plan.devices:
             mig = None
-            if p.device.is_mig:
+            if p.device.is_mig and not p.admin:  # admin: the parent GPU, no instance of its own
                 mig = MigRecord(
                     gpu_uuid=p.device.gpu_uuid,
                     profile=str(p.device.profile),
@@ -216,6 +232,7 @@ class Preparer:
                     type=p.device.type,
                     gpu_uuid=p.device.gpu_uuid,
                     mig=mig,
+                    admin=p.admin,
                 )
             )
         ref = plan.ref
@@ -229,7 +246,8 @@ class Preparer:
         self._save(ref.uid)
         faults.reached("prepare-after-checkpoint-started")
 
-        for gpu_uuid in sorted({p.device.gpu_uuid for p in plan.devices if needs_mig_off(p.device)}):
+        mig_off = {p.device.gpu_uuid for p in plan.devices if needs_mig_off(p.device) and not p.admin}
+        for gpu_uuid in sorted(mig_off):
             self.migs.whole_gpu(ref, gpu_uuid)
         instances: dict[str, MigInstance] = {}
         for p, rec in zip(plan.devices, record.devices, strict=True):
@@ -279,6 +297,10 @@ class Preparer:
             limits=None if limits is None else [(d.memory_bytes, d.cores_percent) for d in limits.devices],
         )
         faults.reached("prepare-after-checkpoint-completed")
+        try:
+            self.after_prepare(plan, record, limits)
+        except Exception as e:  # the claim is prepared; its status is a report
+            event(log, logging.WARNING, "claim-status.failed", uid=ref.uid, error=f"{type(e).__name__}: {e}")
         return record.devices
 
     def _enforcement_edits(self, plan: ClaimPlan, files: ClaimFiles, limits):

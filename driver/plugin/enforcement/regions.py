@@ -170,7 +170,7 @@ def claim_runtime(
 
 def checkpoint_gpus(record: ClaimRecord) -> set[str]:
     """The GPUs of a claim's limited devices, as the plugin recorded them at prepare."""
-    return {d.gpu_uuid for d in record.devices if d.type in LIMITED_TYPES and d.gpu_uuid}
+    return {d.gpu_uuid for d in record.devices if d.type in LIMITED_TYPES and not d.admin and d.gpu_uuid}
 
 
 def limited_claims(state: Mapping[str, ClaimRecord]) -> list[str]:
@@ -178,7 +178,9 @@ def limited_claims(state: Mapping[str, ClaimRecord]) -> list[str]:
     return sorted(
         uid
         for uid, record in state.items()
-        if record.state == STATE_COMPLETED and any(d.type in LIMITED_TYPES for d in record.devices)
+        # An admin-access device (claims/admin.py) has no region: it is not limited.
+        if record.state == STATE_COMPLETED
+        and any(d.type in LIMITED_TYPES and not d.admin for d in record.devices)
     )
 
 

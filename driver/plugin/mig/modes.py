@@ -122,7 +122,8 @@ def prepared_per_gpu(records: Iterable[ClaimRecord]) -> dict[str, int]:
     """Prepared (or half-prepared) claims per physical GPU UUID."""
     counts: dict[str, int] = {}
     for record in records:
-        for uuid in {d.gpu_uuid for d in record.devices if d.gpu_uuid}:
+        # An admin-access device (claims/admin.py) rides along: it never holds up a mode change.
+        for uuid in {d.gpu_uuid for d in record.devices if d.gpu_uuid and not d.admin}:
             counts[uuid] = counts.get(uuid, 0) + 1
     return counts
 

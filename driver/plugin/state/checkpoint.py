@@ -64,6 +64,7 @@ class DeviceRecord:
     type: str = ""
     gpu_uuid: str = ""
     mig: MigRecord | None = None
+    admin: bool = False  # adminAccess: no quota, no limiter, no MIG instance of its own (claims/admin.py)
 
 
 @dataclass
@@ -115,6 +116,7 @@ def claim_from_json(uid: str, raw: dict) -> ClaimRecord:
                 type=d.get("type", ""),
                 gpu_uuid=d.get("gpu_uuid", ""),
                 mig=MigRecord(**mig) if mig else None,
+                admin=d.get("admin") is True,
             )
         )
     if raw["state"] not in (STATE_STARTED, STATE_COMPLETED):

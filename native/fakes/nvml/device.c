@@ -149,33 +149,39 @@ NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *inde
     return NVML_SUCCESS;
 }
 
-/* Emulated GPU loss (as after an Xid 79): the GPU indexes listed in the file named by CARVE_FAKE_LOST_FILE
- * (comma or newline separated) answer memory queries with NVML_ERROR_GPU_IS_LOST. Read at every call, so a
- * test can lose and recover a GPU while a process runs (the legacy device plugin's health check). */
-static int gpu_lost(unsigned int index)
+/* Is `index` listed in the file named by env `var` (GPU indexes, comma or newline separated)? Read at every
+ * call, so a test can change the answer while a process runs. */
+int fake_nvml_index_listed(const char *var, unsigned int index)
 {
-    const char *path = getenv("CARVE_FAKE_LOST_FILE");
+    const char *path = getenv(var);
     if (!path || !*path)
         return 0;
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
-    int lost = 0;
+    int listed = 0;
     unsigned int v;
-    while (!lost && fscanf(f, " %u", &v) == 1) {
-        lost = v == index;
+    while (!listed && fscanf(f, " %u", &v) == 1) {
+        listed = v == index;
         if (fscanf(f, " ,") < 0)
             break;
     }
     fclose(f);
-    return lost;
+    return listed;
+}
+
+/* Emulated GPU loss (as after an Xid 79): the GPU indexes listed in the file named by CARVE_FAKE_LOST_FILE
+ * answer memory queries (and event waits, events.c) with NVML_ERROR_GPU_IS_LOST. */
+int fake_nvml_gpu_lost(unsigned int index)
+{
+    return fake_nvml_index_listed("CARVE_FAKE_LOST_FILE", index);
 }
 
 /* total/free/used of a GPU or MIG device; reserved is 0 so total = free + used exactly. */
 static nvmlReturn_t memory(nvmlDevice_t device, const fake_gpu_t *g, unsigned long long *total,
                            unsigned long long *used)
 {
-    if (gpu_lost(g->index))
+    if (fake_nvml_gpu_lost(g->index))
         return NVML_ERROR_GPU_IS_LOST;
     if (device->is_mig) {
         const fake_gi_profile_t *gp;

@@ -14,7 +14,7 @@
 
 #define NVML_API FAKE_EXPORT
 #define FAKE_GI_IDS 16        /* GPU instance ids are 0..14 (a binary tree over <= 8 placement groups) */
-#define CARVE_FAKE_VERSION 1  /* returned by carveFakeVersion(): bump on behaviour changes tests rely on */
+#define CARVE_FAKE_VERSION 2  /* returned by carveFakeVersion(): bump on behaviour changes tests rely on */
 
 struct nvmlDevice_st {
     unsigned gpu;
@@ -82,5 +82,10 @@ void fake_nvml_mig_uuid(const fake_gpu_t *g, unsigned gi_id, unsigned ci_id, cha
 /* capsfiles.c: MIG capability files under $CARVE_FAKE_PROC_ROOT (ci < 0: the GPU instance's own). */
 void fake_caps_created(unsigned gpu_minor, unsigned gi, int ci);
 void fake_caps_destroyed(unsigned gpu_minor, unsigned gi, int ci);
+
+/* device.c: is `index` listed in the file named by env `var` (read at every call); GPU loss
+ * (CARVE_FAKE_LOST_FILE). */
+int fake_nvml_index_listed(const char *var, unsigned int index);
+int fake_nvml_gpu_lost(unsigned int index);
 
 #endif

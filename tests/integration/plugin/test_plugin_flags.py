@@ -33,6 +33,11 @@ def run_plugin(node: FakeNode, *extra: str, env: dict | None = None) -> subproce
         ("--soft-context-reserve", "0.5", "must be a whole number of bytes >= 0"),
         ("--k8s-version", "9.9", "unsupported Kubernetes version '9.9'"),
         ("--publish-interval", "0", "--publish-interval"),
+        ("--health-taint-effect", "Evict", "--health-taint-effect: 'Evict' is not one of NoSchedule"),
+        ("--health-lost-effect", "", "--health-lost-effect: '' is not one of"),
+        ("--health-ignore-xids", "13,x", "--health-ignore-xids: 'x' is not an XID number"),
+        ("--health-recovery-seconds", "-1", "--health-recovery-seconds -1.0: must not be negative"),
+        ("--health-interval", "0", "--health-interval 0.0: must be more than 0 seconds"),
     ],
 )
 def test_bad_flag_is_a_one_line_usage_error(node, flag, value, expected):

@@ -49,7 +49,12 @@ def test_registration_reports_both_dra_versions(node, kubelet, plugin_factory):
     assert info.type == "DRAPlugin"
     assert info.name == names.DRIVER_NAME
     assert info.endpoint == str(node.plugin_dir / names.DRA_SOCKET)
-    assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    assert list(info.supported_versions) == [
+        "v1.DRAPlugin",
+        "v1beta1.DRAPlugin",
+        "v1.DRAResourceHealth",
+        "v1alpha1.DRAResourceHealth",
+    ]
     kubelet.notify(False, "driver name clash")
     kubelet.notify(True)
     assert "event=registration.refused" in plugin.log() and "driver name clash" in plugin.log()

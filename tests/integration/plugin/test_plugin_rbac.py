@@ -101,7 +101,24 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
             )
             claim = ("ml", "c", stored["metadata"]["uid"])
             assert kubelet.prepare([claim])[claim[2]]["error"] == ""
+            assert server.objects.get("resourceclaims", "ml", "c")["status"]["devices"]  # status.devices
             assert kubelet.unprepare([claim]) == {claim[2]: ""}
+            # Admin access: the namespace's label is read at prepare.
+            server.put_object(
+                "namespaces",
+                {"metadata": {"name": "debug", "labels": {"resource.kubernetes.io/admin-access": "true"}}},
+            )
+            admin_result = {**result("g", "gpu-0"), "adminAccess": True}
+            stored = server.put_claim(
+                {
+                    "metadata": {"name": "peek", "namespace": "debug"},
+                    "spec": {"devices": {"requests": [{"name": "g"}]}},
+                    "status": {"allocation": {"devices": {"results": [admin_result]}}},
+                }
+            )
+            admin = ("debug", "peek", stored["metadata"]["uid"])
+            assert kubelet.prepare([admin])[admin[2]]["error"] == ""
+            assert kubelet.unprepare([admin]) == {admin[2]: ""}
         finally:
             plugin.stop()
         # The region watcher's NVML cross-check: a claim over its quota by NVML's count, seen on two passes
@@ -124,8 +141,16 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
     assert ("", "events", "create") in used
     assert ("carve.dev", "nodepartitionings/status", "update") in used
     assert {v for g, r, v in used if r == "nodepartitionings"} == {"get", "list", "watch"}
+    assert ("resource.k8s.io", "resourceclaims/status", "update") in used
+    assert ("", "namespaces", "get") in used
     for scenario in SCENARIOS.values():
-        granted = rules_of(render(*scenario))
+        objects = render(*scenario)
+        # resourceclaims/driver is the API server's own check on a status write (granular status
+        # authorization), never a request of its own.
+        synthetic = {("resource.k8s.io", "resourceclaims/driver", "associated-node:update")}
+        claims_role = rules_of(objects, of="claims")
+        assert synthetic <= claims_role
+        granted = rules_of(objects) | (claims_role - synthetic)
         assert granted - used == set(), "the ClusterRole grants calls the plugin never makes"
         assert used - granted == set(), "the plugin makes calls the ClusterRole does not grant"
 

@@ -15,6 +15,7 @@ STUB_MODULES = [
     "pluginregistration",
     "deviceplugin_v1beta1",
     "dra_health_v1alpha1",
+    "dra_health_v1",
     "podresources_v1",
 ]
 
@@ -63,6 +64,7 @@ def test_relative_import_rewrite_leaves_other_imports_alone() -> None:
         ("deviceplugin_v1beta1", "Registration", "v1beta1.Registration"),
         ("deviceplugin_v1beta1", "DevicePlugin", "v1beta1.DevicePlugin"),
         ("dra_health_v1alpha1", "DRAResourceHealth", "v1alpha1.DRAResourceHealth"),
+        ("dra_health_v1", "DRAResourceHealth", "v1.DRAResourceHealth"),
         ("podresources_v1", "PodResourcesLister", "v1.PodResourcesLister"),
     ],
 )
@@ -93,6 +95,7 @@ def test_services_have_the_kubelet_full_names(stem: str, service: str, full_name
             ],
         ),
         ("dra_health_v1alpha1", "DRAResourceHealth", ["NodeWatchResources"]),
+        ("dra_health_v1", "DRAResourceHealth", ["NodeWatchResources"]),
         ("podresources_v1", "PodResourcesLister", ["List", "GetAllocatableResources", "Get"]),
     ],
 )
@@ -154,7 +157,12 @@ WIRE = [
     (
         "dra_health_v1alpha1",
         "DeviceHealth",
-        {"device": 1, "health": 2, "last_updated_time": 3, "health_check_timeout_seconds": 4},
+        {"device": 1, "health": 2, "last_updated_time": 3, "health_check_timeout_seconds": 4, "message": 5},
+    ),
+    (
+        "dra_health_v1",
+        "DeviceHealth",
+        {"device": 1, "health": 2, "last_updated_time": 3, "health_check_timeout_seconds": 4, "message": 5},
     ),
 ]
 

@@ -120,6 +120,13 @@ CUSTOM_VALUES = {
     "plugin.healthzPort": (9440, "healthz_addr", ":9440"),
     "plugin.metricsPort": (9100, "metrics_addr", ":9100"),
     "plugin.logLevel": ("debug", "log_level", "debug"),
+    "plugin.health.enabled": (False, "health_monitor", False),
+    "plugin.health.taintEffect": ("None", "health_taint_effect", "None"),
+    "plugin.health.lostEffect": ("NoExecute", "health_lost_effect", "NoExecute"),
+    "plugin.health.recoverySeconds": (60, "health_recovery_seconds", 60.0),
+    "plugin.health.ignoreXids": ("74,92", "health_ignore_xids", "74,92"),
+    "plugin.health.interval": (2.5, "health_interval", 2.5),
+    "plugin.claimStatus": (False, "claim_status", False),
 }
 
 

@@ -1,0 +1,161 @@
+"""The claim's `status.devices` for this driver (DRAResourceClaimDeviceStatus, GA in 1.37): what a user
+sees with `kubectl get resourceclaim -o yaml` instead of `exec`.
+
+One entry per prepared device (driver, pool, device, shareID) with two conditions:
+- `Ready` True, reason `Prepared`: the CDI spec is written, the container can start;
+- `Enforced`: how the share is held, True with reason `Limiter` (soft slices, slots: memory and cores
+  by the limiter), `MigIsolation` (a MIG instance: hardware), `Exclusive` (a whole GPU), False with
+  `TimeSliced` (no quota) or `AdminAccess` (no quota, by design);
+and `data` (apiVersion gpu.carve.dev/v1alpha1, kind DeviceStatus): strategy (the device type), gpuUUID,
+migUUID, memoryLimitBytes and coresLimitPercent (where a quota applies), adminAccess.
+
+Written through the status subresource with the claim's resourceVersion; a Conflict re-reads and retries.
+At unprepare our entries are removed (the claim being gone is fine). The API server checks each entry
+against the allocation and, with granular status authorization (1.36+), the writer's permission on
+`resourceclaims/driver` for this driver (helm/carve/templates/claimstatus-rbac.yaml).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from driver import names
+from driver.cluster.base import Conflict, NotFound
+from driver.limits import ClaimLimits
+from driver.plugin.claims.plan import ClaimPlan, ClaimRef
+from driver.plugin.logfmt import event
+from driver.plugin.state.checkpoint import ClaimRecord
+
+log = logging.getLogger(__name__)
+
+DATA_API_VERSION = f"{names.DRIVER_NAME}/v1alpha1"
+DATA_KIND = "DeviceStatus"
+ATTEMPTS = 4
+
+
+def _condition(type_: str, ok: bool, reason: str, message: str, now: str) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": "True" if ok else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+    }
+
+
+def _enforcement(device_type: str, admin: bool) -> tuple[bool, str, str]:
+    if admin:
+        return (
+            False,
+            "AdminAccess",
+            "admin access: no quota, no limiter; the device is shared with its claims",
+        )
+    if device_type in (names.TYPE_VGPU, names.TYPE_SLOT):
+        return True, "Limiter", "memory and compute limits are enforced by carve's limiter"
+    if device_type == names.TYPE_MIG:
+        return True, "MigIsolation", "a MIG instance: memory and compute isolated by the hardware"
+    if device_type == names.TYPE_TIMESLICE:
+        return False, "TimeSliced", "time-sliced: no memory or compute quota"
+    return True, "Exclusive", "the whole GPU is this claim's"
+
+
+def device_statuses(
+    plan: ClaimPlan, record: ClaimRecord, limits: ClaimLimits | None, now: str | None = None
+) -> list[dict[str, Any]]:
+    """The status.devices entries of one prepared claim (pure)."""
+    now = now or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    per_gpu = {d.uuid: d for d in limits.devices} if limits else {}
+    out = []
+    for p, rec in zip(plan.devices, record.devices, strict=True):
+        data: dict[str, Any] = {
+            "apiVersion": DATA_API_VERSION,
+            "kind": DATA_KIND,
+            "strategy": p.device.type,
+            "gpuUUID": p.device.gpu_uuid,
+        }
+        if rec.mig and rec.mig.uuid:
+            data["migUUID"] = rec.mig.uuid
+        limit = per_gpu.get(p.device.gpu_uuid) if p.device.is_limited and not p.admin else None
+        if limit is not None:
+            data["memoryLimitBytes"] = limit.memory_bytes
+            data["coresLimitPercent"] = limit.cores_percent or 100
+        if p.admin:
+            data["adminAccess"] = True
+        ok, reason, message = _enforcement(p.device.type, p.admin)
+        entry: dict[str, Any] = {
+            "driver": names.DRIVER_NAME,
+            "pool": p.pool,
+            "device": p.device.name,
+            "conditions": [
+                _condition("Ready", True, "Prepared", "prepared on the node; the container can start", now),
+                _condition("Enforced", ok, reason, message, now),
+            ],
+            "data": data,
+        }
+        if p.share_id:
+            entry["shareID"] = p.share_id
+        out.append(entry)
+    return out
+
+
+def merged(existing: list[dict], ours: list[dict]) -> list[dict]:
+    """Other drivers' entries kept in place, ours replaced."""
+    keep = [e for e in existing if e.get("driver") != names.DRIVER_NAME]
+    return keep + ours
+
+
+class ClaimStatusWriter:
+    """Writes (and clears) this driver's status.devices entries with retry on conflict."""
+
+    def __init__(self, cluster, attempts: int = ATTEMPTS, sleep: Callable[[float], None] | None = None):
+        self.cluster = cluster
+        self.attempts = attempts
+        self.sleep = sleep or time.sleep
+
+    def write(self, ref: ClaimRef, entries: list[dict]) -> bool:
+        return self._update(ref, lambda existing: merged(existing, entries), "write")
+
+    def clear(self, ref: ClaimRef) -> bool:
+        return self._update(ref, lambda existing: merged(existing, []), "clear")
+
+    def _update(self, ref: ClaimRef, change: Callable[[list[dict]], list[dict]], what: str) -> bool:
+        delay = 0.05
+        for attempt in range(1, self.attempts + 1):
+            try:
+                claim = self.cluster.get_resource_claim(ref.namespace, ref.name)
+            except NotFound:
+                return False  # deleted: nothing to report on
+            if (claim.get("metadata") or {}).get("uid") != ref.uid:
+                return False  # a new claim under the old name: not ours to touch
+            status = dict(claim.get("status") or {})
+            existing = list(status.get("devices") or [])
+            wanted = change(existing)
+            if sorted(map(repr, wanted)) == sorted(map(repr, existing)):
+                return True
+            if wanted:
+                status["devices"] = wanted
+            else:
+                status.pop("devices", None)
+            body = {**claim, "status": status}
+            try:
+                self.cluster.update_resource_claim_status(body)
+                event(
+                    log,
+                    logging.INFO,
+                    f"claim-status.{what}",
+                    claim=f"{ref.namespace}/{ref.name}",
+                    uid=ref.uid,
+                )
+                return True
+            except NotFound:
+                return False
+            except Conflict:
+                if attempt < self.attempts:
+                    self.sleep(delay)
+                    delay *= 2
+        event(log, logging.WARNING, "claim-status.conflict", uid=ref.uid, attempts=self.attempts)
+        return False
