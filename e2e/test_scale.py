@@ -62,6 +62,7 @@ class Figures:
     created_s: float  # first create -> last create returned
     bound_s: float  # first create -> last pod seen bound
     requests_per_pod: float  # API server requests of every client during the phase, per pod
+    watch_restarts: int  # times the binding watch was ended by the server and listed again
 
     @property
     def pods_per_s(self) -> float:
@@ -108,32 +109,66 @@ def _publish(api, phase: Phase, minor: str) -> None:
 class _BindingWatch:
     """Watches the namespace's pods from a thread and notes when the last of `want` was seen bound.
     The events are read as raw JSON: deserializing thousands of V1Pods would compete with the scheduler
-    for this machine's two cores."""
+    for this machine's two cores. The API server ends a watch whose reader falls behind (and any watch may
+    expire or answer 410 Gone): then the pods are listed again and a new watch starts from that list."""
 
-    def __init__(self, api, namespace: str, prefix: str, want: int) -> None:
+    def __init__(self, api, namespace: str, prefix: str, want: int, timeout_s: float) -> None:
         self.core = client.CoreV1Api(api)
         self.namespace, self.prefix, self.want = namespace, prefix, want
         self.bound: set[str] = set()
         self.done_at: float | None = None
         self.error: BaseException | None = None
-        rv = self.core.list_namespaced_pod(namespace, limit=1).metadata.resource_version
-        self._resp = self.core.list_namespaced_pod(
-            namespace, watch=True, resource_version=rv, timeout_seconds=900, _preload_content=False
-        )
+        self.restarts = 0
+        self._deadline = time.monotonic() + timeout_s
+        self._stop = threading.Event()
+        self._resp = None
+        self._rv = self._list()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def _list(self) -> str:
+        resp = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
+        body = json.loads(resp.data)
+        for obj in body["items"]:
+            self._see({"type": "ADDED", "object": obj})
+        return body["metadata"]["resourceVersion"]
+
     def _run(self) -> None:
         try:
-            buf = b""
-            for chunk in self._resp.stream(65536, decode_content=True):
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line.strip() and self._see(json.loads(line)):
-                        return
+            while not self._watch() and self.done_at is None and not self._stop.is_set():
+                if time.monotonic() > self._deadline:
+                    return
+                self.restarts += 1
+                self._rv = self._list()
         except BaseException as e:  # reported by wait()
             self.error = e
+
+    def _watch(self) -> bool:
+        """One watch from the last resource version seen: True once `want` pods are bound, False when the
+        server ended it first."""
+        self._resp = self.core.list_namespaced_pod(
+            self.namespace,
+            watch=True,
+            resource_version=self._rv,
+            timeout_seconds=max(1, int(self._deadline - time.monotonic())),
+            _preload_content=False,
+        )
+        buf = b""
+        for chunk in self._resp.stream(65536, decode_content=True):
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":  # 410 Gone and the like: list again
+                    return False
+                self._rv = ((event.get("object") or {}).get("metadata") or {}).get(
+                    "resourceVersion", self._rv
+                )
+                if self._see(event):
+                    return True
+        return False
 
     def _see(self, event: dict) -> bool:
         obj = event.get("object") or {}
@@ -141,17 +176,18 @@ class _BindingWatch:
         seen = event.get("type") in ("ADDED", "MODIFIED") and name.startswith(self.prefix)
         if seen and (obj.get("spec") or {}).get("nodeName"):
             self.bound.add(name)
-        if len(self.bound) >= self.want:
+        if len(self.bound) >= self.want and self.done_at is None:
             self.done_at = time.monotonic()
-            return True
-        return False
+        return self.done_at is not None
 
-    def wait(self, timeout_s: float) -> float:
-        self._thread.join(timeout_s)
-        self._resp.close()
+    def wait(self) -> float:
+        self._thread.join(max(0.0, self._deadline - time.monotonic()) + 5)
+        self._stop.set()
+        if self._resp is not None:
+            self._resp.close()
         if self.done_at is None:
             raise AssertionError(
-                f"{len(self.bound)} of {self.want} {self.prefix}* pods bound after {timeout_s:.0f} s"
+                f"{len(self.bound)} of {self.want} {self.prefix}* pods bound before the deadline"
                 + (f" (watch failed: {self.error!r})" if self.error else "")
             )
         return self.done_at
@@ -169,14 +205,14 @@ def _run(cluster, api, namespace: str, phase: Phase) -> Figures:
         p["spec"]["tolerations"] = [{"operator": "Exists"}]  # not-ready/unreachable: no kubelet
         return p
 
-    watch = _BindingWatch(api, namespace, f"{phase.name}-", PODS)
+    watch = _BindingWatch(api, namespace, f"{phase.name}-", PODS, timeout_s=900)
     before = _requests_total(cluster)
     t0 = time.monotonic()
     with ThreadPoolExecutor(CREATORS) as pool:
         list(pool.map(lambda i: core.create_namespaced_pod(namespace, pod(i)), range(PODS)))
     created = time.monotonic() - t0
-    done = watch.wait(timeout_s=900)
-    return Figures(created, done - t0, (_requests_total(cluster) - before) / PODS)
+    done = watch.wait()
+    return Figures(created, done - t0, (_requests_total(cluster) - before) / PODS, watch.restarts)
 
 
 def _check_placement(api, namespace: str, phase: Phase) -> None:
@@ -283,6 +319,7 @@ def test_scale(cluster, api, namespace, gates_on):
             f"  {phase.name:5} ({klass}): created in {f.created_s:.1f}s, "
             f"all bound after {f.bound_s:.1f}s = {f.pods_per_s:.1f} pods/s; "
             f"{f.requests_per_pod:.1f} API requests per pod"
+            + (f" (binding watch listed again {f.watch_restarts} times)" if f.watch_restarts else "")
         )
     lines.append(
         f"  {shared.name}/whole pods/s = {s.pods_per_s / w.pods_per_s:.2f} "
