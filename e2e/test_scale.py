@@ -62,7 +62,7 @@ class Figures:
     created_s: float  # first create -> last create returned
     bound_s: float  # first create -> last pod seen bound
     requests_per_pod: float  # API server requests of every client during the phase, per pod
-    watch_restarts: int  # times the binding watch was ended by the server and listed again
+    watch_restarts: list[str]  # why the binding watch ended each time it was listed again
 
     @property
     def pods_per_s(self) -> float:
@@ -118,7 +118,7 @@ class _BindingWatch:
         self.bound: set[str] = set()
         self.done_at: float | None = None
         self.error: BaseException | None = None
-        self.restarts = 0
+        self.restarts: list[str] = []  # why each watch ended before all pods were bound
         self._deadline = time.monotonic() + timeout_s
         self._stop = threading.Event()
         self._resp = None
@@ -135,10 +135,9 @@ class _BindingWatch:
 
     def _run(self) -> None:
         try:
-            while not self._watch() and self.done_at is None and not self._stop.is_set():
+            while self.done_at is None and not self._stop.is_set() and not self._watch():
                 if time.monotonic() > self._deadline:
                     return
-                self.restarts += 1
                 self._rv = self._list()
         except BaseException as e:  # reported by wait()
             self.error = e
@@ -162,12 +161,14 @@ class _BindingWatch:
                     continue
                 event = json.loads(line)
                 if event.get("type") == "ERROR":  # 410 Gone and the like: list again
+                    self.restarts.append(str((event.get("object") or {}).get("message", "error event"))[:120])
                     return False
                 self._rv = ((event.get("object") or {}).get("metadata") or {}).get(
                     "resourceVersion", self._rv
                 )
                 if self._see(event):
                     return True
+        self.restarts.append("the server ended the stream")
         return False
 
     def _see(self, event: dict) -> bool:
@@ -319,7 +320,11 @@ def test_scale(cluster, api, namespace, gates_on):
             f"  {phase.name:5} ({klass}): created in {f.created_s:.1f}s, "
             f"all bound after {f.bound_s:.1f}s = {f.pods_per_s:.1f} pods/s; "
             f"{f.requests_per_pod:.1f} API requests per pod"
-            + (f" (binding watch listed again {f.watch_restarts} times)" if f.watch_restarts else "")
+            + (
+                f" (binding watch listed again after: {'; '.join(f.watch_restarts)})"
+                if f.watch_restarts
+                else ""
+            )
         )
     lines.append(
         f"  {shared.name}/whole pods/s = {s.pods_per_s / w.pods_per_s:.2f} "
