@@ -1,16 +1,30 @@
-"""Scale benchmark (printed, not asserted on time): soft-claim pods through the real scheduler onto
-kubelet-less nodes of 8 fake A100-80GB each, then prepare latency on a real kubelet node under that load.
+"""Scale benchmark (printed, not asserted on time): the scheduler's view of carve's consumable capacity.
 
-Figures: pods scheduled per second, API requests per pod (the API server's own counter), and for pods on
-the real node e2e-n1 the time from binding to Running (the kubelet's NodePrepareResources call to the
-plugin plus the fake runtime) p50/p99. CARVE_E2E_SCALE_NODES (10) and CARVE_E2E_SCALE_PODS (500) size it."""
+Two phases in one run, on the same number of kubelet-less nodes of 8 fake A100-80GB each, with the same
+number of pods, through the real kube-scheduler:
+1. whole: every GPU published as one exclusive device (DeviceClass gpu.carve.dev), one GPU per pod;
+2. soft: every GPU published as one shared device with consumable capacity (vgpu.carve.dev: 4Gi and 10 %
+   of the cores per pod; gates off: slot.carve.dev).
+Each phase has its own node set (labelled, selected by nodeSelector) and is torn down (pods, claims, slices,
+nodes) before the next starts, so neither phase's slices or allocations are in the other's scheduler state.
+The figure is pods bound per second from the first create to the last binding (pods are created by eight
+client threads so creation runs ahead of the scheduler), and the ratio soft / whole: what consumable
+capacity costs the scheduler. Then, with the soft pods still allocated, prepare latency on the real kubelet
+node e2e-n1: bound -> Running p50/p99.
+
+CARVE_E2E_SCALE_NODES (default 10) nodes per phase; CARVE_E2E_SCALE_PODS (default nodes x 8: every whole GPU
+taken once) pods per phase. `CARVE_E2E_SCALE_NODES=100` is the 100 x 8 run of docs/reliability.md."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pytest
 from kubernetes import client
@@ -23,9 +37,50 @@ from e2e.cluster import kubeconfig
 from e2e.test_differential import _node
 
 NODES = int(os.environ.get("CARVE_E2E_SCALE_NODES", "10"))
-PODS = int(os.environ.get("CARVE_E2E_SCALE_PODS", "500"))
+GPUS_PER_NODE = 8
+PODS = int(os.environ.get("CARVE_E2E_SCALE_PODS", str(NODES * GPUS_PER_NODE)))
+CREATORS = 8  # client threads creating pods
 PREPARE_PODS = 8  # what e2e-n1's two soft GPUs hold at 10 cores each, with room
+SCALE_LABEL = "carve.dev/e2e-scale"  # on the kubelet-less nodes: the phase they belong to
 G, V = "resource.k8s.io", "v1"
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str  # "whole" or "soft"
+    strategy: str  # the strategy every GPU of the phase's nodes is published with
+    request: dict  # the claim template's one request
+    shared: bool  # whether an allocation of it carries a shareID (a share of a multi-allocatable device)
+
+    @property
+    def nodes(self) -> list[str]:
+        return [f"scale-{self.name}-{i}" for i in range(NODES)]
+
+
+@dataclass(frozen=True)
+class Figures:
+    created_s: float  # first create -> last create returned
+    bound_s: float  # first create -> last pod seen bound
+    requests_per_pod: float  # API server requests of every client during the phase, per pod
+    watch_restarts: list[str]  # why the binding watch ended each time it was listed again
+
+    @property
+    def pods_per_s(self) -> float:
+        return PODS / self.bound_s
+
+
+def _phases(gates_on: bool) -> tuple[Phase, Phase]:
+    whole = Phase(
+        "whole", "exclusive", {"name": "gpu", "exactly": {"deviceClassName": names.CLASS_GPU}}, False
+    )
+    if gates_on:
+        capacity = {"requests": {"memory": "4Gi", "cores": "10"}}
+        exactly = {"deviceClassName": names.CLASS_VGPU, "capacity": capacity}
+        return whole, Phase("soft", "soft", {"name": "gpu", "exactly": exactly}, True)
+    # Gates off: no consumable capacity; the plugin's fallback is 10 slot devices per GPU.
+    return whole, Phase(
+        "slots", "slots", {"name": "gpu", "exactly": {"deviceClassName": names.CLASS_SLOT}}, False
+    )
 
 
 def _requests_total(cluster) -> float:
@@ -40,74 +95,244 @@ def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
+def _publish(api, phase: Phase, minor: str) -> None:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    for n in phase.nodes:
+        _node(api, n)
+        core.patch_node(n, {"metadata": {"labels": {SCALE_LABEL: phase.name}}})
+        gpus = [fake_gpu("A100-80GB", i, n) for i in range(GPUS_PER_NODE)]
+        strategies = dict.fromkeys(range(GPUS_PER_NODE), phase.strategy)
+        for s in build_slices(n, gpus, strategies, k8s_version=minor):
+            custom.create_cluster_custom_object(G, V, "resourceslices", s)
+
+
+class _BindingWatch:
+    """Watches the namespace's pods from a thread and notes when the last of `want` was seen bound.
+    The events are read as raw JSON: deserializing thousands of V1Pods would compete with the scheduler
+    for this machine's two cores. The API server ends a watch whose reader falls behind (and any watch may
+    expire or answer 410 Gone): then the pods are listed again and a new watch starts from that list."""
+
+    def __init__(self, api, namespace: str, prefix: str, want: int, timeout_s: float) -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace, self.prefix, self.want = namespace, prefix, want
+        self.bound: set[str] = set()
+        self.done_at: float | None = None
+        self.error: BaseException | None = None
+        self.restarts: list[str] = []  # why each watch ended before all pods were bound
+        self._deadline = time.monotonic() + timeout_s
+        self._stop = threading.Event()
+        self._resp = None
+        self._rv = self._list()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _list(self) -> str:
+        resp = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
+        body = json.loads(resp.data)
+        for obj in body["items"]:
+            self._see({"type": "ADDED", "object": obj})
+        return body["metadata"]["resourceVersion"]
+
+    def _run(self) -> None:
+        try:
+            while self.done_at is None and not self._stop.is_set() and not self._watch():
+                if time.monotonic() > self._deadline:
+                    return
+                self._rv = self._list()
+        except BaseException as e:  # reported by wait()
+            self.error = e
+
+    def _watch(self) -> bool:
+        """One watch from the last resource version seen: True once `want` pods are bound, False when the
+        server ended it first."""
+        self._resp = self.core.list_namespaced_pod(
+            self.namespace,
+            watch=True,
+            resource_version=self._rv,
+            timeout_seconds=max(1, int(self._deadline - time.monotonic())),
+            _preload_content=False,
+        )
+        buf = b""
+        for chunk in self._resp.stream(65536, decode_content=True):
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":  # 410 Gone and the like: list again
+                    self.restarts.append(str((event.get("object") or {}).get("message", "error event"))[:120])
+                    return False
+                self._rv = ((event.get("object") or {}).get("metadata") or {}).get(
+                    "resourceVersion", self._rv
+                )
+                if self._see(event):
+                    return True
+        self.restarts.append("the server ended the stream")
+        return False
+
+    def _see(self, event: dict) -> bool:
+        obj = event.get("object") or {}
+        name = (obj.get("metadata") or {}).get("name", "")
+        seen = event.get("type") in ("ADDED", "MODIFIED") and name.startswith(self.prefix)
+        if seen and (obj.get("spec") or {}).get("nodeName"):
+            self.bound.add(name)
+        if len(self.bound) >= self.want and self.done_at is None:
+            self.done_at = time.monotonic()
+        return self.done_at is not None
+
+    def wait(self) -> float:
+        self._thread.join(max(0.0, self._deadline - time.monotonic()) + 5)
+        self._stop.set()
+        if self._resp is not None:
+            self._resp.close()
+        if self.done_at is None:
+            raise AssertionError(
+                f"{len(self.bound)} of {self.want} {self.prefix}* pods bound before the deadline"
+                + (f" (watch failed: {self.error!r})" if self.error else "")
+            )
+        return self.done_at
+
+
+def _run(cluster, api, namespace: str, phase: Phase) -> Figures:
+    """Create PODS pods asking for the phase's request on its nodes; return the figures once all are bound."""
+    core = client.CoreV1Api(api)
+    template = f"scale-{phase.name}"
+    kube.create(api, namespace, kube.template(template, [phase.request]))
+
+    def pod(i: int) -> dict:
+        p = kube.pod(f"{phase.name}-{i}", claim_template=template)
+        p["spec"]["nodeSelector"] = {SCALE_LABEL: phase.name}
+        p["spec"]["tolerations"] = [{"operator": "Exists"}]  # not-ready/unreachable: no kubelet
+        return p
+
+    watch = _BindingWatch(api, namespace, f"{phase.name}-", PODS, timeout_s=900)
+    before = _requests_total(cluster)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(CREATORS) as pool:
+        list(pool.map(lambda i: core.create_namespaced_pod(namespace, pod(i)), range(PODS)))
+    created = time.monotonic() - t0
+    done = watch.wait()
+    return Figures(created, done - t0, (_requests_total(cluster) - before) / PODS, watch.restarts)
+
+
+def _check_placement(api, namespace: str, phase: Phase) -> None:
+    """Every pod of the phase on one of its nodes, every claim allocated from those nodes' pools, shared or
+    whole as the phase publishes: the two phases' devices were never mixed."""
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    nodes = set(phase.nodes)
+    pods = [
+        p for p in core.list_namespaced_pod(namespace).items if p.metadata.name.startswith(f"{phase.name}-")
+    ]
+    assert len(pods) == PODS
+    elsewhere = [f"{p.metadata.name} on {p.spec.node_name}" for p in pods if p.spec.node_name not in nodes]
+    assert not elsewhere, f"{phase.name} pods off the phase's nodes: {elsewhere[:5]}"
+    claims = custom.list_namespaced_custom_object(G, V, namespace, "resourceclaims")["items"]
+    mine = [c for c in claims if c["metadata"]["name"].startswith(f"{phase.name}-")]
+    assert len(mine) == PODS
+    per_device: dict[tuple[str, str], int] = {}
+    for c in mine:
+        (r,) = kube.results(c)
+        assert r["driver"] == names.DRIVER_NAME and r["pool"] in nodes, (c["metadata"]["name"], r)
+        assert ("shareID" in r) == phase.shared, (c["metadata"]["name"], r)
+        per_device[(r["pool"], r["device"])] = per_device.get((r["pool"], r["device"]), 0) + 1
+    if phase.name == "whole":
+        assert max(per_device.values()) == 1, "a whole GPU allocated twice"
+
+
+def _tear_down(api, namespace: str, phase: Phase) -> None:
+    """Pods, their claims (released by the controller manager), then the phase's slices and nodes."""
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    prefix = f"{phase.name}-"
+    with ThreadPoolExecutor(CREATORS) as pool:
+        list(
+            pool.map(
+                lambda n: core.delete_namespaced_pod(n, namespace, grace_period_seconds=0),
+                [
+                    p.metadata.name
+                    for p in core.list_namespaced_pod(namespace).items
+                    if p.metadata.name.startswith(prefix)
+                ],
+            )
+        )
+
+    def claims_gone() -> bool:
+        items = custom.list_namespaced_custom_object(G, V, namespace, "resourceclaims")["items"]
+        return not any(c["metadata"]["name"].startswith(prefix) for c in items)
+
+    kube.wait(f"{phase.name} claims gone", claims_gone, timeout_s=600, every_s=2)
+    nodes = set(phase.nodes)
+    for s in custom.list_cluster_custom_object(G, V, "resourceslices")["items"]:
+        if s["spec"].get("nodeName") in nodes:
+            custom.delete_cluster_custom_object(G, V, "resourceslices", s["metadata"]["name"])
+    for n in phase.nodes:
+        core.delete_node(n)
+
+
+def _prepare_latency(api, namespace: str, phase: Phase) -> list[float]:
+    """bound -> Running of PREPARE_PODS pods of the shared phase's claim on the real node e2e-n1 (the
+    kubelet's NodePrepareResources call to the plugin plus the runtime), with that phase's pods allocated."""
+    ready = []
+    for i in range(PREPARE_PODS):
+        kube.create(api, namespace, kube.pod(f"real{i}", claim_template=f"scale-{phase.name}", node="e2e-n1"))
+    for i in range(PREPARE_PODS):
+        p = kube.wait_running(api, namespace, f"real{i}", timeout_s=180)
+        sched = next(c for c in p.status.conditions if c.type == "PodScheduled").last_transition_time
+        run = p.status.container_statuses[0].state.running.started_at
+        ready.append((run - sched).total_seconds())
+    return ready
+
+
 def test_scale(cluster, api, namespace, gates_on):
     if cluster.version.capacity_check_bug:
         # Every soft claim is checked against each slice's first device, which fills after ten claims: the
-        # other 400-odd pods never schedule (the bug itself is shown by strict xfails in test_scheduling
-        # and test_differential). A benchmark of that path measures nothing.
+        # other pods never schedule (the bug itself is shown by strict xfails in test_scheduling and
+        # test_differential). A benchmark of that path measures nothing.
         pytest.skip(cluster.version.capacity_check_bug)
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    strategy = "soft" if gates_on else "slots"
-    klass = names.CLASS_VGPU if gates_on else "slot.carve.dev"
-    nodes = [f"scale-{i}" for i in range(NODES)]
-    for n in nodes:
-        _node(api, n)
-        gpus = [fake_gpu("A100-80GB", i, n) for i in range(8)]
-        for s in build_slices(n, gpus, dict.fromkeys(range(8), strategy), k8s_version=cluster.version.minor):
-            custom.create_cluster_custom_object(G, V, "resourceslices", s)
-    exactly = {"deviceClassName": klass}
-    if gates_on:
-        exactly["capacity"] = {"requests": {"memory": "4Gi", "cores": "10"}}
-    kube.create(api, namespace, kube.template("soft", [{"name": "gpu", "exactly": exactly}]))
+    if PODS > NODES * GPUS_PER_NODE:
+        pytest.fail(
+            f"CARVE_E2E_SCALE_PODS={PODS}: more than the {NODES * GPUS_PER_NODE} whole GPUs of "
+            f"CARVE_E2E_SCALE_NODES={NODES} nodes x {GPUS_PER_NODE}: the whole-device phase cannot place them"
+        )
+    whole, shared = _phases(gates_on)
+    figures: dict[str, Figures] = {}
+    ready: list[float] = []
+    current = None
     try:
-        before = _requests_total(cluster)
-        t0 = time.monotonic()
-        for i in range(PODS):
-            p = kube.pod(f"p{i}", claim_template="soft")
-            p["spec"]["affinity"] = {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}
-                                ]
-                            }
-                        ]
-                    }
-                }
-            }
-            p["spec"]["tolerations"] = [{"operator": "Exists"}]
-            core.create_namespaced_pod(namespace, p)
-        created = time.monotonic() - t0
-
-        def bound():
-            return sum(1 for p in core.list_namespaced_pod(namespace).items if p.spec.node_name) >= PODS
-
-        kube.wait(f"{PODS} pods bound", bound, timeout_s=600, every_s=1)
-        elapsed = time.monotonic() - t0
-        per_pod = (_requests_total(cluster) - before) / PODS
-        # Prepare latency on the real node, with the scale pods still allocated.
-        ready = []
-        for i in range(PREPARE_PODS):
-            kube.create(api, namespace, kube.pod(f"real{i}", claim_template="soft", node="e2e-n1"))
-        for i in range(PREPARE_PODS):
-            p = kube.wait_running(api, namespace, f"real{i}", timeout_s=180)
-            sched = next(c for c in p.status.conditions if c.type == "PodScheduled").last_transition_time
-            run = p.status.container_statuses[0].state.running.started_at
-            ready.append((run - sched).total_seconds())
-        print(
-            f"\nscale ({cluster.version.label}): {PODS} pods, {NODES} nodes x 8 A100-80GB {strategy}: "
-            f"created in {created:.1f}s, all bound after {elapsed:.1f}s = {PODS / elapsed:.1f} pods/s; "
-            f"{per_pod:.1f} API requests per pod; on a real kubelet node, {PREPARE_PODS} pods bound->Running "
+        for phase in (whole, shared):
+            current = phase
+            _publish(api, phase, cluster.version.minor)
+            figures[phase.name] = _run(cluster, api, namespace, phase)
+            _check_placement(api, namespace, phase)
+            if phase is shared:
+                ready = _prepare_latency(api, namespace, phase)
+            _tear_down(api, namespace, phase)
+            current = None
+    finally:
+        if current is not None:
+            _tear_down(api, namespace, current)
+    w, s = figures[whole.name], figures[shared.name]
+    label = f"{cluster.version.label}, {NODES} nodes x {GPUS_PER_NODE} A100-80GB, {PODS} pods per phase"
+    lines = [f"\nscale ({label}):"]
+    for phase in (whole, shared):
+        f, klass = figures[phase.name], phase.request["exactly"]["deviceClassName"]
+        lines.append(
+            f"  {phase.name:5} ({klass}): created in {f.created_s:.1f}s, "
+            f"all bound after {f.bound_s:.1f}s = {f.pods_per_s:.1f} pods/s; "
+            f"{f.requests_per_pod:.1f} API requests per pod"
+            + (
+                f" (binding watch listed again after: {'; '.join(f.watch_restarts)})"
+                if f.watch_restarts
+                else ""
+            )
+        )
+    lines.append(
+        f"  {shared.name}/whole pods/s = {s.pods_per_s / w.pods_per_s:.2f} "
+        f"({shared.name} devices cost the scheduler {w.pods_per_s / s.pods_per_s:.2f}x the time per pod)"
+    )
+    if ready:
+        lines.append(
+            f"  on the real kubelet node e2e-n1, {PREPARE_PODS} {shared.name} pods bound->Running "
             f"p50 {_pct(ready, 50):.2f}s p99 {_pct(ready, 99):.2f}s (1 s timestamp resolution)"
         )
-    finally:
-        for p in core.list_namespaced_pod(namespace).items:
-            if p.spec.node_name and p.spec.node_name.startswith("scale-"):
-                core.delete_namespaced_pod(p.metadata.name, namespace, grace_period_seconds=0)
-        for n in nodes:
-            core.delete_node(n)
-        for s in custom.list_cluster_custom_object(G, V, "resourceslices")["items"]:
-            if (s["spec"].get("nodeName") or "").startswith("scale-"):
-                custom.delete_cluster_custom_object(G, V, "resourceslices", s["metadata"]["name"])
+    print("\n".join(lines))
