@@ -141,7 +141,7 @@ def _wait_node_ready(c: Cluster, node: Node) -> None:
                 return cond.status == "True" and beat >= since - 1
         return False
 
-    kube.wait(f"{node.name} Ready again", ready, 120)
+    kube.wait(f"{node.name} Ready again", _answers(ready), 120)
 
 
 Action = Callable[[Cluster, Node, random.Random], None]
