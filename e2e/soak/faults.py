@@ -121,13 +121,24 @@ def etcd_restart(c: Cluster, node: Node, rng: random.Random) -> None:
     _restart_control_plane(c, "etcd")
 
 
+def _answers(fn: Callable[[], object]) -> Callable[[], bool]:
+    """A wait check that counts a refused or failed call as "not yet" (the component is coming back)."""
+
+    def check() -> bool:
+        try:
+            return bool(fn())
+        except Exception:
+            return False
+
+    return check
+
+
 def _restart_control_plane(c: Cluster, name: str) -> None:
     proc = next(p for p in c.sup.procs if p.name == name)
     restart(c, proc)
     core = client.CoreV1Api(c.api())
-    kube.wait(
-        f"{name} back (the API answers)", lambda: core.list_namespace(_request_timeout=5) is not None, 120
-    )
+    answers = _answers(lambda: core.list_namespace(_request_timeout=5))
+    kube.wait(f"{name} back (the API answers)", answers, 120)
 
 
 def _wait_node_ready(c: Cluster, node: Node) -> None:
