@@ -107,10 +107,10 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
     try:
         wait_gone(api, namespace)
         # the plugins unprepare as the kubelets tear the pods down: give the last ones a moment
-        kube.wait("no CDI spec left on the nodes", lambda: not invariants.leaks(c), timeout_s=120)
+        kube.wait("nothing of the soak's left on the nodes", lambda: not invariants.leaks(c, namespace), 180)
     except Exception as e:  # what is left is reported by the leak check below
         log(f"cleanup: {e}")
-    violations += invariants.leaks(c) + invariants.outcomes(work.pods)
+    violations += invariants.leaks(c, namespace) + invariants.outcomes(work.pods)
     report = _report(work, injected, violations, minutes, args.seed)
     out = Path(os.environ.get("CARVE_SOAK_REPORT", root / "soak-report.json"))
     out.write_text(json.dumps(report, indent=1))

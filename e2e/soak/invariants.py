@@ -5,7 +5,7 @@
 - quota: in a long-lived soft-slice container, an allocation past its memory quota is refused (the fake
   libcuda through the limiter), after every fault;
 - leaks, at the end, with every pod and claim gone: no CDI spec, claim directory, checkpoint entry or MIG
-  instance left on any node, and no container left in any node's containerd;
+  instance left on any node, and no container of the soak's pods left in any node's containerd;
 - outcome: every pod ran, or never ran with Events that say why.
 """
 
@@ -89,7 +89,8 @@ def mig_instances(node: Node) -> list[str]:
     return [i["uuid"] for g in json.loads(done.stdout)["gpus"] for i in g.get("mig_instances") or []]
 
 
-def leaks(c: Cluster) -> list[str]:
+def leaks(c: Cluster, namespace: str) -> list[str]:
+    """What the soak's pods left behind on the nodes once the API server holds none of them."""
     problems = []
     for node in c.nodes.values():
         specs = [p.name for p in node.cdi_dir.glob("k8s.gpu.carve.dev-claim_*.json")]
