@@ -36,6 +36,7 @@ STRATEGY_NAMES = (
     names.STRATEGY_SLOTS,
     names.STRATEGY_MIG,
     names.STRATEGY_TIMESLICE,
+    names.STRATEGY_MPS,
 )
 BUILTIN_DEFAULT = names.STRATEGY_EXCLUSIVE
 # Product names are letters, digits, spaces and -_.(); a glob adds *?[]!. Anything else is a typo.

@@ -133,13 +133,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--health-taint-effect",
         default="NoSchedule",
-        choices=("NoSchedule", "NoExecute", "None"),
         help="effect of the gpu.carve.dev/unhealthy taint: NoSchedule, NoExecute, None (warning only, 1.35+)",
     )
     p.add_argument(
         "--health-lost-effect",
         default="NoSchedule",
-        choices=("NoSchedule", "NoExecute", "None"),
         help="effect of the taint of a lost GPU: NoSchedule, NoExecute (evicts its pods) or None",
     )
     p.add_argument(
