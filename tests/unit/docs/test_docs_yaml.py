@@ -95,6 +95,17 @@ def check_fragment(doc: dict) -> None:
         claim = _claim_with({"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.carve.dev"}}]})
         claim["metadata"].update(doc["metadata"])
         kubernetes_validate.validate(claim, "1.36.0", strict=True)
+    elif set(doc) == {"status"} and "devices" in doc["status"]:  # a claim's status.devices (docs/plugin.md)
+        claim = _claim_with({"requests": [{"name": "gpu", "exactly": {"deviceClassName": "vgpu.carve.dev"}}]})
+        claim["status"] = doc["status"]
+        kubernetes_validate.validate(claim, "1.36.0", strict=True)
+        for entry in doc["status"]["devices"]:
+            assert entry["driver"] == names.DRIVER_NAME, entry
+            assert entry["data"]["apiVersion"] == names.CONFIG_API_VERSION, entry
+    elif set(doc) == {"status"} and "containerStatuses" in doc["status"]:  # a pod's health view (health.md)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": doc["status"]}
+        kubernetes_validate.validate(pod, "1.36.0", strict=True)
     else:
         pytest.fail(f"no check for this YAML block (keys {sorted(doc)}): add one to {__file__}")
 
