@@ -60,7 +60,7 @@ from driver.plugin.container.enforcement_edits import (
     partition_edits,
 )
 from driver.plugin.enforcement.attribution import reserved_pods
-from driver.plugin.enforcement.regions import claim_runtime
+from driver.plugin.enforcement.regions import ClaimRegion, claim_runtime
 from driver.plugin.logfmt import event
 from driver.plugin.mig.instances import MigKeeper, MigOps, needs_mig_off
 from driver.plugin.mig.journal import FILE_NAME, MigJournal
@@ -130,6 +130,8 @@ class Preparer:
         # After a claim is prepared (not answered from the checkpoint): the claim status writer. Its
         # failure is logged, never the claim's error.
         self.after_prepare: Callable[[ClaimPlan, ClaimRecord, object], None] = lambda *_a: None
+        # Each limited claim's sharing inputs, kept from its prepare (enforcement/regions.py, claim_runtime).
+        self._claim_regions: dict[str, ClaimRegion] = {}
 
     # --- the kubelet's two calls -----------------------------------------------------------------------
 
@@ -344,7 +346,7 @@ class Preparer:
         try:
             # The limits file's runtime (effective shares, high-priority neighbours) comes from the claims
             # already prepared on this node; the watcher keeps it current afterwards.
-            runtime = claim_runtime(ref.uid, limits, self.state, self.claims_dir)
+            runtime = claim_runtime(ref.uid, limits, self.state, self.claims_dir, self._claim_regions)
             write_claim_files(files, Path(self.settings.limiter_dir), limits, runtime)
         except LimiterMissing as e:
             raise PrepareError(f"{ref}: {e}") from None
@@ -382,6 +384,7 @@ class Preparer:
         self.migs.destroy_claims(record)
         point("unprepare-after-mig")
         self.remove_claim_dir(record.uid)
+        self._claim_regions.pop(record.uid, None)
         point("unprepare-after-files")
         if self.state.pop(record.uid, None) is not None:
             self._save(record.uid)

@@ -148,23 +148,38 @@ def claim_region(uid: str, view: LimitsView) -> ClaimRegion:
 
 
 def claim_runtime(
-    uid: str, limits: ClaimLimits, state: Mapping[str, ClaimRecord], claims_dir: Path
+    uid: str,
+    limits: ClaimLimits,
+    state: Mapping[str, ClaimRecord],
+    claims_dir: Path,
+    known: dict[str, ClaimRegion] | None = None,
 ) -> ClaimRuntime:
-    """At prepare: the runtime of a new claim next to the claims already prepared on the node."""
+    """At prepare: the runtime of a new claim next to the claims already prepared on the node.
+
+    `known` caches each claim's ClaimRegion (its priority, GPUs and reserved cores never change after its
+    prepare): without it every prepare read every other claim's limits file, a cost that grew with the
+    node (docs/reliability.md, the 1,000-claim node). Misses, after a restart, are read once and kept.
+    """
+    known = {} if known is None else known
     others = []
     for other in limited_claims(state):
         if other == uid:
             continue
-        try:
-            others.append(claim_region(other, read_limits(ClaimFiles(Path(claims_dir) / other).limits)))
-        except RegionError:
-            continue  # the watcher reports it; this claim's share is corrected at its next pass
+        region = known.get(other)
+        if region is None:
+            try:
+                region = claim_region(other, read_limits(ClaimFiles(Path(claims_dir) / other).limits))
+            except RegionError:
+                continue  # the watcher reports it; this claim's share is corrected at its next pass
+            known[other] = region
+        others.append(region)
     mine = ClaimRegion(
         uid,
         limits.priority,
         tuple(d.uuid for d in limits.devices),
         tuple(d.cores_percent for d in limits.devices),
     )
+    known[uid] = mine
     return runtime_of(uid, len(limits.devices), [*others, mine])
 
 
