@@ -53,7 +53,9 @@ def log(msg: str) -> None:
 
 
 def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
+    # Two streams from the seed: the faults' sequence does not depend on how many pods were made before.
     rng = random.Random(args.seed)
+    pod_rng = random.Random(args.seed + 1_000_003)
     api = c.api()
     gates_on = c.version.gates_on
     namespace = f"soak-{uuid.uuid4().hex[:6]}"
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
         names.ENV_FAKE_GPUS: c.nodes[SOFT_NODE].spec.gpus.removeprefix("fake:"),
         names.ENV_FAKE_SEED: SOFT_NODE,
     }
-    work = Workload(api, namespace, rng, gates_on, fake)
+    work = Workload(api, namespace, pod_rng, gates_on, fake)
     work.setup()
     violations: list[str] = []
     quota_pod = None

@@ -142,17 +142,20 @@ def _restart_control_plane(c: Cluster, name: str) -> None:
 
 
 def _wait_node_ready(c: Cluster, node: Node) -> None:
-    core = client.CoreV1Api(c.api())
+    """Until the node's kubelet renews its Lease after the fault and the Node is Ready: the Lease is the
+    kubelet's heartbeat (every 10 s); the Node's own status is rewritten only on a change or every 5 min."""
+    api = c.api()
+    leases, core = client.CoordinationV1Api(api), client.CoreV1Api(api)
     since = time.time()
 
     def ready() -> bool:
-        for cond in core.read_node(node.name).status.conditions or []:
-            if cond.type == "Ready":
-                beat = cond.last_heartbeat_time.timestamp() if cond.last_heartbeat_time else 0
-                return cond.status == "True" and beat >= since - 1
-        return False
+        lease = leases.read_namespaced_lease(node.name, "kube-node-lease")
+        renewed = lease.spec.renew_time.timestamp() if lease.spec and lease.spec.renew_time else 0
+        conditions = core.read_node(node.name).status.conditions or []
+        is_ready = any(cond.type == "Ready" and cond.status == "True" for cond in conditions)
+        return renewed >= since and is_ready
 
-    kube.wait(f"{node.name} Ready again", _answers(ready), 120)
+    kube.wait(f"{node.name}'s kubelet renewing its Lease, Node Ready", _answers(ready), 120)
 
 
 Action = Callable[[Cluster, Node, random.Random], None]
