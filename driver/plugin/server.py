@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,12 +50,13 @@ from driver.plugin.container.enforcement_edits import (
 from driver.plugin.enforcement.backends import EnforcementError, choose, probe_cgroup_v2
 from driver.plugin.enforcement.enforcer import Enforcer
 from driver.plugin.enforcement.regions import DEFAULT_INTERVAL_S, RegionWatcher
+from driver.plugin.events import node_event
 from driver.plugin.health.endpoint import HealthServer, check_dra_socket
 from driver.plugin.health.monitor import STATE_FILE, HealthMonitor
 from driver.plugin.health.policy import Change, TaintPolicy, describe, parse_xids
 from driver.plugin.health.service import DeviceReport, HealthBroadcast
 from driver.plugin.health.service import add_to_server as add_health_service
-from driver.plugin.health.taints import health_marks, node_event
+from driver.plugin.health.taints import health_event, health_marks
 from driver.plugin.logfmt import event
 from driver.plugin.mig.instances import MigOps
 from driver.plugin.mig.modes import (
@@ -471,23 +471,7 @@ class Plugin:
         if not hasattr(self.cluster, "create_event"):
             return
         node = self.config.node_name
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{node}.", "namespace": "default"},
-            # The kubelet names its Node Events' uid after the node too: `kubectl describe node` finds them.
-            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning",
-            "source": {"component": "carve-kubelet-plugin", "host": node},
-            "reportingComponent": f"{names.DRIVER_NAME}/kubelet-plugin",
-            "reportingInstance": node,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        body = node_event(node, reason, message)
         try:
             self.cluster.create_event("default", body)
         except Exception as e:  # an Event is a courtesy: never stop the plugin for it
@@ -648,7 +632,7 @@ class Plugin:
         self.metrics.observe_health(changes, [(g.uuid, g.index) for g in self.gpus], self._unhealthy_now())
         for ch in changes:
             gpu = next((g for g in self.gpus if g.uuid == ch.uuid), None)
-            body = node_event(
+            body = health_event(
                 self.config.node_name,
                 ch,
                 f"gpu-{gpu.minor}" if gpu else ch.uuid,

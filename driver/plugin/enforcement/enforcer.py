@@ -28,7 +28,6 @@ the host's own included, is reported, never killed).
 
 from __future__ import annotations
 
-import datetime
 import logging
 import time
 from collections import deque
@@ -36,7 +35,6 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from driver import names
 from driver.plugin.enforcement.attribution import pidfd_kill, pods_of_processes
 from driver.plugin.enforcement.crosscheck import (
     CONTEXT_ALLOWANCE_BYTES,
@@ -53,6 +51,7 @@ from driver.plugin.enforcement.crosscheck import (
     cross_check,
     over_share,
 )
+from driver.plugin.events import claim_event
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
@@ -112,31 +111,6 @@ def nvml_utilization(gpu_uuids: Iterable[str], since_us: int = 0) -> dict[str, d
 class EventSink(Protocol):
     def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
 
-
-def claim_event(node: str, namespace: str, name: str, uid: str, reason: str, message: str) -> dict[str, Any]:
-    """A core/v1 Warning Event about a ResourceClaim."""
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{name}.", "namespace": namespace},
-        "involvedObject": {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "name": name,
-            "namespace": namespace,
-            "uid": uid,
-        },
-        "reason": reason,
-        "message": message,
-        "type": "Warning",
-        "source": {"component": "carve-kubelet-plugin", "host": node},
-        "reportingComponent": f"{names.DRIVER_NAME}/kubelet-plugin",
-        "reportingInstance": node,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
 
 
 class Enforcer:

@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from driver import names
+from driver.plugin.events import node_event as plugin_node_event
 from driver.plugin.health.policy import Change, TaintPolicy
 
 REASON_UNHEALTHY = "GpuUnhealthy"
@@ -45,9 +45,10 @@ def health_marks(
     return {"taints": taints} if taints else {}
 
 
-def node_event(node: str, change: Change, gpu: str, why: str, withdrawn: bool, effect: str) -> dict[str, Any]:
+def health_event(
+    node: str, change: Change, gpu: str, why: str, withdrawn: bool, effect: str
+) -> dict[str, Any]:
     """A core/v1 Event on the Node for one flip."""
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if change.healthy:
         reason, kind = REASON_HEALTHY, "Normal"
         message = (
@@ -61,19 +62,4 @@ def node_event(node: str, change: Change, gpu: str, why: str, withdrawn: bool, e
             else f"its devices are tainted {names.DRIVER_NAME}/unhealthy={change.cause}:{effect}"
         )
         message = f"{gpu} ({change.uuid}) is unhealthy ({change.cause}): {why}; {action}"
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{node}.", "namespace": "default"},
-        # uid = the node name, as the kubelet writes its own Node events (kubectl describe node finds them).
-        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
-        "reason": reason,
-        "message": message[:1024],
-        "type": kind,
-        "source": {"component": "carve-kubelet-plugin", "host": node},
-        "reportingComponent": f"{names.DRIVER_NAME}/kubelet-plugin",
-        "reportingInstance": node,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
+    return plugin_node_event(node, reason, message, kind)

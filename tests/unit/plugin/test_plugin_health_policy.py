@@ -158,11 +158,13 @@ def test_with_taints_on_the_gpu_stays_published_tainted():
 
 def test_node_event_names_the_cause_whether_tainted_or_withdrawn():
     from driver.plugin.health.policy import Change
-    from driver.plugin.health.taints import node_event
+    from driver.plugin.health.taints import health_event
 
     for withdrawn in (True, False):
-        body = node_event("n1", Change("GPU-1", 1, False, "xid-79"), "gpu-1", "why", withdrawn, "NoSchedule")
+        body = health_event(
+            "n1", Change("GPU-1", 1, False, "xid-79"), "gpu-1", "why", withdrawn, "NoSchedule"
+        )
         assert body["reason"] == "GpuUnhealthy" and "xid-79" in body["message"]
         assert ("withdrawn" in body["message"]) is withdrawn
-    healthy = node_event("n1", Change("GPU-1", 1, True, "xid-79"), "gpu-1", "", False, "NoSchedule")
+    healthy = health_event("n1", Change("GPU-1", 1, True, "xid-79"), "gpu-1", "", False, "NoSchedule")
     assert healthy["reason"] == "GpuHealthy" and healthy["type"] == "Normal"
