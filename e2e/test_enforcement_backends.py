@@ -104,6 +104,12 @@ def _run(cluster, api, namespace, node, name: str, requests: list[dict]) -> None
     kube.wait_running(api, namespace, name, timeout_s=120)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 20, open: on this e2e node (cgroupfs kubelet, hybrid cgroups) the fake driver in the "
+    "container does not find the partition the memory-limits hook set for the container's cgroup, so a "
+    "process without the limiter is not refused; the integration tests cover the path on one host",
+)
 def test_driver_backend_refuses_a_process_without_the_limiter(cluster, api, namespace, driver_node):
     requests = [
         {

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from driver import names
+from driver.plugin.state.checkpoint import Checkpoint
 from e2e import kube
 from e2e.cluster.versions import REPO
 
@@ -116,8 +117,9 @@ def test_restart_keeps_prepared_claims_and_cleans_up_deleted_ones(cluster, api, 
     node.restart_plugin(kill=True)
     kube.wait("the plugin's health after restart", lambda: (node.plugin_dir / "dra.sock").exists())
     assert {_spec_file(node, kept), _spec_file(node, gone)} <= set(node.cdi_specs())
-    checkpoint = json.loads((node.plugin_dir / "checkpoint.json").read_text())
-    assert kept in json.dumps(checkpoint) and gone in json.dumps(checkpoint)
+    # The checkpoint as the plugin reads it: its snapshot and the log of changes since (docs/plugin.md).
+    checkpoint = Checkpoint(node.plugin_dir / names.CHECKPOINT_FILE, "").load(move_aside=False).claims
+    assert {kept, gone} <= set(checkpoint), sorted(checkpoint)
     # The restarted plugin republishes slice by slice: wait for as many slices as before, then compare.
     cluster.wait_slices(node)
 

@@ -181,6 +181,11 @@ class StrategyController:
             "1",
             "--interval",
             "2",
+            # The chart passes its one plugin.strategy to the plugins and the controller alike; this node's
+            # plugin runs its own (`spec.strategy`), so the controller must be told that one, or it takes
+            # GPUs the chart's rules name for pinned and waits for a change it may not make.
+            "--plugin-strategy",
+            self.spec.strategy,
             *self.extra_args,
         ]
         self.controller = c.sup.start("carve-controller", argv, env=env)
