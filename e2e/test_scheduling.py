@@ -162,5 +162,8 @@ def test_examples(cluster, api, namespace, gates_on):
             assert decision[0] == "scheduled", (stem, decision)
             assert kube.results(kube.claim_of(api, namespace, name)), stem
             kube.wait_running(api, namespace, name)  # prepared by the plugin through the kubelet
+            if stem.startswith("whole-gpu"):
+                # The nodes have one exclusive GPU (e2e-n2's GPU 0): free it for the next whole-GPU example.
+                kube.delete_pod(api, namespace, name)
         else:
             _assert_pending_for_claims(decision)
