@@ -40,7 +40,7 @@ test: native tools test-runc test-deps
 .PHONY: test-runc
 test-runc:
 	@command -v runc >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing Debian's runc for the hook tests"; \
-	  apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends runc; } \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends runc; } \
 	  || echo "runc could not be installed: tests/integration/hook/test_hook_runc.py will be skipped"
 
 demo: native
