@@ -34,7 +34,7 @@ class Source:
 
 class LegacyApi(Protocol):
     def get_pod(self, namespace: str, name: str) -> dict[str, Any]: ...
-    def list_pods(self) -> list[dict[str, Any]]: ...  # scheduled pods of every namespace
+    def list_pods(self, node: str = "") -> list[dict[str, Any]]: ...  # scheduled pods (on `node` if given)
     def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str]) -> None: ...
     def create_binding(self, namespace: str, name: str, uid: str, node: str) -> None: ...
     def get_node(self, name: str) -> dict[str, Any]: ...
@@ -88,9 +88,13 @@ class MemoryLegacyApi:
                 raise NotFound(f"Pod {namespace}/{name}: 404 NotFound", "Pod", name, namespace, 404)
             return copy.deepcopy(self.pods[(namespace, name)])
 
-    def list_pods(self) -> list[dict]:
+    def list_pods(self, node: str = "") -> list[dict]:
         with self._lock:
-            return [copy.deepcopy(p) for p in self.pods.values() if (p.get("spec") or {}).get("nodeName")]
+            return [
+                copy.deepcopy(p)
+                for p in self.pods.values()
+                if (p.get("spec") or {}).get("nodeName") and (not node or p["spec"]["nodeName"] == node)
+            ]
 
     def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         with self._lock:
@@ -264,13 +268,14 @@ class KubeLegacyApi:
         )
         return self._dict(got)
 
-    def list_pods(self) -> list[dict]:
+    def list_pods(self, node: str = "") -> list[dict]:
+        selector = f"spec.nodeName={node}" if node else "spec.nodeName!="
         got = self._call(
             "Pod",
             "",
             "",
             lambda: self.core.list_pod_for_all_namespaces(
-                field_selector="spec.nodeName!=", _request_timeout=self.timeout
+                field_selector=selector, _request_timeout=self.timeout
             ),
         )
         return [self._dict(p) for p in got.items or []]

@@ -112,6 +112,40 @@ class ExtenderState:
                 self._by_node.setdefault(a.node, {})[a.uid] = a
             self._usage.pop(node, None)
 
+    def confirm_holders(self, node: str) -> int:
+        """Drop the assignments on `node` whose pods are gone or finished, read live from the API (not the
+        records: only the leader deletes those). The pod informer drops them too, a moment later; but the
+        scheduler requeues a pending pod on the very delete event that frees a share and may ask before our
+        watch has it. Refused then, the pod waits for some other cluster event or the scheduler's 5-minute
+        flush. Filter calls this only for nodes it is about to refuse for lack of share. Returns how many."""
+        with self._lock:
+            held = list(self._by_node.get(node, {}).values())
+        if not held:
+            return 0
+        live = {(p.get("metadata") or {}).get("uid"): p for p in self.api.list_pods(node)}
+        gone = []
+        for a in held:
+            pod = live.get(a.uid)
+            if pod is not None:
+                if (pod.get("status") or {}).get("phase") in TERMINAL:
+                    gone.append(a)
+            elif not self._pod_alive_unscheduled(a):  # not bound yet (bind in flight) keeps its share
+                gone.append(a)
+        with self._lock:
+            for a in gone:
+                self._done.add(a.uid)
+                self._drop(a.uid)
+        for a in gone:
+            event(
+                log,
+                logging.INFO,
+                "share.freed-on-confirm",
+                pod=f"{a.namespace}/{a.name}",
+                uid=a.uid,
+                node=node,
+            )
+        return len(gone)
+
     def resync(self, collect: bool = False) -> None:
         """Rebuild everything from the API. `collect`: also delete records of pods that are gone or done
         (only the leader does, so two replicas never race on deletes)."""

@@ -19,6 +19,9 @@ from driver.legacy.request import Defaults, PodRequest, RequestError, pod_reques
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
+# Nodes per filter call whose holders are read live before refusing (one pod LIST each, by node): enough
+# for the node whose pod was just deleted in a small pool, bounded when a large pool is full.
+CONFIRM_NODES = 4
 
 
 class ArgsError(ValueError):
@@ -53,7 +56,22 @@ class Extender:
             fit = self._fit(request, node)
             if not fit.ok:
                 failed[node] = fit.reason
+        for node in [n for n in failed if self._refused_for_usage(request, n)][:CONFIRM_NODES]:
+            try:
+                freed = self.state.confirm_holders(node)
+            except ClusterError as e:
+                event(log, logging.WARNING, "share.confirm-failed", node=node, error=str(e))
+                continue
+            if freed and (fit := self._fit(request, node)).ok:
+                del failed[node]
+            elif freed:
+                failed[node] = fit.reason
         return _filter_result(names_given, nodes_given, [n for n in candidates if n not in failed], failed)
+
+    def _refused_for_usage(self, request: PodRequest, node: str) -> bool:
+        """The node would take the pod if its GPUs were empty: other pods' shares are what refuse it."""
+        view = self.state.view(node, exclude_uid=request.uid)
+        return view.gpus is not None and bool(view.usage) and fit_pod(request, view.gpus, {}).ok
 
     def _fit(self, request: PodRequest, node: str) -> Fit:
         view = self.state.view(node, exclude_uid=request.uid)

@@ -141,3 +141,55 @@ def test_repeated_bind_of_a_bound_pod_is_a_no_op():
     assert ext.bind({**again, "Node": "n0"}) == {"Error": ""}
     assert "already bound to n0" in ext.bind({**again, "Node": "n1"})["Error"]
     assert len(api.configmaps) == 1 and len(api.bindings) == 1
+
+
+def test_a_share_freed_before_the_watch_reports_it_is_found_at_filter():
+    """The scheduler requeues a pending pod on the same delete event our pod watch has not applied yet:
+    filter reads the refusing node's holders live instead of refusing from the stale view."""
+    api, ext = cluster()
+    bind(api, ext, "a", 6000)
+    pending = gpu_pod("b", [("main", {GPU: 1, MEM: 6000})])
+    assert ext.filter({"Pod": pending, "NodeNames": ["n0"]})["NodeNames"] == []
+    api.delete_pod("team", "a")  # no pod_event: the watch is behind
+    got = ext.filter({"Pod": pending, "NodeNames": ["n0"]})
+    assert got["NodeNames"] == ["n0"] and got["FailedNodes"] == {}
+    assert ext.state.view("n0").usage == {}
+
+
+def test_live_holders_and_binds_in_flight_keep_their_share_at_filter():
+    api, ext = cluster()
+    bind(api, ext, "a", 3000)
+    bind(api, ext, "b", 3000)
+    api.pods[("team", "b")]["spec"]["nodeName"] = ""  # its Binding not visible yet
+    pending = gpu_pod("c", [("main", {GPU: 1, MEM: 6000})])
+    got = ext.filter({"Pod": pending, "NodeNames": ["n0"]})
+    assert got["NodeNames"] == [] and "4000 MiB free < 6000" in got["FailedNodes"]["n0"]
+    api.pods[("team", "a")]["status"]["phase"] = "Succeeded"  # a finished pod frees its share
+    assert ext.filter({"Pod": pending, "NodeNames": ["n0"]})["NodeNames"] == ["n0"]
+    assert set(ext.state.assignments) == {"uid-b"}
+
+
+def test_a_node_too_small_for_the_pod_is_refused_without_reading_the_api():
+    api, ext = cluster()
+    bind(api, ext, "a", 1000)
+    api.delete_pod("team", "a")
+
+    def unexpected(node: str = "") -> list:
+        raise AssertionError("listed pods for a node that could never fit the pod")
+
+    api.list_pods = unexpected
+    got = ext.filter({"Pod": gpu_pod("big", [("main", {GPU: 1, MEM: 20000})]), "NodeNames": ["n0"]})
+    assert got["NodeNames"] == [] and "n0" in got["FailedNodes"]
+
+
+def test_an_unreachable_api_at_filter_keeps_the_refusal():
+    api, ext = cluster()
+    bind(api, ext, "a", 6000)
+    api.delete_pod("team", "a")
+
+    def unreachable(node: str = "") -> list:
+        raise ClusterError("Pod: API server unreachable", "Pod", "", "")
+
+    api.list_pods = unreachable
+    got = ext.filter({"Pod": gpu_pod("b", [("main", {GPU: 1, MEM: 6000})]), "NodeNames": ["n0"]})
+    assert got["NodeNames"] == [] and "4000 MiB free < 6000" in got["FailedNodes"]["n0"]
