@@ -162,6 +162,7 @@ class Cluster:
     runtime: str = "containerd"  # the nodes' container runtime (e2e/cluster/containerd.py RUNTIMES)
     plugin_mode: str = "host"  # PLUGIN_MODES
     image: Image | None = None  # plugin mode daemonset: the carve image (e2e/cluster/carve_image.py)
+    state_tmpfs_mib: int = 0  # > 0: each plugin's state directory on a tmpfs that size (Node.state_tmpfs_mib)
     sup: Supervisor = field(init=False)
     cp: ControlPlane = field(init=False)
     nodes: dict[str, Node] = field(default_factory=dict)
@@ -244,6 +245,7 @@ class Cluster:
                     runtime=self.runtime,
                     index=i,
                     extra_images=(self.image,) if self.image else (),
+                    state_tmpfs_mib=self.state_tmpfs_mib,
                 )
                 node.start_kubelet(self.cp.server, self.cp.ca)
                 self.nodes[spec.name] = node

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,9 @@ class Node:
     labels: dict[str, str] = field(default_factory=lambda: {PLUGIN_LABEL: "true"})
     kubelet_wrapper: list[str] = field(default_factory=list)
     extra_images: tuple[Image, ...] = ()  # imported into the node's containerd (the carve image)
+    # > 0: the plugin's state directory is a tmpfs of that many MiB, so a fault can fill it (e2e/soak); the
+    # fake GPUs' own state then lives beside it, as a real driver's does not live on the plugin's disk.
+    state_tmpfs_mib: int = 0
 
     @property
     def name(self) -> str:
@@ -236,13 +240,34 @@ class Node:
         """GPU indexes listed here are lost (fallen off the bus) for this node's fake NVML."""
         return self.root / "fake-lost"
 
+    @property
+    def fake_state(self) -> Path:
+        """The fake GPUs' persistent state (MIG instances): CARVE_FAKE_STATE of the plugin and its probes."""
+        return (self.root if self.state_tmpfs_mib else self.plugin_dir) / "fake-gpus.state"
+
     def plugin_env(self) -> dict[str, str]:
         self.xid_file.touch()
-        return {"CARVE_FAKE_XID_FILE": str(self.xid_file), "CARVE_FAKE_LOST_FILE": str(self.lost_file)}
+        env = {"CARVE_FAKE_XID_FILE": str(self.xid_file), "CARVE_FAKE_LOST_FILE": str(self.lost_file)}
+        if self.state_tmpfs_mib:
+            env |= {
+                names.ENV_FAKE_STATE: str(self.fake_state),
+                names.ENV_FAKE_PROC_ROOT: str(self.root / "fake-proc"),
+            }
+        return env
+
+    def mount_state_tmpfs(self) -> None:
+        self.plugin_dir.mkdir(parents=True, exist_ok=True)
+        if not os.path.ismount(self.plugin_dir):
+            opts = f"size={self.state_tmpfs_mib}m,mode=0750"
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", opts, "carve-state", str(self.plugin_dir)], check=True
+            )
 
     def start_plugin(self, server: str, ca: Path, token: str) -> Proc:
         self.plugin_kubeconfig = kubeconfig.write(self.root / "plugin.kubeconfig", server, ca, token=token)
         self.make_driver_root()
+        if self.state_tmpfs_mib:
+            self.mount_state_tmpfs()
         self.plugin = self.sup.start(f"{self.name}-plugin", self.plugin_argv(), self.plugin_env())
         return self.plugin
 

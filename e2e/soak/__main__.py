@@ -45,6 +45,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--minutes", type=float, default=float(os.environ.get("SOAK_MINUTES", "10")))
     p.add_argument("--seed", type=int, default=int(os.environ.get("SOAK_SEED", "1")))
     p.add_argument("--fault-every", type=float, nargs=2, default=(20.0, 45.0), metavar=("MIN_S", "MAX_S"))
+    p.add_argument(
+        "--faults",
+        default=os.environ.get("SOAK_FAULTS", ""),
+        help="comma-separated fault kinds to draw from (default: every kind this cluster can take)",
+    )
     return p.parse_args(argv)
 
 
@@ -74,6 +79,12 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
         kube.wait_running(api, namespace, quota_pod, timeout_s=180)
         violations += invariants.quota(c, namespace, quota_pod)
     kinds = faults.available(c, gates_on)
+    if args.faults:
+        wanted = [k.strip() for k in args.faults.split(",") if k.strip()]
+        if unknown := sorted(set(wanted) - set(kinds)):
+            log(f"SOAK_FAULTS: {', '.join(unknown)} not among this cluster's faults {kinds}")
+            return 2
+        kinds = wanted
     log(f"seed {args.seed}, {args.minutes:g} min, pods {sorted(pod_kinds(gates_on))}, faults {kinds}")
     injected: list[faults.Fault] = []
     start = time.monotonic()
@@ -113,6 +124,11 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
     except Exception as e:  # what is left is reported by the leak check below
         log(f"cleanup: {e}")
     violations += invariants.leaks(c, namespace) + invariants.outcomes(work.pods)
+    corrupted: dict[str, int] = defaultdict(int)
+    for f in injected:
+        if f.kind == "corrupt-checkpoint":
+            corrupted[f.target] += 1
+    violations += invariants.plugin_logs(c, corrupted)
     report = _report(work, injected, violations, minutes, args.seed)
     out = Path(os.environ.get("CARVE_SOAK_REPORT", root / "soak-report.json"))
     out.write_text(json.dumps(report, indent=1))
@@ -165,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     version = resolve(os.environ.get("CARVE_E2E_K8S", "1.37"), os.environ.get("CARVE_E2E_GATES", "on"))
     root = Path(tempfile.mkdtemp(prefix=f"carve-soak-{version.minor}-"))
-    c = Cluster(version, root, runtime=os.environ.get("CARVE_E2E_RUNTIME", "containerd"))
+    # Each plugin's state directory on a small tmpfs of its own, so that the full-disk fault fills only it.
+    c = Cluster(version, root, runtime=os.environ.get("CARVE_E2E_RUNTIME", "containerd"), state_tmpfs_mib=64)
     try:
         c.start()
         log(f"cluster {version.label} up in {root}")

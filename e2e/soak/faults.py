@@ -5,12 +5,14 @@ returns is the recovery time: from the fault to serving again.
 Kinds (FAULTS): kill -9 of a node's plugin (also with CARVE_FAULT, so that it dies in the middle of a
 prepare or of a MIG instance's creation), of a kubelet, of a containerd, of the API server and of etcd; a
 corrupt checkpoint file; clock skew of a node's plugin by minutes (libfaketime, where Debian's `faketime`
-is installed). Not injected yet (docs/reliability.md): the controller leader, the legacy device plugin and
-extender (the soak's cluster runs neither), a full disk on the plugin's state directory.
+is installed); a full plugin state directory (a tmpfs of its own in the soak). Not injected yet
+(docs/reliability.md): the controller leader, the legacy device plugin and extender (the soak's cluster runs
+neither).
 """
 
 from __future__ import annotations
 
+import errno
 import random
 import shutil
 import time
@@ -53,7 +55,7 @@ def _plugin_started_count(node: Node) -> int:
 def _restart_plugin(c: Cluster, node: Node, env: dict[str, str] | None = None) -> None:
     before = _plugin_started_count(node)
     assert node.plugin
-    node.plugin = restart(c, node.plugin, env)
+    node.plugin = restart(c, node.plugin, {**node.plugin_env(), **(env or {})})
     kube.wait(f"{node.name}'s plugin serving again", lambda: _plugin_started_count(node) > before, 120)
 
 
@@ -96,6 +98,33 @@ def clock_skew(c: Cluster, node: Node, rng: random.Random) -> None:
     _restart_plugin(c, node, env={"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": skew})
     time.sleep(20)  # publish, prepare and unprepare on the skewed clock
     _restart_plugin(c, node)
+
+
+def state_disk_full(c: Cluster, node: Node, rng: random.Random) -> None:
+    """The plugin's state directory (its own tmpfs in the soak) is full for 10-20 s while pods keep coming:
+    prepares there fail with the claim's error and are retried by the kubelet; the plugin must not die, and
+    must not lose or tear its checkpoint (the invariants after the fault and the final leak check see to
+    both). Its recovery time is the time the directory stayed full: the plugin never stopped serving."""
+    assert node.plugin
+    before = _plugin_started_count(node)
+    ballast = node.plugin_dir / ".soak-ballast"
+    chunk = b"\0" * (1 << 20)
+    try:
+        with ballast.open("wb") as f:
+            while True:
+                f.write(chunk)
+                f.flush()
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+    try:
+        time.sleep(rng.uniform(10, 20))
+    finally:
+        ballast.unlink(missing_ok=True)
+    crashed = not node.plugin.alive() or _plugin_started_count(node) != before
+    if crashed:
+        _restart_plugin(c, node)  # so the soak goes on; the fault is still reported as not survived
+        raise AssertionError(f"{node.name}'s plugin exited while its state directory was full")
 
 
 def kubelet_restart(c: Cluster, node: Node, rng: random.Random) -> None:
@@ -169,19 +198,23 @@ FAULTS: dict[str, Action] = {
     "containerd-restart": containerd_restart,
     "apiserver-restart": apiserver_restart,
     "etcd-restart": etcd_restart,
+    "state-disk-full": state_disk_full,
 }
 
 
 def available(c: Cluster, gates_on: bool) -> list[str]:
     """The fault kinds this cluster can take: MIG only with gates on, containerd only where it runs, the
     clock only where libfaketime is installed."""
-    out = [k for k in FAULTS if k not in ("plugin-kill-mid-mig", "containerd-restart", "clock-skew")]
+    optional = ("plugin-kill-mid-mig", "containerd-restart", "clock-skew", "state-disk-full")
+    out = [k for k in FAULTS if k not in optional]
     if gates_on:
         out.append("plugin-kill-mid-mig")
     if c.runtime == "containerd":
         out.append("containerd-restart")
     if FAKETIME_LIB.exists() or shutil.which("faketime"):
         out.append("clock-skew")
+    if c.state_tmpfs_mib:
+        out.append("state-disk-full")
     return sorted(out)
 
 

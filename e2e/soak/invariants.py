@@ -6,7 +6,9 @@
   libcuda through the limiter), after every fault;
 - leaks, at the end, with every pod and claim gone: no CDI spec, claim directory, checkpoint entry or MIG
   instance left on any node, and no container of the soak's pods left in any node's containerd;
-- outcome: every pod ran, or never ran with Events that say why.
+- outcome: every pod ran, or never ran with Events that say why;
+- plugin logs, at the end: no internal error (every claim error is one that names its cause), and a node's
+  checkpoint found corrupt only as often as the soak corrupted it (a torn write must never corrupt it).
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def quota(c: Cluster, namespace: str, pod: str) -> list[str]:
 
 
 def mig_instances(node: Node) -> list[str]:
-    env = {**os.environ, names.ENV_FAKE_STATE: str(node.plugin_dir / "fake-gpus.state")}
+    env = {**os.environ, names.ENV_FAKE_STATE: str(node.fake_state)}
     argv = [str(Path(sys.executable).parent / "carve"), "inspect", "-o", "json"]
     argv += ["--gpus", node.spec.gpus, "--node-name", node.name]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
@@ -124,3 +126,22 @@ def outcomes(pods: dict[str, SoakPod]) -> list[str]:
         for p in pods.values()
         if not p.ran and not p.why_not
     ]
+
+
+def plugin_logs(c: Cluster, corrupted: dict[str, int]) -> list[str]:
+    """`corrupted`: node -> how many times the corrupt-checkpoint fault hit it."""
+    problems = []
+    for node in c.nodes.values():
+        if not node.plugin:
+            continue
+        text = node.plugin.log.read_text(errors="replace")
+        internal = [line for line in text.splitlines() if "event=internal.error" in line]
+        if internal:
+            problems.append(f"plugin log: {node.name}: {len(internal)} internal errors, first: {internal[0]}")
+        found = text.count("event=checkpoint.corrupt")
+        if found > corrupted.get(node.name, 0):
+            problems.append(
+                f"plugin log: {node.name}: checkpoint found corrupt {found} times, "
+                f"the soak corrupted it {corrupted.get(node.name, 0)} times"
+            )
+    return problems

@@ -17,6 +17,7 @@ again (its recorded instances kept), never answered from the checkpoint alone.
 
 from __future__ import annotations
 
+import errno
 import logging
 import shutil
 from collections.abc import Callable
@@ -153,10 +154,22 @@ class Preparer:
         except PrepareError as e:
             event(log, logging.WARNING, f"{action}.failed", claim=who, uid=ref.uid, error=str(e))
             return None, str(e)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                return None, self._internal_error(who, ref, e)
+            # A full state disk is the operator's to fix, not a bug: one line, no traceback. What this claim
+            # had written is rolled back (the checkpoint cuts a torn append back), so the retry starts clean.
+            where = e.filename or str(self.claims_dir.parent)
+            error = f"{ref}: {action}: no space left on the plugin's state filesystem ({where})"
+            event(log, logging.WARNING, f"{action}.failed", claim=who, uid=ref.uid, error=error)
+            return None, error
         except Exception as e:
-            # Logged here, inside the handler, so the traceback is still there to log.
-            event(log, logging.ERROR, "internal.error", exc_info=True, claim=who, uid=ref.uid, error=f"{e!r}")
-            return None, f"internal error: {type(e).__name__}: {e}"
+            return None, self._internal_error(who, ref, e)
+
+    def _internal_error(self, who: str, ref: ClaimRef, e: Exception) -> str:
+        # Called inside the except block, so the traceback is still there to log.
+        event(log, logging.ERROR, "internal.error", exc_info=True, claim=who, uid=ref.uid, error=f"{e!r}")
+        return f"internal error: {type(e).__name__}: {e}"
 
     # --- prepare ---------------------------------------------------------------------------------------
 

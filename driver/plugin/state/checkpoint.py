@@ -173,6 +173,7 @@ class Checkpoint:
         self._seq = 0  # the last sequence number written or read
         self._log_records = 0  # records in the log now
         self._snapshot_seq = 0
+        self._torn = False  # an append failed and could not be cut back: the next save writes a snapshot
 
     def _file_stamp(self) -> tuple | None:
         # A snapshot is a rename onto the path (new inode); a log append grows the log.
@@ -202,7 +203,7 @@ class Checkpoint:
         """Make `claims` durable. With `changed` (the uids whose record was added, changed or removed), one
         log record each is appended; without it, or when the log is long, a new snapshot is written."""
         changed = None if changed is None else list(changed)
-        if changed is None or self._log_records + len(changed) > max(COMPACT_MIN, len(claims)):
+        if changed is None or self._torn or self._log_records + len(changed) > max(COMPACT_MIN, len(claims)):
             self._compact(claims)
             return
         out = b""
@@ -217,11 +218,24 @@ class Checkpoint:
             # No fsync: the checkpoint is this boot's state (driver/fsutil.py, PER_BOOT).
             fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
+                start = os.fstat(fd).st_size
                 view = memoryview(out)
                 while view:
                     view = view[os.write(fd, view) :]
+            except OSError:
+                # A full disk (ENOSPC) or EIO mid-append: the torn bytes must not stay, or the next record
+                # would be glued to them and the log unreadable from there on. Cut back to where this append
+                # began (truncating frees space, so it works on a full disk); if even that fails, the next
+                # save writes a whole snapshot instead. These records are not durable: the caller is told.
+                self._seq -= len(changed)
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    self._torn = True
+                raise
             finally:
                 os.close(fd)
+                self._stamp = self._file_stamp()  # our own failed write is not another process's change
             self._log_records += len(changed)
         self._stamp = self._file_stamp()
 
@@ -233,6 +247,7 @@ class Checkpoint:
         if self._log_records or self.log_path.exists():
             write_atomic(self.log_path, b"", mode=0o600, durable=PER_BOOT)
         self._log_records = 0
+        self._torn = False
         self._stamp = self._file_stamp()
 
     def reload_if_changed(self) -> Loaded | None:

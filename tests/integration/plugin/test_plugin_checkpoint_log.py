@@ -155,3 +155,68 @@ def test_an_unknown_version_names_the_file_and_the_versions_read(tmp_path):
     (tmp_path / "checkpoint.json").write_text(json.dumps({"version": 3, "checksum": "", "data": {}}))
     loaded = Checkpoint(tmp_path / "checkpoint.json", "b").load(move_aside=False)
     assert loaded.status == "corrupt" and "checkpoint.json: version: 3 is not one of [1, 2]" in loaded.detail
+
+
+def _full_disk_after(monkeypatch, nbytes: int, truncate_fails: bool = False) -> None:
+    """os.write as on a filesystem with `nbytes` left: a partial write, then ENOSPC (write(2) semantics)."""
+    import errno
+    import os
+
+    left = [nbytes]
+    real_write, real_truncate = os.write, os.ftruncate
+
+    def write(fd: int, data) -> int:
+        if left[0] <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        n = real_write(fd, bytes(data[: left[0]]))
+        left[0] -= n
+        return n
+
+    def ftruncate(fd: int, length: int) -> None:
+        if truncate_fails:
+            raise OSError(errno.EIO, "Input/output error")
+        real_truncate(fd, length)
+
+    monkeypatch.setattr(cpmod.os, "write", write)
+    monkeypatch.setattr(cpmod.os, "ftruncate", ftruncate)
+
+
+def test_an_append_torn_by_a_full_disk_is_cut_back_and_later_records_still_load(tmp_path, monkeypatch):
+    cp = Checkpoint(tmp_path / "checkpoint.json", "b")
+    state = {"a": record("a")}
+    cp.save(state)
+    cp.save(state, ["a"])
+    state["b"] = record("b")
+    with monkeypatch.context() as m:
+        _full_disk_after(m, 40)  # part of b's record reaches the disk
+        try:
+            cp.save(state, ["b"])
+            raise AssertionError("a failed append must raise")
+        except OSError as e:
+            assert e.errno == 28
+    assert (tmp_path / "checkpoint.log").read_bytes().endswith(b"\n")  # no torn line left
+    # Space again: the next changes append after the cut, and a fresh process reads every one of them.
+    cp.save(state, ["b"])
+    state["c"] = record("c")
+    cp.save(state, ["c"])
+    loaded = Checkpoint(tmp_path / "checkpoint.json", "b").load()
+    assert loaded.status == "ok" and loaded.claims == state
+
+
+def test_a_torn_append_that_cannot_be_cut_back_is_replaced_by_a_snapshot(tmp_path, monkeypatch):
+    cp = Checkpoint(tmp_path / "checkpoint.json", "b")
+    state = {"a": record("a")}
+    cp.save(state)
+    state["b"] = record("b")
+    with monkeypatch.context() as m:
+        _full_disk_after(m, 40, truncate_fails=True)
+        try:
+            cp.save(state, ["b"])
+            raise AssertionError("a failed append must raise")
+        except OSError:
+            pass
+    state["c"] = record("c")
+    cp.save(state, ["c"])  # a whole snapshot this time: the log with the torn line is emptied
+    assert (tmp_path / "checkpoint.log").read_bytes() == b""
+    loaded = Checkpoint(tmp_path / "checkpoint.json", "b").load()
+    assert loaded.status == "ok" and loaded.claims == state

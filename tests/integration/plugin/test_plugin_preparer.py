@@ -485,3 +485,35 @@ def test_prepare_records_the_pods_the_claim_is_reserved_for(world):
     assert preparer.prepare([ref])[ref.uid].error == ""
     assert preparer.state[ref.uid].pods == [pod]
     assert make().checkpoint.load().claims[ref.uid].pods == [pod]
+
+
+def test_a_full_state_disk_fails_the_claim_in_one_line_and_the_retry_succeeds(world, tmp_path, caplog):
+    import errno
+    import os
+
+    cluster, _, make = world
+    p = make()
+    recover(p)
+    done = put(cluster, "done", MIXED[1:])
+    assert p.prepare([done])[done.uid].error == ""
+    ref = put(cluster, "a", MIXED[1:])
+    real_write = os.write
+
+    def full(fd: int, data) -> int:  # the first bytes fit, then the filesystem is full
+        if len(data) > 16:
+            real_write(fd, bytes(data[:16]))
+            return 16
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    os.write = full
+    try:
+        error = p.prepare([ref])[ref.uid].error
+    finally:
+        os.write = real_write
+    assert error.startswith(f"claim ns/a ({ref.uid}): prepare: no space left on the plugin's state")
+    assert not [r for r in caplog.records if "internal.error" in r.getMessage()]  # no traceback
+    assert set(p.state) == {done.uid} and not (tmp_path / "plugin" / "claims" / ref.uid).exists()
+    assert p.prepare([ref])[ref.uid].error == ""  # space again: the kubelet's retry
+    fresh = make()
+    recover(fresh)
+    assert set(fresh.state) == {done.uid, ref.uid}  # the checkpoint reads whole after the torn writes
