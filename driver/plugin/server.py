@@ -24,16 +24,6 @@ from driver.cluster.base import ObjectApi
 from driver.devices import Settings, build_slices, limits_for
 from driver.devices.base import DEFAULT_CONTEXT_RESERVE
 from driver.devices.limits import LIMITS
-from driver.devices.rules import (
-    SOURCE_DEFAULT,
-    SOURCE_FALLBACK,
-    SOURCE_PINNED,
-    RuleError,
-    StrategyRules,
-    can_run,
-    parse_rules,
-    resolve,
-)
 from driver.fsutil import ensure_private_dir
 from driver.gpu.model import Gpu
 from driver.metrics import MetricsServer, PluginMetrics, plugin_state
@@ -50,7 +40,6 @@ from driver.plugin.container.enforcement_edits import (
 from driver.plugin.enforcement.backends import EnforcementError, choose, probe_cgroup_v2
 from driver.plugin.enforcement.enforcer import Enforcer
 from driver.plugin.enforcement.regions import DEFAULT_INTERVAL_S, RegionWatcher
-from driver.plugin.events import node_event
 from driver.plugin.health.endpoint import HealthServer, check_dra_socket
 from driver.plugin.health.monitor import STATE_FILE, HealthMonitor
 from driver.plugin.health.policy import Change, TaintPolicy, describe, parse_xids
@@ -74,6 +63,7 @@ from driver.plugin.publisher import GATE_TAINTS, Publisher, PublishError
 from driver.plugin.service import DraV1, DraV1beta1, Registration, RegistrationState
 from driver.plugin.state.checkpoint import Checkpoint, read_boot_id
 from driver.plugin.state.recovery import recover
+from driver.plugin.strategies import NodeStrategies
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +145,10 @@ class Plugin:
         self.metrics = PluginMetrics(lambda: plugin_state(self))
         self.metrics_server: MetricsServer | None = None
         self.region_watcher: RegionWatcher | None = None
-        self.rules: dict[int, str] = {}  # GPU index -> the rule that gave its strategy ("" built-in)
-        self.sources: dict[int, str] = {}  # GPU index -> who set its strategy at start (rules.SOURCES)
+        self.strategies = NodeStrategies(
+            config.node_name, config.strategy, config.fallback_strategy, cluster, self.metrics
+        )
         self.refused: dict[str, str] = {}  # GPU uuid -> why NVML refused MIG mode (modes.py fallback)
-        self.fallbacks: dict[str, dict[str, str]] = {}  # GPU uuid -> the fallback announced for it
         self.mps: MpsDaemons | None = None
         self.driver_memory: frozenset[str] = frozenset()
         self.health_monitor: HealthMonitor | None = None
@@ -226,7 +216,7 @@ class Plugin:
             soft_context_reserve=c.soft_context_reserve,
             driver_memory=self.driver_memory,
         )
-        strategies, pinned = self._strategies_from_rules()
+        strategies, pinned = self.strategies.resolve(self.gpus)
         if c.partitioning and isinstance(self.cluster, ObjectApi):
             # The NodePartitioning (or a change recorded in progress) overrides the flag, GPU by GPU.
             self.partitioning = NodePartitioningApplier(
@@ -238,7 +228,7 @@ class Plugin:
                 self._wake.set,
                 lambda: self.modes,
             )
-            strategies = self.partitioning.start_strategies(strategies, pinned, self.sources)
+            strategies = self.partitioning.start_strategies(strategies, pinned, self.strategies.sources)
 
         self.k8s_version = version
 
@@ -364,121 +354,6 @@ class Plugin:
             claims=len(self.preparer.state),
         )
 
-    # --- strategies: rules, node annotation, fallback ---------------------------------------------------
-
-    def _annotation_rules(self) -> StrategyRules | None:
-        """The node's `gpu.carve.dev/strategy` annotation as rules; None when absent, unreadable or invalid
-        (then the chart's rules hold, and the log and a Node Event say why)."""
-        node = self.config.node_name
-        try:
-            obj = self.cluster.get_object("nodes", node)
-        except Exception as e:  # no API server, no RBAC for nodes, a file cluster: the chart's rules hold
-            event(
-                log,
-                logging.DEBUG,
-                "strategy.annotation-unreadable",
-                node=node,
-                error=f"{type(e).__name__}: {e}",
-            )
-            return None
-        text = ((obj.get("metadata") or {}).get("annotations") or {}).get(names.ANNOTATION_STRATEGY)
-        if text is None:
-            return None
-        try:
-            return parse_rules(text, f"Node {node} annotation {names.ANNOTATION_STRATEGY}", pin_default=True)
-        except RuleError as e:
-            event(
-                log, logging.ERROR, "strategy.annotation-invalid", node=node, error=str(e), action="ignored"
-            )
-            self._node_event("StrategyAnnotationInvalid", f"{e}; the chart's --strategy rules apply")
-            return None
-
-    def _strategies_from_rules(self) -> tuple[dict[int, str], set[int]]:
-        """Each GPU's strategy from the node annotation and --strategy, with the fallback for a GPU that
-        cannot run its own; and the GPUs those rules pin. Never raises for one GPU."""
-        c = self.config
-        chart = parse_rules(c.strategy)
-        annotation = self._annotation_rules()
-        for where, rules in (("--strategy", chart), (names.ANNOTATION_STRATEGY, annotation)):
-            if rules is None:
-                continue
-            for text in rules.unmatched(self.gpus):
-                event(
-                    log,
-                    logging.WARNING,
-                    "strategy.rule-unmatched",
-                    rule=text,
-                    source=where,
-                    gpus=[f"{g.index}:{g.product}" for g in self.gpus],
-                )
-            for text in rules.shadowed(self.gpus):
-                event(
-                    log,
-                    logging.WARNING,
-                    "strategy.rule-shadowed",
-                    rule=text,
-                    source=where,
-                    detail="an earlier rule matches every GPU it matches (first match wins)",
-                )
-        strategies: dict[int, str] = {}
-        pinned: set[int] = set()
-        for gpu in self.gpus:
-            r = resolve([gpu], chart, annotation)[gpu.index]
-            self.rules[gpu.index] = r.rule
-            if r.pinned:
-                pinned.add(gpu.index)
-            why = can_run(gpu, r.strategy)
-            if why:
-                strategies[gpu.index] = c.fallback_strategy
-                self.sources[gpu.index] = SOURCE_FALLBACK
-                self._announce_fallback(gpu, r.strategy, r.rule, why)
-            else:
-                strategies[gpu.index] = r.strategy
-                self.sources[gpu.index] = SOURCE_PINNED if r.pinned else SOURCE_DEFAULT
-        return strategies, pinned
-
-    def _announce_fallback(self, gpu: Gpu, wanted: str, rule: str, why: str) -> None:
-        """Once per GPU and wanted strategy: a warning line, a Node Event (StrategyFallback), the metric."""
-        fallback = self.config.fallback_strategy
-        if self.fallbacks.get(gpu.uuid, {}).get("wanted") == wanted:
-            return
-        self.fallbacks[gpu.uuid] = {
-            "index": str(gpu.index),
-            "wanted": wanted,
-            "strategy": fallback,
-            "rule": rule,
-        }
-        event(
-            log,
-            logging.WARNING,
-            "strategy.fallback",
-            gpu=gpu.name,
-            uuid=gpu.uuid,
-            product=gpu.product,
-            rule=rule or "(built-in default)",
-            wanted=wanted,
-            strategy=fallback,
-            reason=why,
-        )
-        self.metrics.observe_fallback(gpu.uuid, gpu.index, wanted, fallback)
-        self._node_event(
-            "StrategyFallback",
-            f"GPU {gpu.index} ({gpu.product}, {gpu.uuid}): rule {rule or '(built-in default)'!r} gives "
-            f"{wanted}, but {why}; it runs {fallback} (--fallback-strategy)",
-        )
-
-    def _node_event(self, reason: str, message: str) -> None:
-        if not hasattr(self.cluster, "create_event"):
-            return
-        node = self.config.node_name
-        body = node_event(node, reason, message)
-        try:
-            self.cluster.create_event("default", body)
-        except Exception as e:  # an Event is a courtesy: never stop the plugin for it
-            event(
-                log, logging.WARNING, "strategy.event-failed", reason=reason, error=f"{type(e).__name__}: {e}"
-            )
-
     def _serve(self, socket: Path, add) -> grpc.Server:
         if socket.exists() or socket.is_symlink():
             socket.unlink()  # left by a previous process; binding would fail
@@ -577,7 +452,9 @@ class Plugin:
             for m in self.modes.values():
                 if m.fallback:
                     gpu = next(g for g in self.gpus if g.index == m.index)
-                    self._announce_fallback(gpu, m.desired, self.rules.get(m.index, ""), m.fallback)
+                    self.strategies.announce_fallback(
+                        gpu, m.desired, self.strategies.rules.get(m.index, ""), m.fallback
+                    )
             if self.partitioning is not None:
                 self.partitioning.select_layouts({g.index: prepared.get(g.uuid, 0) for g in self.gpus})
         self.metrics.observe_modes(list(self.modes.values()))
@@ -693,8 +570,8 @@ class Plugin:
                 "error": self.publish_error,
                 "generation": self.publisher.generation,
                 "strategies": self.publisher.applied,
-                "sources": self.partitioning.sources if self.partitioning else self.sources,
-                "fallbacks": sorted(self.fallbacks.values(), key=lambda f: int(f["index"])),
+                "sources": self.partitioning.sources if self.partitioning else self.strategies.sources,
+                "fallbacks": sorted(self.strategies.fallbacks.values(), key=lambda f: int(f["index"])),
                 "gatesOff": sorted(self.publisher.gates_off),
             },
             "gpus": [m.status() for _, m in sorted(self.modes.items())],
