@@ -189,18 +189,27 @@ class StrategyController:
             *self.extra_args,
         ]
         self.controller = c.sup.start("carve-controller", argv, env=env)
+        self.wait_leading()
+
+    def wait_leading(self, timeout_s: float = 90, renewed_since: float = 0.0) -> None:
+        """Until the controller process is alive and holds the chart's leader Lease (renewed at or after
+        `renewed_since`, a time.time(): a restarted process's own renewal, not its predecessor's)."""
+        c = self.cluster
         coord = client.CoordinationV1Api(c.api())
-        lease = env.get("CARVE_LEASE_NAME", "carve-controller")
+        assert self.controller
+        lease = (self.controller.env or {}).get("CARVE_LEASE_NAME", "carve-controller")
 
         def leading():
+            assert self.controller
             if not self.controller.alive():
                 raise StartError(f"carve controller exited:\n{tail(self.controller.log)}")
             with contextlib.suppress(client.ApiException):
-                held = coord.read_namespaced_lease(lease, NAMESPACE).spec.holder_identity
-                return held == "e2e-controller-0"
+                spec = coord.read_namespaced_lease(lease, NAMESPACE).spec
+                renewed = spec.renew_time.timestamp() if spec.renew_time else 0.0
+                return spec.holder_identity == "e2e-controller-0" and renewed >= renewed_since
             return False
 
-        c._wait("carve controller's leader Lease", leading, 90)
+        c._wait("carve controller's leader Lease", leading, timeout_s)
 
     def log_tail(self, lines: int = 60) -> str:
         return tail(self.controller.log, lines) if self.controller else "(not started)"

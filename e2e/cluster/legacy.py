@@ -269,9 +269,17 @@ class LegacyShim:
             str(REPO / "native" / "build"),
         ]
         self.device_plugin = c.sup.start(f"{self.spec.name}-device-plugin", argv, env=env)
+        self.wait_advertised(log_offset)
+
+    def wait_advertised(self, log_offset: int = -1, timeout_s: float = 90) -> None:
+        """Until the device plugin has registered (again: more often than `log_offset` times in its log)
+        and the node reports its GPUs and inventory."""
+        c = self.cluster
         core = client.CoreV1Api(c.api())
+        assert self.device_plugin
 
         def advertised():
+            assert self.device_plugin
             if not self.device_plugin.alive():
                 raise StartError(f"device plugin exited:\n{tail(self.device_plugin.log)}")
             # A restart (the same log file): registered again, not only still advertised from before.
@@ -282,7 +290,7 @@ class LegacyShim:
                 names.LEGACY_INVENTORY_ANNOTATION in (n.metadata.annotations or {})
             )
 
-        c._wait(f"{names.LEGACY_GPU} on node {self.spec.name}", advertised, 90)
+        c._wait(f"{names.LEGACY_GPU} on node {self.spec.name}", advertised, timeout_s)
 
     def _start_extender(self) -> None:
         c = self.cluster
@@ -302,8 +310,16 @@ class LegacyShim:
             "e2e-extender-0",
         ]
         self.extender = c.sup.start("legacy-extender", argv, env=env)
+        self.wait_extender_ready()
+
+    def wait_extender_ready(self, timeout_s: float = 60) -> None:
+        assert self.extender
         url = f"http://127.0.0.1:{self.extender_port}/readyz"
-        c.sup.wait(self.extender, "/readyz", lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60)
+
+        def ready() -> bool:
+            return urllib.request.urlopen(url, timeout=2).status == 200
+
+        self.cluster.sup.wait(self.extender, "/readyz", ready, timeout_s)
 
     def scheduler_config(self, kc: Path) -> dict[str, Any]:
         """The chart's KubeSchedulerConfiguration with this extender's port and a kubeconfig."""

@@ -38,6 +38,7 @@ class Proc:
     argv: list[str]
     log: Path
     popen: subprocess.Popen | None = None
+    env: dict[str, str] | None = None  # what start() added to the environment (a restart passes it again)
 
     @property
     def pid(self) -> int:
@@ -76,7 +77,7 @@ class Supervisor:
 
     def start(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> Proc:
         log = self.logs / f"{name}.log"
-        proc = Proc(name, [str(a) for a in argv], log)
+        proc = Proc(name, [str(a) for a in argv], log, env=dict(env) if env else None)
         # Each process starts in an empty directory of its own: on the fake CRI the kubelet removes container
         # log paths relative to its working directory, which must never be the repository.
         cwd = self.logs / "cwd" / name

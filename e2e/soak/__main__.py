@@ -28,11 +28,12 @@ from kubernetes import client
 
 from driver import names
 from e2e import kube
+from e2e.cluster.controller import StrategyController
 from e2e.cluster.launcher import Cluster
+from e2e.cluster.legacy import LegacyShim
 from e2e.cluster.versions import resolve
 from e2e.soak import faults, invariants
 from e2e.soak.workload import SOFT_NODE, Workload, wait_gone
-from e2e.soak.workload import kinds as pod_kinds
 
 
 def pct(values: list[float], q: float) -> float:
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
         names.ENV_FAKE_GPUS: c.nodes[SOFT_NODE].spec.gpus.removeprefix("fake:"),
         names.ENV_FAKE_SEED: SOFT_NODE,
     }
-    work = Workload(api, namespace, pod_rng, gates_on, fake)
+    extras = start_extras(c, gates_on, os.environ.get("SOAK_EXTRAS", "legacy,controller"))
+    work = Workload(api, namespace, pod_rng, gates_on, fake, legacy=extras.shim is not None)
     work.setup()
     violations: list[str] = []
     quota_pod = None
@@ -78,14 +80,14 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
         kube.create(api, namespace, work.pod_spec(quota_pod, "soft"))
         kube.wait_running(api, namespace, quota_pod, timeout_s=180)
         violations += invariants.quota(c, namespace, quota_pod)
-    kinds = faults.available(c, gates_on)
+    kinds = faults.available(c, gates_on, extras)
     if args.faults:
         wanted = [k.strip() for k in args.faults.split(",") if k.strip()]
         if unknown := sorted(set(wanted) - set(kinds)):
             log(f"SOAK_FAULTS: {', '.join(unknown)} not among this cluster's faults {kinds}")
             return 2
         kinds = wanted
-    log(f"seed {args.seed}, {args.minutes:g} min, pods {sorted(pod_kinds(gates_on))}, faults {kinds}")
+    log(f"seed {args.seed}, {args.minutes:g} min, pods {work.kinds()}, faults {kinds}")
     injected: list[faults.Fault] = []
     start = time.monotonic()
     end = start + args.minutes * 60
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
             log(f"workload: {e.status} {e.reason}")
         if now >= next_fault:
             kind = rng.choice(kinds)
-            f = faults.inject(c, kind, rng)
+            f = faults.inject(c, kind, rng, extras)
             injected.append(f)
             log(f"fault {kind} on {f.target}: back in {f.recovery_s:.1f}s {f.error}")
             if f.error:
@@ -137,6 +139,24 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
     log(f"report in {out}")
     print(f"soak: {len(work.pods)} pods, {len(injected)} faults, {len(violations)} violations", flush=True)
     return 1 if violations else 0
+
+
+def start_extras(c: Cluster, gates_on: bool, wanted: str) -> faults.Extras:
+    """SOAK_EXTRAS (default `legacy,controller`): the legacy shim (its node, device plugin, extender and
+    carve-scheduler) and the strategy controller (its node and plugin), so their kills are among the faults;
+    the controller only with the gates on (it repartitions into MIG)."""
+    parts = {w.strip() for w in wanted.split(",") if w.strip()}
+    if unknown := sorted(parts - {"legacy", "controller"}):
+        raise SystemExit(f"SOAK_EXTRAS: {', '.join(unknown)} is not one of legacy, controller")
+    extras = faults.Extras()
+    t0 = time.monotonic()
+    if "legacy" in parts:
+        extras.shim = LegacyShim(c).start()
+    if "controller" in parts and gates_on:
+        extras.controller = StrategyController(c).start()
+    if extras.shim or extras.controller:
+        log(f"extras {sorted(parts)} up in {time.monotonic() - t0:.1f}s")
+    return extras
 
 
 def _checks(c: Cluster, api, namespace: str, quota_pod: str | None) -> list[str]:

@@ -5,9 +5,8 @@ returns is the recovery time: from the fault to serving again.
 Kinds (FAULTS): kill -9 of a node's plugin (also with CARVE_FAULT, so that it dies in the middle of a
 prepare or of a MIG instance's creation), of a kubelet, of a containerd, of the API server and of etcd; a
 corrupt checkpoint file; clock skew of a node's plugin by minutes (libfaketime, where Debian's `faketime`
-is installed); a full plugin state directory (a tmpfs of its own in the soak). Not injected yet
-(docs/reliability.md): the controller leader, the legacy device plugin and extender (the soak's cluster runs
-neither).
+is installed); a full plugin state directory (a tmpfs of its own in the soak); and, where the soak runs
+them (Extras), kill -9 of the strategy controller (the leader), the legacy device plugin and the extender.
 """
 
 from __future__ import annotations
@@ -24,7 +23,9 @@ from kubernetes import client
 
 from driver import names
 from e2e import kube
+from e2e.cluster.controller import StrategyController
 from e2e.cluster.launcher import Cluster
+from e2e.cluster.legacy import LegacyShim
 from e2e.cluster.nodes import Node
 from e2e.cluster.procs import Proc
 
@@ -42,10 +43,11 @@ class Fault:
 
 
 def restart(c: Cluster, proc: Proc, env: dict[str, str] | None = None) -> Proc:
-    """kill -9 and start again with the same command line: what a supervisor does after a crash."""
+    """kill -9 and start again with the same command line and environment (`env`: another one): what a
+    supervisor does after a crash."""
     proc.kill()
     c.sup.procs.remove(proc)
-    return c.sup.start(proc.name, proc.argv, env=env)
+    return c.sup.start(proc.name, proc.argv, env=proc.env if env is None else env)
 
 
 def _plugin_started_count(node: Node) -> int:
@@ -187,6 +189,47 @@ def _wait_node_ready(c: Cluster, node: Node) -> None:
     kube.wait(f"{node.name}'s kubelet renewing its Lease, Node Ready", _answers(ready), 120)
 
 
+# --- the components beside the nodes' plugins ------------------------------------------------------------
+
+
+@dataclass
+class Extras:
+    """What the soak runs besides the DRA nodes: the legacy shim and the strategy controller."""
+
+    shim: LegacyShim | None = None
+    controller: StrategyController | None = None
+
+
+def controller_kill(c: Cluster, x: Extras, rng: random.Random) -> None:
+    """kill -9 of the controller leader; its container restarts with the same identity and leads again."""
+    assert x.controller and x.controller.controller
+    killed_at = time.time()
+    x.controller.controller = restart(c, x.controller.controller)
+    x.controller.wait_leading(120, renewed_since=killed_at)
+
+
+def device_plugin_kill(c: Cluster, x: Extras, rng: random.Random) -> None:
+    """kill -9 of the legacy device plugin: it registers with the kubelet again and re-advertises."""
+    assert x.shim and x.shim.device_plugin
+    before = x.shim.device_plugin.log.read_text(errors="replace").count("event=registration.accepted")
+    x.shim.device_plugin = restart(c, x.shim.device_plugin)
+    x.shim.wait_advertised(log_offset=before, timeout_s=120)
+
+
+def extender_kill(c: Cluster, x: Extras, rng: random.Random) -> None:
+    """kill -9 of the scheduler extender: it lists everything again and answers /readyz."""
+    assert x.shim and x.shim.extender
+    x.shim.extender = restart(c, x.shim.extender)
+    x.shim.wait_extender_ready(120)
+
+
+EXTRA_FAULTS: dict[str, Callable[[Cluster, Extras, random.Random], None]] = {
+    "controller-kill": controller_kill,
+    "device-plugin-kill": device_plugin_kill,
+    "extender-kill": extender_kill,
+}
+
+
 Action = Callable[[Cluster, Node, random.Random], None]
 FAULTS: dict[str, Action] = {
     "plugin-kill": plugin_kill,
@@ -202,9 +245,9 @@ FAULTS: dict[str, Action] = {
 }
 
 
-def available(c: Cluster, gates_on: bool) -> list[str]:
+def available(c: Cluster, gates_on: bool, extras: Extras | None = None) -> list[str]:
     """The fault kinds this cluster can take: MIG only with gates on, containerd only where it runs, the
-    clock only where libfaketime is installed."""
+    clock only where libfaketime is installed, the controller's and the shim's where they run."""
     optional = ("plugin-kill-mid-mig", "containerd-restart", "clock-skew", "state-disk-full")
     out = [k for k in FAULTS if k not in optional]
     if gates_on:
@@ -215,11 +258,26 @@ def available(c: Cluster, gates_on: bool) -> list[str]:
         out.append("clock-skew")
     if c.state_tmpfs_mib:
         out.append("state-disk-full")
+    if extras and extras.controller:
+        out.append("controller-kill")
+    if extras and extras.shim:
+        out += ["device-plugin-kill", "extender-kill"]
     return sorted(out)
 
 
-def inject(c: Cluster, kind: str, rng: random.Random) -> Fault:
-    nodes = sorted(c.nodes)
+def inject(c: Cluster, kind: str, rng: random.Random, extras: Extras | None = None) -> Fault:
+    if kind in EXTRA_FAULTS:
+        fault = Fault(kind, kind.removesuffix("-kill"), time.time())
+        t0 = time.monotonic()
+        try:
+            EXTRA_FAULTS[kind](c, extras or Extras(), rng)
+        except Exception as e:
+            fault.error = f"{type(e).__name__}: {e}"
+        fault.recovery_s = time.monotonic() - t0
+        return fault
+    # The DRA nodes the cluster started with: the shim's and the controller's nodes run no DRA plugin of
+    # the workload's (the controller's node has one, but its faults are the controller's).
+    nodes = sorted(n.name for n in c.specs or ())
     # MIG lives on n1's GPU 0 (DEFAULT_NODES); every other node fault picks a node at random
     target = nodes[0] if kind == "plugin-kill-mid-mig" else rng.choice(nodes)
     if kind in ("apiserver-restart", "etcd-restart"):

@@ -26,6 +26,7 @@ from driver import names
 from driver.devices.attributes import parse_quantity
 from driver.plugin.state.checkpoint import Checkpoint
 from e2e import kube
+from e2e.cluster.launcher import NAMESPACE as RELEASE_NAMESPACE
 from e2e.cluster.launcher import Cluster
 from e2e.cluster.nodes import Node
 from e2e.soak.workload import SoakPod
@@ -95,6 +96,8 @@ def leaks(c: Cluster, namespace: str) -> list[str]:
     """What the soak's pods left behind on the nodes once the API server holds none of them."""
     problems = []
     for node in c.nodes.values():
+        if node.plugin is None:  # the legacy shim's node: its records are checked below
+            continue
         specs = [p.name for p in node.cdi_dir.glob("k8s.gpu.carve.dev-claim_*.json")]
         if specs:
             problems.append(f"leak: {node.name}: CDI specs {specs}")
@@ -117,6 +120,18 @@ def leaks(c: Cluster, namespace: str) -> list[str]:
             )
             if left:
                 problems.append(f"leak: {node.name}: containers of deleted pods {left}")
+    # The legacy shim's assignment records: the extender's leader collects those of pods that are gone.
+    core = client.CoreV1Api(c.api())
+    records = core.list_namespaced_config_map(
+        RELEASE_NAMESPACE, label_selector=f"{names.LEGACY_RECORD_LABEL}=true"
+    )
+    mine = sorted(
+        cm.metadata.name
+        for cm in records.items
+        if json.loads((cm.data or {}).get("assignment") or "{}").get("namespace") == namespace
+    )
+    if mine:
+        problems.append(f"leak: legacy assignment records of deleted pods {mine}")
     return problems
 
 

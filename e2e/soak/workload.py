@@ -49,6 +49,7 @@ class Workload:
     rng: random.Random
     gates_on: bool
     fake_env: dict[str, str]  # the soft node's fake-GPU env, so the limiter binds the claim's GPUs
+    legacy: bool = False  # the legacy shim runs: pods asking for nvidia.com/gpu through carve-scheduler
     max_live: int = 8
     lifetime_s: tuple[float, float] = (20.0, 60.0)
     pods: dict[str, SoakPod] = field(default_factory=dict)
@@ -58,7 +59,14 @@ class Workload:
         for kind, requests in kinds(self.gates_on).items():
             kube.create(self.api, self.namespace, kube.template(f"soak-{kind}", requests))
 
+    def kinds(self) -> list[str]:
+        return sorted([*kinds(self.gates_on), *(["legacy"] if self.legacy else [])])
+
     def pod_spec(self, name: str, kind: str) -> dict:
+        if kind == "legacy":  # HAMi's resources: a share of one GPU, placed by the extender
+            return legacy_pod(
+                name, memory_mib=self.rng.choice((2000, 6000, 12000)), cores=self.rng.choice((10, 30))
+            )
         pod = kube.pod(name, claim_template=f"soak-{kind}", node=SOFT_NODE if kind == "soft" else None)
         if kind == "soft":  # the quota probe needs the glibc image and the node's fake GPUs
             c = pod["spec"]["containers"][0]
@@ -76,7 +84,7 @@ class Workload:
                 p.deleted = True
         live = sum(1 for p in self.pods.values() if not p.deleted)
         if live < self.max_live:
-            kind = self.rng.choice(sorted(kinds(self.gates_on)))
+            kind = self.rng.choice(self.kinds())
             self._n += 1
             name = f"soak-{kind}-{self._n}"
             kube.create(self.api, self.namespace, self.pod_spec(name, kind))
@@ -111,6 +119,25 @@ class Workload:
 
     def per_minute(self, minutes: float) -> float:
         return len(self.pods) / minutes if minutes else 0.0
+
+
+def legacy_pod(name: str, memory_mib: int, cores: int) -> dict:
+    limits = {names.LEGACY_GPU: "1", names.LEGACY_GPUMEM: str(memory_mib), names.LEGACY_GPUCORES: str(cores)}
+    container = {
+        "name": "main",
+        "image": "e2e/busybox",
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sleep", "3600"],
+        "resources": {"limits": limits},
+    }
+    spec = {
+        "schedulerName": names.LEGACY_SCHEDULER_NAME,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "automountServiceAccountToken": False,
+        "containers": [container],
+    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
 def wait_gone(api: client.ApiClient, namespace: str, timeout_s: float = 300.0) -> None:
