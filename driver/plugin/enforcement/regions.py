@@ -161,9 +161,13 @@ def claim_runtime(
     node (docs/reliability.md, the 1,000-claim node). Misses, after a restart, are read once and kept.
     """
     known = {} if known is None else known
+    mine_gpus = {d.uuid for d in limits.devices if d.uuid}
     others = []
-    for other in limited_claims(state):
-        if other == uid:
+    for other, record in state.items():
+        # A claim's shares and neighbour marks depend only on the claims of its own GPUs: skip the rest
+        # before anything else (a 1,000-claim node, docs/reliability.md). checkpoint_gpus is empty for a
+        # claim without limited devices, so this is limited_claims() restricted to our GPUs.
+        if other == uid or record.state != STATE_COMPLETED or not checkpoint_gpus(record) & mine_gpus:
             continue
         region = known.get(other)
         if region is None:

@@ -196,7 +196,8 @@ class Checkpoint:
             "claims": {uid: claim_to_json(c) for uid, c in sorted(claims.items())},
         }
         return (
-            json.dumps({"version": VERSION, "checksum": _checksum(data), "data": data}, indent=1) + "\n"
+            json.dumps({"version": VERSION, "checksum": _checksum(data), "data": data}, separators=(",", ":"))
+            + "\n"
         ).encode()
 
     def save(self, claims: dict[str, ClaimRecord], changed: Iterable[str] | None = None) -> None:

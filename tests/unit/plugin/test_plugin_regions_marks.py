@@ -74,3 +74,26 @@ def test_reserved_cores_are_kept_and_best_effort_shares_what_is_left():
         ("full", 0): 100,
         ("squeezed", 0): 1,  # never 0 (which would mean no limit) next to a reservation
     }
+
+
+def test_a_new_claims_runtime_looks_only_at_the_claims_of_its_own_gpus(tmp_path):
+    """At prepare, only the claims sharing a GPU with the new one decide its share: the others' limits
+    files are not read (nothing of theirs is cached), so prepare's cost follows one GPU, not the node."""
+    from driver.limits.env import ClaimLimits, DeviceLimit
+    from driver.limits.limitsfile import write_limits
+    from driver.plugin.container.edits import ClaimFiles
+    from driver.plugin.enforcement.regions import claim_runtime
+
+    def prepared(uid: str, gpu: str, cores: int) -> ClaimRecord:
+        files = ClaimFiles(tmp_path / uid)
+        files.root.mkdir(parents=True)
+        write_limits(files.limits, ClaimLimits((DeviceLimit(1 << 30, cores, gpu),), "/r"))
+        device = DeviceRecord(["r"], "p", "d", "s", [], names.TYPE_VGPU, gpu)
+        return ClaimRecord(uid, "ns", uid, STATE_COMPLETED, [device])
+
+    state = {"same": prepared("same", "GPU-A", 60)}
+    state |= {f"other{i}": prepared(f"other{i}", "GPU-B", 30) for i in range(20)}
+    known: dict[str, ClaimRegion] = {}
+    got = claim_runtime("new", ClaimLimits((DeviceLimit(1 << 30, 0, "GPU-A"),), "/r"), state, tmp_path, known)
+    assert got.shares == (40,)  # best effort next to the 60 reserved on GPU-A
+    assert set(known) == {"same", "new"}
