@@ -52,14 +52,19 @@ def driver_node(cluster, api):
     """e2e-n1's plugin on a 615 fake driver with an mps GPU, for this module only."""
     node = cluster.nodes[N1]
     spec, saved = node.spec, os.environ.get("CARVE_FAKE_DRIVER_VERSION")
+    extra = list(node.extra_plugin_args)
     os.environ["CARVE_FAKE_DRIVER_VERSION"] = "615.20.01"
     node.spec = dataclasses.replace(spec, strategy=STRATEGY)
+    (node.root / "mps-shm").mkdir(exist_ok=True)
+    (node.root / "mps-shm").chmod(0o1777)  # as the chart's init container leaves it
+    node.extra_plugin_args = [*extra, "--mps-shm-dir", str(node.root / "mps-shm")]
     node.restart_plugin(kill=False)
     try:
         _wait_published(cluster, node.name)
         yield node
     finally:
         node.spec = spec
+        node.extra_plugin_args = extra
         if saved is None:
             os.environ.pop("CARVE_FAKE_DRIVER_VERSION", None)
         else:
@@ -169,6 +174,10 @@ def test_mps_pod_is_a_client_of_the_nodes_daemon(cluster, api, namespace, driver
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25", env
     listing = kube.exec_sh(cluster, namespace, "mps", f"ls {names.MPS_CONTAINER_PIPE_DIR}").split()
     assert "control" in listing, listing
+    # The container's /dev/shm is the node's --mps-shm-dir (the daemons' /dev/shm under the chart), not the
+    # runtime's own: what the container writes there is in that host directory.
+    kube.exec_sh(cluster, namespace, "mps", f"echo {namespace} > {names.MPS_CONTAINER_SHM_DIR}/carve-e2e")
+    assert (driver_node.root / "mps-shm" / "carve-e2e").read_text().strip() == namespace
     # The pinned limit (2Gi; on this 615 driver also the partition) holds a process without the limiter.
     kube.exec_sh(cluster, namespace, "mps", ": > /etc/ld.so.preload")
     over = kube.cuda_probe(cluster, namespace, "mps", LIMIT + 64 * MiB)
