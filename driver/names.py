@@ -78,6 +78,7 @@ LDCONFIG_BINARY = "carve-ldconfig"
 # MPS (driver/plugin/mps): the control daemon from the driver root, and where clients find its pipes.
 MPS_CONTROL_BINARY = "nvidia-cuda-mps-control"
 MPS_CONTAINER_PIPE_DIR = "/var/run/carve/mps"
+MPS_CONTAINER_SHM_DIR = "/dev/shm"  # the daemons' shared memory directory in an mps client (--mps-shm-dir)
 ENV_FAKE_PROC_ROOT = "CARVE_FAKE_PROC_ROOT"  # where the fake NVML writes MIG capability files
 
 # Kubelet plugin sockets.

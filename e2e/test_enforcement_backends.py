@@ -7,20 +7,25 @@ restored afterwards. Then:
   hook (`carve-cdi-hook memory-limits`), which puts the container's cgroup under the fake driver's
   partition; with the limiter removed from the container's /etc/ld.so.preload, a CUDA program is still
   refused past the limit (by the driver) and granted under it;
-- an `mps.carve.dev` pod gets the node's MPS pipe directory and client settings, and its CUDA program
-  becomes a client of the plugin's (fake) MPS control daemon, whose server list then names a server.
+- an `mps.carve.dev` pod gets the node's MPS pipe directory and client settings, and its CUDA programs
+  become clients of the plugin's (fake) MPS control daemon, whose server list then names the server its
+  log says they attached to.
 The container's fake libcuda reads the node's fake GPU state through a hostPath mount of the plugin's state
-file (the driver's state is node-wide on hardware too) and finds its cgroup through its own cgroup
-namespace's /sys/fs/cgroup (the same directory inode as the host's leaf).
+file (the driver's state is node-wide on hardware too). On this hybrid host the container sees no cgroup2
+mount (runc mounts the v1 hierarchies only) and has no cgroup namespace, so its /proc/self/cgroup "0::" path
+is the host's: the fake driver finds the partition by that path (native/fakes/common/cgroup.c).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from driver import names
 from e2e import kube
@@ -31,6 +36,7 @@ LIMIT = 2 * 1024**3
 CUDA_ERROR_OUT_OF_MEMORY = 2
 STRATEGY = "0=mig,1=soft,2=mps"
 STATE_IN_POD = "/var/run/carve-fake/fake-gpus.state"
+MPS_CONTROL = Path(__file__).resolve().parents[1] / "native" / "build" / "fakes" / "nvidia-cuda-mps-control"
 
 
 @pytest.fixture(autouse=True)
@@ -46,14 +52,19 @@ def driver_node(cluster, api):
     """e2e-n1's plugin on a 615 fake driver with an mps GPU, for this module only."""
     node = cluster.nodes[N1]
     spec, saved = node.spec, os.environ.get("CARVE_FAKE_DRIVER_VERSION")
+    extra = list(node.extra_plugin_args)
     os.environ["CARVE_FAKE_DRIVER_VERSION"] = "615.20.01"
     node.spec = dataclasses.replace(spec, strategy=STRATEGY)
+    (node.root / "mps-shm").mkdir(exist_ok=True)
+    (node.root / "mps-shm").chmod(0o1777)  # as the chart's init container leaves it
+    node.extra_plugin_args = [*extra, "--mps-shm-dir", str(node.root / "mps-shm")]
     node.restart_plugin(kill=False)
     try:
         _wait_published(cluster, node.name)
         yield node
     finally:
         node.spec = spec
+        node.extra_plugin_args = extra
         if saved is None:
             os.environ.pop("CARVE_FAKE_DRIVER_VERSION", None)
         else:
@@ -97,6 +108,12 @@ def _pod(node, name: str, requests: list[dict]) -> tuple[dict, dict]:
     return kube.template(name, requests), pod
 
 
+def _cgroup_view(cluster, namespace: str) -> str:
+    """What the fake driver in the container has to find its cgroup with (for a failure's message)."""
+    script = "grep '^0::' /proc/self/cgroup; grep -c ' - cgroup2 ' /proc/self/mountinfo || true"
+    return kube.exec_sh(cluster, namespace, "strict", script)
+
+
 def _run(cluster, api, namespace, node, name: str, requests: list[dict]) -> None:
     template, pod = _pod(node, name, requests)
     kube.create(api, namespace, template)
@@ -104,12 +121,6 @@ def _run(cluster, api, namespace, node, name: str, requests: list[dict]) -> None
     kube.wait_running(api, namespace, name, timeout_s=120)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 20, open: on this e2e node (cgroupfs kubelet, hybrid cgroups) the fake driver in the "
-    "container does not find the partition the memory-limits hook set for the container's cgroup, so a "
-    "process without the limiter is not refused; the integration tests cover the path on one host",
-)
 def test_driver_backend_refuses_a_process_without_the_limiter(cluster, api, namespace, driver_node):
     requests = [
         {
@@ -121,14 +132,28 @@ def test_driver_backend_refuses_a_process_without_the_limiter(cluster, api, name
         }
     ]
     _run(cluster, api, namespace, driver_node, "strict", requests)
-    device = kube.results(kube.claim_of(api, namespace, "strict"))[0]["device"]
+    claim = kube.claim_of(api, namespace, "strict")
+    device = kube.results(claim)[0]["device"]
     assert device == "gpu-1", device  # the only driver-enforced soft GPU
+    # The createRuntime hook recorded the cgroup it partitioned: the container's own, as the host names it
+    # (under the node's cgroup v2 mount), the one the container's /proc/self/cgroup names (without a cgroup
+    # namespace, as on this hybrid host, by the same path; in one it reads "/").
+    pod = client.CoreV1Api(api).read_namespaced_pod("strict", namespace)
+    container_id = pod.status.container_statuses[0].container_id.rpartition("://")[2]
+    record = driver_node.plugin_dir / "claims" / claim["metadata"]["uid"] / "cgroups" / container_id
+    partitioned = record.read_text()
+    inside = kube.exec_sh(cluster, namespace, "strict", "grep '^0::' /proc/self/cgroup").strip()[3:]
+    assert Path(partitioned).is_dir(), partitioned
+    assert inside == "/" or partitioned.endswith(inside), (partitioned, inside)
     # Take the limiter out of the container's preload: only the driver is left to refuse.
     kube.exec_sh(cluster, namespace, "strict", ": > /etc/ld.so.preload")
     over = kube.cuda_probe(cluster, namespace, "strict", LIMIT + 64 * MiB)
     assert over["limiter"] is False, over
     assert (over["init"], over["ctx"]) == (0, 0), over
-    assert over["alloc"] == CUDA_ERROR_OUT_OF_MEMORY, f"over the driver's limit of {LIMIT} B: {over}"
+    assert over["alloc"] == CUDA_ERROR_OUT_OF_MEMORY, (
+        f"over the driver's limit of {LIMIT} B: {over}; "
+        f"the container's cgroup view: {_cgroup_view(cluster, namespace)}"
+    )
     under = kube.cuda_probe(cluster, namespace, "strict", LIMIT // 2)
     assert under["alloc"] == 0, under
 
@@ -149,9 +174,35 @@ def test_mps_pod_is_a_client_of_the_nodes_daemon(cluster, api, namespace, driver
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25", env
     listing = kube.exec_sh(cluster, namespace, "mps", f"ls {names.MPS_CONTAINER_PIPE_DIR}").split()
     assert "control" in listing, listing
-    # MPS's pinned limit (2Gi) holds a process even without the limiter.
+    # The container's /dev/shm is the node's --mps-shm-dir (the daemons' /dev/shm under the chart), not the
+    # runtime's own: what the container writes there is in that host directory.
+    kube.exec_sh(cluster, namespace, "mps", f"echo {namespace} > {names.MPS_CONTAINER_SHM_DIR}/carve-e2e")
+    assert (driver_node.root / "mps-shm" / "carve-e2e").read_text().strip() == namespace
+    # The pinned limit (2Gi; on this 615 driver also the partition) holds a process without the limiter.
     kube.exec_sh(cluster, namespace, "mps", ": > /etc/ld.so.preload")
     over = kube.cuda_probe(cluster, namespace, "mps", LIMIT + 64 * MiB)
     assert over["alloc"] == CUDA_ERROR_OUT_OF_MEMORY, over
-    pipe = driver_node.plugin_dir / "mps" / "gpu-2" / "pipe"
-    assert (pipe / "nvidia-cuda-mps-control.pid").exists()
+    under = kube.cuda_probe(cluster, namespace, "mps", LIMIT // 2)
+    assert under["alloc"] == 0, under
+    # The container's CUDA programs were clients of the node's daemon: it started a server for them.
+    gpu_dir = driver_node.plugin_dir / "mps" / "gpu-2"
+    assert (gpu_dir / "pipe" / "nvidia-cuda-mps-control.pid").exists()
+    servers = _mps_control(gpu_dir / "pipe", "get_server_list").split()
+    assert len(servers) == 1 and servers[0].isdigit(), servers
+    log = (gpu_dir / "log" / "control.log").read_text()
+    attached = [line for line in log.splitlines() if f"attached to server {servers[0]}" in line]
+    assert len(attached) >= 2, log  # the two probes
+
+
+def _mps_control(pipe, command: str) -> str:
+    """One command to a node's MPS control daemon, as the plugin sends it (the fake control binary)."""
+    proc = subprocess.run(
+        [str(MPS_CONTROL)],
+        input=command + "\n",
+        env={**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(pipe)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, f"{MPS_CONTROL} {command}: {proc.stderr}"
+    return proc.stdout

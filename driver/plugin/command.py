@@ -125,6 +125,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "limiter (limiter), or the driver where the GPU supports it (auto); docs/enforcement.md",
     )
     p.add_argument(
+        "--mps-shm-dir",
+        default="",
+        help="host directory that is the MPS control daemons' /dev/shm (the chart mounts it there); mps "
+        "clients get it at /dev/shm, as an MPS server and its clients exchange memory through it. '' = "
+        "none: clients keep their own /dev/shm (the plugin runs on the host, or fake GPUs)",
+    )
+    p.add_argument(
         "--health-monitor",
         default=True,
         action=argparse.BooleanOptionalAction,
@@ -219,6 +226,10 @@ def _check_flags(args: argparse.Namespace, gpus) -> None:
         raise CliError(f"--publish-interval {args.publish_interval}: must be more than 0 seconds")
     if not args.region_interval > 0:
         raise CliError(f"--region-interval {args.region_interval}: must be more than 0 seconds")
+    shm = args.mps_shm_dir
+    if shm and (not shm.startswith("/") or not os.path.normpath(shm).strip("/")):
+        # It becomes a bind mount over every mps client's /dev/shm: never the host's root or a relative path.
+        raise CliError(f"--mps-shm-dir {shm!r}: expected an absolute host directory other than /")
     from driver.plugin.health.policy import HealthConfigError, check_effect, parse_xids
 
     try:
@@ -281,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
         boot_id=read_boot_id(Path(args.boot_id_file)),
         partitioning=args.node_partitioning,
         memory_enforcement=args.memory_enforcement,
+        mps_shm_dir=args.mps_shm_dir,
         health_monitor=args.health_monitor,
         health_taint_effect=args.health_taint_effect,
         health_lost_effect=args.health_lost_effect,

@@ -94,6 +94,7 @@ class PluginConfig:
     boot_id: str | None = None  # None = read /proc/sys/kernel/random/boot_id
     partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/mig/partitioning.py)
     memory_enforcement: str = names.MEMORY_ENFORCEMENT_AUTO  # auto | driver | limiter (docs/enforcement.md)
+    mps_shm_dir: str = ""  # host directory that is the MPS daemons' /dev/shm; "" = clients keep their own
     health_monitor: bool = True  # NVML health -> taints/withdrawal, Events, metrics, the kubelet's stream
     health_taint_effect: str = "NoSchedule"
     health_lost_effect: str = "NoSchedule"
@@ -290,6 +291,7 @@ class Plugin:
             {k: v for k, v in os.environ.items() if k.startswith("CARVE_FAKE_")},
         )
         self.preparer.mps_pipe_dir = self.mps.pipe_dir
+        self.preparer.mps_shm_dir = Path(c.mps_shm_dir) if c.mps_shm_dir else None
         if c.claim_status and hasattr(self.cluster, "update_resource_claim_status"):
             writer = ClaimStatusWriter(self.cluster)
             self.preparer.after_prepare = lambda plan, record, limits: writer.write(

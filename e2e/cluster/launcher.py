@@ -125,6 +125,8 @@ def node_daemonset(version: Version, node: Node, image: Image, api_port: int) ->
             "pluginDir": str(node.plugin_dir),
             "cdiDir": str(node.cdi_dir),
             "driverRoot": str(node.driver_root),
+            # The MPS daemons' /dev/shm: this node's own, not the host-wide default under /run.
+            "mpsShmDir": str(node.root / "mps-shm"),
             "publishInterval": 5,
             "nodeSelector": {"kubernetes.io/hostname": node.name},
             "extraEnv": [

@@ -128,6 +128,7 @@ class Preparer:
         # side of the driver-partition hook, and the MPS pipe directory of a GPU (None: no daemon).
         self.partition_host: PartitionHost | None = None
         self.mps_pipe_dir: Callable[[str], Path | None] = lambda _uuid: None
+        self.mps_shm_dir: Path | None = None  # --mps-shm-dir: the daemons' /dev/shm on the host
         # After a claim is prepared (not answered from the checkpoint): the claim status writer. Its
         # failure is logged, never the claim's error.
         self.after_prepare: Callable[[ClaimPlan, ClaimRecord, object], None] = lambda *_a: None
@@ -349,6 +350,7 @@ class Preparer:
                 ordinal=uuids.index(p.device.gpu_uuid) if p.device.gpu_uuid in uuids else 0,
                 cores=p.consumed.get("cores", 0),
                 memory=device_memory(ref, p)[1],
+                shm_dir=self.mps_shm_dir,
             )
             mps = mps_edits(share)
             edits = mps if edits is None else edits.merged(mps)

@@ -7,8 +7,9 @@ hook with `--clear` zeroes the soft limit of the recorded cgroup if it is still 
 the claim's plugin-owned directory (<claim dir>/cgroups/<container id>).
 
 MPS: the claim's containers get the GPU's MPS pipe directory (the plugin's control daemon, driver/plugin/
-mps) and the client settings: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the share's cores and
-CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from its memory (the hard limit).
+mps), the daemons' /dev/shm where --mps-shm-dir names it, and the client settings:
+CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the share's cores and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from its
+memory (the hard limit).
 """
 
 from __future__ import annotations
@@ -78,12 +79,20 @@ class MpsShare:
     ordinal: int  # the GPU's CUDA ordinal in the container (PCI order, as the limiter's)
     cores: int  # percent of SMs (0: the whole GPU)
     memory: int  # bytes: the pinned device memory limit (the share's hard limit)
+    shm_dir: Path | None = None  # the daemons' /dev/shm on the host (--mps-shm-dir); None: not shared
 
 
 def mps_edits(share: MpsShare) -> ContainerEdits:
-    """Mount the daemon's pipe directory and set the client's limits."""
+    """Mount the daemon's pipe directory (and its /dev/shm) and set the client's limits."""
     pct = share.cores if 0 < share.cores < 100 else 100
     mib = max(1, share.memory // (1024 * 1024))
+    # An MPS server maps its clients' memory through /dev/shm: a client in another container reaches it
+    # only when its /dev/shm is the daemon's (the runtime's own /dev/shm mount is replaced by this one).
+    shm = (
+        (Mount(str(share.shm_dir), names.MPS_CONTAINER_SHM_DIR, ("rw", "nosuid", "nodev", "bind")),)
+        if share.shm_dir is not None
+        else ()
+    )
     return ContainerEdits(
         env=(
             f"CUDA_MPS_PIPE_DIRECTORY={names.MPS_CONTAINER_PIPE_DIR}",
@@ -96,6 +105,7 @@ def mps_edits(share: MpsShare) -> ContainerEdits:
                 names.MPS_CONTAINER_PIPE_DIR,
                 ("rw", "nosuid", "nodev", "noexec", "bind"),
             ),
+            *shm,
         ),
     )
 

@@ -66,11 +66,9 @@ uint64_t fake_mem_used(unsigned gpu);
 unsigned fake_mem_processes(unsigned gpu, pid_t *pids, uint64_t *used, unsigned max);
 
 /* --- Driver memory partitions (cgroup v2; nvmlDeviceSetMemoryLimits_v1) ------------------------------
- * The cgroup v2 filesystem root the fakes read: $CARVE_FAKE_CGROUP_FS, else /sys/fs/cgroup. A process's
- * own cgroup is "0::<path>" of /proc/self/cgroup (or $CARVE_FAKE_CGROUP, a test's stand-in for moving a
- * process into a cgroup) under that root; its inode (0 when it cannot be read) names its partition. */
-const char *fake_cgroup_fs(void);
-uint64_t fake_self_cgroup(void);
+ * A process's own cgroup is "0::<path>" of /proc/self/cgroup (or $CARVE_FAKE_CGROUP, a test's stand-in for
+ * moving a process into a cgroup), found under a cgroup2 mount it sees ($CARVE_FAKE_CGROUP_FS: a stand-in
+ * root instead), or by its path in the initial cgroup namespace where it sees none (common/cgroup.c). */
 /* The partition of the calling process on `gpu`: 1 with its hard limit and use, 0 when it has none. */
 int fake_mem_partition(unsigned gpu, uint64_t *hard, uint64_t *used);
 

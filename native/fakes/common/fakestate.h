@@ -15,9 +15,10 @@
 #include "fakegpu.h"
 
 #define FAKE_STATE_MAGIC 0x45565243u /* "CRVE" little-endian */
-#define FAKE_STATE_VERSION 2u /* 2: memory partitions per cgroup, proc slot cgroup */
+#define FAKE_STATE_VERSION 3u /* 2: memory partitions per cgroup, proc slot cgroup; 3: canonical path */
 #define FAKE_MAX_CI 8
 #define FAKE_MAX_PARTS 64 /* memory partitions (cgroups with limits) per GPU */
+#define FAKE_CGROUP_PATH_MAX 256
 
 /* Every non-static function in fakes/common is exported (FAKE_EXPORT), never hidden: when both fake
  * libraries are loaded in one process, the dynamic linker binds all their common calls to the first one
@@ -35,11 +36,14 @@ typedef struct fake_proc_slot {
 
 /* A driver memory partition (nvmlDeviceSetMemoryLimits_v1): limits of one cgroup v2 directory on a GPU.
  * `cgroup` is the directory's inode (kernfs node id), the same whatever mount or cgroup namespace a
- * process sees it through, so a container (cgroupns: its /proc/self/cgroup reads "0::/") finds its own. */
+ * process sees it through, so a container (cgroupns: its /proc/self/cgroup reads "0::/") finds its own;
+ * `canon` is the directory's path in the initial cgroup namespace, for a process that sees no cgroup2 mount
+ * (a container on a hybrid host: its /proc/self/cgroup reads that path). */
 typedef struct fake_partition {
     uint64_t cgroup;          /* 0 = free slot */
     uint64_t soft, hard;      /* bytes; hard NVML_DEVICE_MEMORY_LIMIT_MAX = none */
-    char path[256];           /* the nameSpace given to Set */
+    char path[FAKE_CGROUP_PATH_MAX];  /* the nameSpace given to Set */
+    char canon[FAKE_CGROUP_PATH_MAX]; /* its "0::" path in the initial cgroup namespace, "" when unknown */
 } fake_partition_t;
 
 typedef struct fake_kernel_rec {
@@ -83,6 +87,12 @@ typedef struct fake_state_file {
 /* Slot of `pid` on `st` (created when `create`), NULL when absent or the table is full. Sweeps dead pids
  * when it needs room. Caller holds the GPU's lock. */
 FAKE_EXPORT fake_proc_slot_t *fake_proc_slot(struct fake_gpu_state *st, pid_t pid, int create);
+/* The calling process's cgroup id (its directory's inode; through `st`'s partitions when only its path is
+ * known), 0 when unknown. Caller holds the lock. */
+FAKE_EXPORT uint64_t fake_self_cgroup(struct fake_gpu_state *st);
+/* The path in the initial cgroup namespace of cgroup directory `dir` (as this process names it); 0, or -1
+ * when it is under no cgroup2 mount this process sees or the namespace's root cannot be named. */
+FAKE_EXPORT int fake_cgroup_canonical(const char *dir, char *out, size_t len);
 /* The partition of cgroup inode `cgroup` on `st`, NULL when it has none. Caller holds the lock. */
 FAKE_EXPORT fake_partition_t *fake_partition_of(struct fake_gpu_state *st, uint64_t cgroup);
 /* Bytes held by the processes of cgroup inode `cgroup` on `st`. Caller holds the lock. */

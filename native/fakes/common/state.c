@@ -256,8 +256,11 @@ FAKE_EXPORT fake_proc_slot_t *fake_proc_slot(struct fake_gpu_state *st, pid_t pi
     for (int pass = 0; pass < 2; pass++) {
         for (unsigned i = 0; i < FAKE_MAX_PROCS; i++) {
             fake_proc_slot_t *p = &st->procs[i];
-            if (p->pid == pid && p->pidns == g_pidns)
+            if (p->pid == pid && p->pidns == g_pidns) {
+                if (pid == getpid())
+                    p->cgroup = fake_self_cgroup(st); /* a partition found by path may be newer than the slot */
                 return p;
+            }
             if (!p->pid && !free_slot)
                 free_slot = p;
         }
@@ -273,6 +276,6 @@ FAKE_EXPORT fake_proc_slot_t *fake_proc_slot(struct fake_gpu_state *st, pid_t pi
     free_slot->pid = pid;
     free_slot->pidns = g_pidns;
     /* Only the calling process creates its own slot (fake_mem_reserve, kernels): its cgroup is ours. */
-    free_slot->cgroup = pid == getpid() ? fake_self_cgroup() : 0;
+    free_slot->cgroup = pid == getpid() ? fake_self_cgroup(st) : 0;
     return free_slot;
 }

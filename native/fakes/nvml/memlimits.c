@@ -6,7 +6,9 @@
  * generation or later (NOT_SUPPORTED before), soft <= hard <= total memory or NVML_DEVICE_MEMORY_LIMIT_MAX
  * (INVALID_ARGUMENT), and a cgroup directory that exists (OPERATING_SYSTEM). Clearing is soft 0 and hard
  * MAX, which frees the slot. Get answers NOT_FOUND for a cgroup without limits; currentUsed is what the
- * cgroup's processes hold on the GPU (fake libcuda allocations charged under the cgroup's inode).
+ * cgroup's processes hold on the GPU (fake libcuda allocations charged under the cgroup's inode). Set also
+ * records the directory's path in the initial cgroup namespace (common/cgroup.c: how a process that sees
+ * no cgroup2 mount finds its partition).
  * Not emulated: permissions (no root check), eviction between soft and hard (MPS), the dmem backend's
  * propagation of soft limits into ancestors.
  */
@@ -19,6 +21,7 @@
 struct set_op {
     uint64_t cgroup;
     const char *path;
+    char canon[FAKE_CGROUP_PATH_MAX];
     uint64_t soft, hard;
     int full;
 };
@@ -77,6 +80,7 @@ static int do_set(void *arg, fake_gpu_state_t *st)
     p->soft = op->soft;
     p->hard = op->hard;
     snprintf(p->path, sizeof p->path, "%s", op->path);
+    snprintf(p->canon, sizeof p->canon, "%s", op->canon);
     return 0;
 }
 
@@ -96,6 +100,8 @@ NVML_API nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t device, nvmlSetM
     op.cgroup = cgroup_inode(limits->nameSpace);
     if (!op.cgroup)
         return NVML_ERROR_OPERATING_SYSTEM;
+    if (fake_cgroup_canonical(limits->nameSpace, op.canon, sizeof op.canon) != 0)
+        op.canon[0] = '\0'; /* found by inode only (processes that see a cgroup2 mount) */
     if (fake_state_locked(g->index, do_set, &op) != 0)
         return NVML_ERROR_UNKNOWN;
     return op.full ? NVML_ERROR_INSUFFICIENT_RESOURCES : NVML_SUCCESS;

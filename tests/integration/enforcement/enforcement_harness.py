@@ -3,7 +3,9 @@ cgroup v2 filesystem, carve-cdi-hook memory-limits, the CUDA test client and the
 
 The fakes key a driver partition by the inode of a cgroup directory (native/fakes/common/cgroup.c): the
 test builds `<tmp>/cgroupfs/<the test's own cgroup path>`, so every process it starts is "in" that cgroup
-when it runs with CARVE_FAKE_CGROUP_FS=<tmp>/cgroupfs, and outside any partition with another root.
+when it runs with CARVE_FAKE_CGROUP_FS=<tmp>/cgroupfs (a stand-in for the cgroup2 mount), and outside any
+partition with another root that has the directory. With a root that lacks it, a process finds its
+partition by its path (CARVE_FAKE_CGROUP), as a container on a hybrid host does.
 """
 
 from __future__ import annotations

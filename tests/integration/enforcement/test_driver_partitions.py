@@ -102,6 +102,29 @@ def test_process_without_the_limiter_is_refused_past_the_hard_limit(node: Node):
     assert int(node.client("alloc", str(4 * GI), CARVE_FAKE_CGROUP_FS=str(other))) == CUDA_SUCCESS
 
 
+def test_a_process_that_sees_no_cgroup2_mount_finds_its_partition_by_path(node: Node, tmp_path):
+    """A container on a hybrid host: runc mounts only the v1 hierarchies into it and makes no cgroup
+    namespace, so its /proc/self/cgroup names its cgroup as the host does but no cgroup2 directory is
+    reachable (here: a cgroup root without the directory). The driver still finds its partition."""
+    uuid = node.uuid()
+    leaf = "/k8s.io/0123abcd"
+    (node.cgroup_fs / leaf.lstrip("/")).mkdir(parents=True)
+    proc_root = tmp_path / "proc"
+    (proc_root / "4242").mkdir(parents=True)
+    (proc_root / "4242" / "cgroup").write_text(f"4:memory:{leaf}\n0::{leaf}\n")
+    assert node.hook(f"{uuid}:{GI}:{2 * GI}", pid=4242, proc_root=proc_root).returncode == 0
+    blind = node.tmp / "v1-only-view"
+    blind.mkdir()
+    env = {"CARVE_FAKE_CGROUP_FS": str(blind), "CARVE_FAKE_CGROUP": leaf}
+    assert int(node.client("alloc", str(2 * GI), **env)) == CUDA_SUCCESS
+    assert int(node.client("alloc", str(2 * GI + MI), **env)) == CUDA_ERROR_OUT_OF_MEMORY
+    info = json.loads(node.client("info", **env))
+    assert (info["total"], info["nvml2_total"]) == (2 * GI, 2 * GI)
+    # Another cgroup's path, equally blind: no partition.
+    other = {"CARVE_FAKE_CGROUP_FS": str(blind), "CARVE_FAKE_CGROUP": leaf + "-sibling"}
+    assert int(node.client("alloc", str(4 * GI), **other)) == CUDA_SUCCESS
+
+
 def test_cuda_and_nvml_v2_report_the_partition(node: Node):
     uuid = node.uuid()
     with node.container() as c:

@@ -38,6 +38,8 @@ def run_plugin(node: FakeNode, *extra: str, env: dict | None = None) -> subproce
         ("--health-ignore-xids", "13,x", "--health-ignore-xids: 'x' is not an XID number"),
         ("--health-recovery-seconds", "-1", "--health-recovery-seconds -1.0: must not be negative"),
         ("--health-interval", "0", "--health-interval 0.0: must be more than 0 seconds"),
+        ("--mps-shm-dir", "/", "--mps-shm-dir '/': expected an absolute host directory other than /"),
+        ("--mps-shm-dir", "run/shm", "--mps-shm-dir 'run/shm': expected an absolute host directory"),
     ],
 )
 def test_bad_flag_is_a_one_line_usage_error(node, flag, value, expected):

@@ -180,6 +180,7 @@ def test_mps_gpu_gets_a_daemon_and_its_claims_the_client_setup(node, kubelet, pl
     assert "CARVE_CORES_LIMIT_0" not in env  # MPS partitions the SMs; the limiter does not throttle on top
     mounts = {m["containerPath"]: m for m in doc["containerEdits"]["mounts"]}
     assert mounts[names.MPS_CONTAINER_PIPE_DIR]["hostPath"] == str(pipe)
+    assert names.MPS_CONTAINER_SHM_DIR not in mounts  # no --mps-shm-dir: the container keeps its own
     # A client with the claim's settings against the node's daemon: MPS holds its pinned memory.
     mps_env = {
         "CUDA_VISIBLE_DEVICES": "2",
@@ -191,6 +192,21 @@ def test_mps_gpu_gets_a_daemon_and_its_claims_the_client_setup(node, kubelet, pl
     assert int(client(node, "alloc", str(2 * GI + MI), **mps_env)) == CUDA_ERROR_OUT_OF_MEMORY
     plugin.stop()
     assert not (pipe / "control").exists()  # the plugin stops its daemons
+
+
+def test_mps_clients_get_the_daemons_shm_dir_at_dev_shm(node, kubelet, plugin_factory, tmp_path):
+    shm = tmp_path / "mps-shm"
+    plugin_factory("2=mps,1=soft,exclusive", extra=("--mps-shm-dir", str(shm)))
+    claim = soft_claim(node, "m", memory="2Gi", device="gpu-2")
+    assert kubelet.prepare([claim])[claim[2]]["error"] == ""
+    mounts = {m["containerPath"]: m for m in spec_of(node, claim[2])["containerEdits"]["mounts"]}
+    assert mounts[names.MPS_CONTAINER_SHM_DIR]["hostPath"] == str(shm)
+    assert set(mounts[names.MPS_CONTAINER_SHM_DIR]["options"]) >= {"rw", "bind", "nosuid", "nodev"}
+    # Only mps clients share the daemons' /dev/shm; a soft claim keeps its container's own.
+    soft = soft_claim(node, "s", memory="2Gi", device="gpu-1")
+    assert kubelet.prepare([soft])[soft[2]]["error"] == ""
+    soft_mounts = [m["containerPath"] for m in spec_of(node, soft[2])["containerEdits"]["mounts"]]
+    assert names.MPS_CONTAINER_SHM_DIR not in soft_mounts
 
 
 def test_a_dead_mps_daemon_is_restarted(node, plugin_factory):

@@ -127,6 +127,7 @@ CUSTOM_VALUES = {
     "plugin.health.ignoreXids": ("74,92", "health_ignore_xids", "74,92"),
     "plugin.health.interval": (2.5, "health_interval", 2.5),
     "plugin.claimStatus": (False, "claim_status", False),
+    "plugin.mpsShmDir": ("/run/shm-of-mps", "mps_shm_dir", "/run/shm-of-mps"),
 }
 
 
@@ -266,7 +267,7 @@ def test_fake_gpus_mount_no_driver_and_run_the_plugin_directly():
     objects = render("-f", str(FAKE_VALUES))
     pod, volumes, mounts = _mounts(objects)
     assert "driver-root" not in volumes and "driver-root" not in mounts
-    assert [c["name"] for c in pod["initContainers"]] == ["install-limiter"]
+    assert [c["name"] for c in pod["initContainers"]] == ["install-limiter", "mps-shm"]  # no driver wait
     container = plugin_container(objects)
     assert container["command"] == ["carve", "plugin"]
     assert env_of(container)["CARVE_GPUS"] == "fake:2xA100-80GB,1xT4"
@@ -280,7 +281,7 @@ def test_fake_gpus_with_an_emulated_driver_root_mount_it_read_only_at_its_own_pa
     env = env_of(plugin_container(objects))
     assert env["CARVE_DRIVER_ROOT"] == env["CARVE_HOST_DRIVER_ROOT"] == "/srv/fake-driver"
     # Still no wait for a real driver's NVML.
-    assert [c["name"] for c in pod["initContainers"]] == ["install-limiter"]
+    assert [c["name"] for c in pod["initContainers"]] == ["install-limiter", "mps-shm"]  # no driver wait
 
 
 def test_limiter_is_copied_from_the_image_into_the_limiter_dir():
@@ -300,9 +301,28 @@ def test_limiter_dir_outside_the_plugins_dir_gets_its_own_volume():
     assert [m["name"] for m in init["volumeMounts"]] == ["limiter"]
 
 
+def test_mps_daemons_shm_dir_is_the_plugins_dev_shm_and_named_to_the_plugin():
+    # The daemons are the plugin's children: their /dev/shm is the host directory that mps clients get at
+    # theirs (the plugin's prepare mounts it there), so both name the same host path.
+    pod, volumes, mounts = _mounts(render())
+    assert volumes["mps-shm"] == {"path": "/run/carve/mps-shm", "type": "DirectoryOrCreate"}
+    init = next(c for c in pod["initContainers"] if c["name"] == "mps-shm")  # clients of any uid write there
+    assert init["command"] == ["chmod", "1777", "/dev/shm"]
+    assert [(m["name"], m["mountPath"]) for m in init["volumeMounts"]] == [("mps-shm", "/dev/shm")]
+    assert mounts["mps-shm"]["mountPath"] == "/dev/shm" and not mounts["mps-shm"].get("readOnly")
+    assert env_of(plugin_container(render()))["CARVE_MPS_SHM_DIR"] == "/run/carve/mps-shm"
+    objects = render("--set", "plugin.mpsShmDir=")
+    pod, volumes, mounts = _mounts(objects)
+    assert "mps-shm" not in volumes and "mps-shm" not in mounts
+    assert "mps-shm" not in [c["name"] for c in pod["initContainers"]]
+    assert env_of(plugin_container(objects))["CARVE_MPS_SHM_DIR"] == ""
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
+        (("--set", "plugin.mpsShmDir=/"), "plugin/mpsShmDir"),
+        (("--set", "plugin.mpsShmDir=run/shm"), "plugin/mpsShmDir"),
         (("--set", "plugin.gpu=nvml"), "additional properties 'gpu'"),
         (("--set", "plugin.strategy=0=mig=soft"), "plugin/strategy"),
         (("--set", "plugin.gpus=cuda"), "plugin/gpus"),
