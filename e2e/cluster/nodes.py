@@ -52,6 +52,9 @@ class Node:
     labels: dict[str, str] = field(default_factory=lambda: {PLUGIN_LABEL: "true"})
     kubelet_wrapper: list[str] = field(default_factory=list)
     extra_images: tuple[Image, ...] = ()  # imported into the node's containerd (the carve image)
+    # The host-process plugin's --metrics-addr port on 127.0.0.1 (picked at its first start, kept across
+    # restarts so a scraper's target stays valid); e2e/test_monitoring.py scrapes it with Prometheus.
+    metrics_port: int = 0
 
     @property
     def name(self) -> str:
@@ -223,6 +226,8 @@ class Node:
             # e2e/test_health.py waits for a GPU to recover: not the default 5 minutes.
             "--health-recovery-seconds",
             "20",
+            "--metrics-addr",
+            f"127.0.0.1:{self.metrics_port}",
             *self.extra_plugin_args,
         ]
 
@@ -243,6 +248,7 @@ class Node:
     def start_plugin(self, server: str, ca: Path, token: str) -> Proc:
         self.plugin_kubeconfig = kubeconfig.write(self.root / "plugin.kubeconfig", server, ca, token=token)
         self.make_driver_root()
+        self.metrics_port = self.metrics_port or free_port()
         self.plugin = self.sup.start(f"{self.name}-plugin", self.plugin_argv(), self.plugin_env())
         return self.plugin
 
