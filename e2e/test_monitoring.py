@@ -25,6 +25,7 @@ from driver import names
 from driver.controller.metrics import PENDING_REASONS
 from e2e import kube
 from e2e.cluster.controller import StrategyController
+from e2e.cluster.legacy import LEGACY_NODE, LegacyShim
 from e2e.cluster.prometheus import Prometheus, Target
 from e2e.cluster.versions import REPO
 from tests.support.dashboard import PanelQuery, panel_queries
@@ -35,6 +36,32 @@ QUOTA = 2 * 1024**3  # kube.soft_or_slot's memory request
 MiB = 1024**2
 CUDA_ERROR_OUT_OF_MEMORY = 2
 DATA_TIMEOUT_S = 60.0
+LEGACY_MEM_MIB, LEGACY_CORES = 4096, 30  # the legacy pod's gpumem, gpucores
+
+
+def legacy_pod(name: str, mem_mib: int, cores: int) -> dict:
+    """A pod asking the legacy shim for a GPU share (HAMi's resource names), scheduled by carve-scheduler."""
+    limits = {names.LEGACY_GPU: "1", names.LEGACY_GPUMEM: str(mem_mib), names.LEGACY_GPUCORES: str(cores)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": names.LEGACY_SCHEDULER_NAME,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "e2e/busybox",
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sleep", "3600"],
+                    "resources": {"limits": limits},
+                }
+            ],
+        },
+    }
 
 
 def _gpu_count(gpus: str) -> int:
@@ -52,11 +79,37 @@ def controller(cluster):
 
 
 @pytest.fixture(scope="module")
-def prometheus(cluster, controller):
+def legacy(cluster):
+    t0 = time.monotonic()
+    shim = LegacyShim(cluster)
+    try:
+        shim.start()
+    except Exception as e:
+        pytest.fail(f"e2e: the legacy shim did not start (logs in {cluster.root / 'logs'}): {e}")
+    print(
+        f"\ne2e: legacy node, device plugin, extender and carve-scheduler up in {time.monotonic() - t0:.1f}s"
+    )
+    yield shim
+    shim.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(cluster, controller, legacy):
     plugins = [n for n in cluster.nodes.values() if n.plugin is not None and n.plugin.alive()]
     assert plugins and all(n.metrics_port for n in plugins), "the host-process plugins serve no metrics"
+    assert legacy.device_plugin_metrics_port and legacy.extender_metrics_port, (
+        "the chart's legacy metrics are off"
+    )
     targets = [Target("carve-plugin", f"127.0.0.1:{n.metrics_port}", {"node": n.name}) for n in plugins]
-    targets.append(Target("carve-controller", f"127.0.0.1:{controller.metrics_port}"))
+    targets += [
+        Target("carve-controller", f"127.0.0.1:{controller.metrics_port}"),
+        Target(
+            "carve-legacy-device-plugin",
+            f"127.0.0.1:{legacy.device_plugin_metrics_port}",
+            {"node": LEGACY_NODE},
+        ),
+        Target("carve-legacy-extender", f"127.0.0.1:{legacy.extender_metrics_port}"),
+    ]
     root = cluster.root / "prometheus"
     root.mkdir(exist_ok=True)
     # The PrometheusRule's spec is a Prometheus rule file as it is (test_helm_monitoring checks the chart).
@@ -77,7 +130,7 @@ def prometheus(cluster, controller):
 
 
 @pytest.fixture(scope="module")
-def workload(cluster, api, prometheus, gates_on):
+def workload(cluster, api, prometheus, legacy, gates_on):
     """A pod holding a soft slice (gates off: a slot) on e2e-n1, prepared while Prometheus scrapes (so the
     prepare is an increase of the latency histogram), and in a real container one allocation over its
     quota refused by the limiter (an OOM refusal after the scraper saw the claim's counter at 0)."""
@@ -110,6 +163,10 @@ def workload(cluster, api, prometheus, gates_on):
             limit = int(env[f"{names.ENV_MEMORY_LIMIT}_0"])
             over = kube.cuda_probe(cluster, namespace, "held", limit + 64 * MiB)
             assert over["alloc"] == CUDA_ERROR_OUT_OF_MEMORY, f"over the quota of {limit} B: {over}"
+        # A pod on the legacy shim: through carve-scheduler and the extender, its usage from the device
+        # plugin under the DRA claims' names (docs/metrics.md, "Legacy device plugin").
+        kube.create(api, namespace, legacy_pod("shim", LEGACY_MEM_MIB, LEGACY_CORES))
+        kube.wait_running(api, namespace, "shim")
         yield namespace
     finally:
         kube.delete_namespace(api, namespace, claims=True)
@@ -119,64 +176,101 @@ def _values(samples: list[dict]) -> list[float]:
     return [float(s["value"][1]) for s in samples]
 
 
-def _answers(prometheus: Prometheus, queries: list[PanelQuery]) -> dict[PanelQuery, list[dict]]:
-    return {q: prometheus.query(q.promql) for q in queries}
-
-
-def _empty(answers: dict[PanelQuery, list[dict]]) -> list[PanelQuery]:
-    """Queries with no sample, or only NaN ones (histogram_quantile over no observations): nothing drawn."""
-    return [q for q, samples in answers.items() if not any(not math.isnan(v) for v in _values(samples))]
-
-
-def test_every_dashboard_query_returns_data(cluster, prometheus, workload, gates_on):
-    namespace = workload
-    queries = panel_queries()
-    assert {q.panel for q in queries} >= {"GPUs by strategy", "Prepare latency", "Unhealthy GPUs"}
-    deadline = time.monotonic() + DATA_TIMEOUT_S
-    while True:
-        answers = _answers(prometheus, queries)
-        empty = _empty(answers)
-        ours = [
-            s
-            for s in answers[_query(queries, "OOM refusals")]
-            if (s["metric"].get("pod_namespace"), s["metric"].get("pod")) == (namespace, "held")
-        ]
-        oom_seen = cluster.runtime != "containerd" or any(v > 0 for v in _values(ours))
-        if (not empty and oom_seen) or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert not empty, (
-        "dashboard queries that return no data on a cluster with a running claim:\n"
-        + "\n".join(f"  {q.where}: {q.promql}" for q in empty)
+def _of_pod(samples: list[dict], namespace: str, pod: str) -> list[float]:
+    return _values(
+        [s for s in samples if (s["metric"].get("pod_namespace"), s["metric"].get("pod")) == (namespace, pod)]
     )
 
-    # What the panels show is the cluster as it is.
-    plugins = [n for n in cluster.nodes.values() if n.plugin is not None and n.plugin.alive()]
-    gpus = answers[_query(queries, "GPUs by strategy")]
-    assert sum(_values(gpus)) == sum(_gpu_count(n.spec.gpus) for n in plugins), gpus
-    if gates_on:
-        assert {s["metric"]["strategy"] for s in gpus} >= {"mig", "soft", "exclusive", "timeslice", "slots"}
-    limits = answers[_query(queries, "Memory used vs limit per pod", "B")]
-    held = [
-        s for s in limits if (s["metric"].get("pod_namespace"), s["metric"].get("pod")) == (namespace, "held")
-    ]
-    assert len(held) == 1, f"no memory limit series of pod {namespace}/held: {limits}"
-    limit = float(held[0]["value"][1])
-    assert limit == QUOTA if gates_on else limit > 0, held  # gates off: a slot's share of its GPU
-    if cluster.runtime == "containerd":
-        assert oom_seen, f"the refused allocation of {namespace}/held is not in 'OOM refusals': {ours}"
-    unhealthy = answers[_query(queries, "Unhealthy GPUs")]
-    assert len(unhealthy) == len(plugins) and set(_values(unhealthy)) == {0.0}, unhealthy
-    pending = answers[_query(queries, "Pending claims")]
-    assert {s["metric"]["reason"] for s in pending} == set(PENDING_REASONS), pending
-    changes = answers[_query(queries, "Strategy changes")]
-    assert {s["metric"]["strategy"] for s in changes} == set(STRATEGY_NAMES), changes
-    latency = _values(answers[_query(queries, "Prepare latency", "B")])
-    assert latency and all(0 < v <= 60 for v in latency), latency
+
+def _labels(samples: list[dict], label: str) -> set[str]:
+    return {s["metric"].get(label, "") for s in samples}
 
 
 def _query(queries: list[PanelQuery], panel: str, ref_id: str = "A") -> PanelQuery:
     return next(q for q in queries if (q.panel, q.ref_id) == (panel, ref_id))
+
+
+def _problems(cluster, queries: list[PanelQuery], answers: dict, namespace: str, gates_on: bool) -> list[str]:
+    """What is wrong with the dashboard's answers: first any query without data (no sample, or only NaN:
+    histogram_quantile over no observations draws nothing), then what the panels should show of this
+    cluster and its workload."""
+    empty = [
+        f"{q.where} returns no data: {q.promql}"
+        for q, samples in answers.items()
+        if all(math.isnan(v) for v in _values(samples))
+    ]
+    if empty:
+        return empty
+
+    def of(panel: str, ref_id: str = "A") -> list[dict]:
+        return answers[_query(queries, panel, ref_id)]
+
+    plugins = [n for n in cluster.nodes.values() if n.plugin is not None and n.plugin.alive()]
+    limits = of("Memory used vs limit per pod", "B")
+    held = _of_pod(limits, namespace, "held")
+    wanted: list[tuple[str, object, object]] = [
+        (
+            "GPUs by strategy: GPUs of all plugins",
+            sum(_values(of("GPUs by strategy"))),
+            sum(_gpu_count(n.spec.gpus) for n in plugins),
+        ),
+        # gates off: a slot, whose quota is its share of the GPU
+        (
+            "Memory used vs limit per pod: the soft claim's",
+            held if gates_on else len(held),
+            [QUOTA] if gates_on else 1,
+        ),
+        (
+            "Memory used vs limit per pod: the legacy pod's",
+            _of_pod(limits, namespace, "shim"),
+            [LEGACY_MEM_MIB * MiB],
+        ),
+        (
+            "SM use vs cores: the legacy pod's cores",
+            _of_pod(of("SM use vs cores", "B"), namespace, "shim"),
+            [LEGACY_CORES],
+        ),
+        ("Unhealthy GPUs: one 0 per plugin", sorted(_values(of("Unhealthy GPUs"))), [0.0] * len(plugins)),
+        ("Pending claims: every reason", _labels(of("Pending claims"), "reason"), set(PENDING_REASONS)),
+        (
+            "Strategy changes: every strategy",
+            _labels(of("Strategy changes"), "strategy"),
+            set(STRATEGY_NAMES),
+        ),
+        (
+            "Prepare latency: p99 within the buckets",
+            all(0 < v <= 60 for v in _values(of("Prepare latency", "B"))),
+            True,
+        ),
+    ]
+    if gates_on:
+        strategies = _labels(of("GPUs by strategy"), "strategy")
+        wanted.append(
+            (
+                "GPUs by strategy: all five published",
+                strategies >= {"mig", "soft", "exclusive", "timeslice", "slots"},
+                True,
+            )
+        )
+    if cluster.runtime == "containerd":
+        refused = _of_pod(of("OOM refusals"), namespace, "held")
+        wanted.append(("OOM refusals: the refused allocation", bool(refused) and refused[0] > 0, True))
+    return [f"{what}: {got!r}, expected {want!r}" for what, got, want in wanted if got != want]
+
+
+def test_every_dashboard_query_returns_data(cluster, prometheus, workload, gates_on):
+    queries = panel_queries()
+    assert {q.panel for q in queries} >= {"GPUs by strategy", "Prepare latency", "Unhealthy GPUs"}
+    deadline = time.monotonic() + DATA_TIMEOUT_S
+    while True:
+        answers = {q: prometheus.query(q.promql) for q in queries}
+        problems = _problems(cluster, queries, answers, workload, gates_on)
+        if not problems or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    for q, samples in answers.items():
+        print(f"  {q.where}: {len(samples)} series, {sorted(_values(samples))[:6]}")
+    assert not problems, "the dashboard on a cluster with running claims:\n" + "\n".join(problems)
 
 
 def test_every_alert_expression_evaluates(prometheus, workload):
