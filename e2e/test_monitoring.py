@@ -1,7 +1,8 @@
 """The chart's monitoring on real data (issue 19): a real Prometheus (Debian's `prometheus`,
-e2e/cluster/prometheus.py) scrapes every node's carve plugin and the strategy controller each second and
-loads the chart's alert rules; a pod holding a soft slice (gates off: a slot) runs on e2e-n1 and, in a real
-container, is refused an allocation over its quota. Then every query of every panel of the shipped Grafana
+e2e/cluster/prometheus.py) scrapes every node's carve plugin, the strategy controller and the legacy shim's
+device plugin and extender each second and loads the chart's alert rules; a pod holding a soft slice (gates
+off: a slot) runs on e2e-n1 and, in a real container, is refused an allocation over its quota; a pod on the
+legacy shim asks for 4096 MiB and 30 % of a GPU. Then every query of every panel of the shipped Grafana
 dashboard (helm/carve/monitoring/carve-dashboard.json, Grafana variables replaced as
 tests/support/dashboard.py documents) must return data, and every alert expression must evaluate without
 error, as a query and as a rule Prometheus runs.
@@ -106,7 +107,7 @@ def prometheus(cluster, controller, legacy):
         Target(
             "carve-legacy-device-plugin",
             f"127.0.0.1:{legacy.device_plugin_metrics_port}",
-            {"node": LEGACY_NODE},
+            {"node": LEGACY_NODE.name},
         ),
         Target("carve-legacy-extender", f"127.0.0.1:{legacy.extender_metrics_port}"),
     ]
@@ -124,7 +125,7 @@ def prometheus(cluster, controller, legacy):
         active = prom.api("targets", state="active")["activeTargets"]
         return len(active) == len(targets) and all(t["health"] == "up" for t in active)
 
-    kube.wait("Prometheus scraping every plugin and the controller", all_up, timeout_s=30)
+    kube.wait("Prometheus scraping every plugin, the controller and the legacy shim", all_up, timeout_s=30)
     yield prom
     prom.stop()
 
