@@ -209,6 +209,7 @@ def _problems(cluster, queries: list[PanelQuery], answers: dict, namespace: str,
     plugins = [n for n in cluster.nodes.values() if n.plugin is not None and n.plugin.alive()]
     limits = of("Memory used vs limit per pod", "B")
     held = _of_pod(limits, namespace, "held")
+    used = ("Memory used vs limit per pod", "SM use vs cores")  # their queries A
     wanted: list[tuple[str, object, object]] = [
         (
             "GPUs by strategy: GPUs of all plugins",
@@ -230,6 +231,11 @@ def _problems(cluster, queries: list[PanelQuery], answers: dict, namespace: str,
             "SM use vs cores: the legacy pod's cores",
             _of_pod(of("SM use vs cores", "B"), namespace, "shim"),
             [LEGACY_CORES],
+        ),
+        (
+            "Memory used vs limit, SM use vs cores: the used series of both pods",
+            [len(_of_pod(of(panel), namespace, pod)) for panel in used for pod in ("held", "shim")],
+            [1] * 4,
         ),
         ("Unhealthy GPUs: one 0 per plugin", sorted(_values(of("Unhealthy GPUs"))), [0.0] * len(plugins)),
         ("Pending claims: every reason", _labels(of("Pending claims"), "reason"), set(PENDING_REASONS)),
