@@ -89,7 +89,13 @@ cluster:
 cluster-up: native cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 	$(PY) -m e2e.cluster.launcher --k8s $(K8S) --gates $(GATES) --runtime $(RUNTIME) --plugin-mode $(PLUGIN_MODE)
 
-e2e: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
+# e2e/test_monitoring.py runs Debian's prometheus beside the cluster: installed with apt when missing
+# (hack/test_deps.sh, waiting for the dpkg lock); without it that test fails, naming the package.
+.PHONY: e2e-deps
+e2e-deps:
+	hack/test_deps.sh prometheus
+
+e2e: native tools cluster e2e-deps $(if $(filter containerd,$(RUNTIME)),containerd)
 	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) $(PY) -m pytest -q -s -p no:cacheprovider e2e
 
 # Only the legacy shim's tests (marker `legacy`); on 1.29 (no DRA) `make e2e` runs the same and skips the rest.

@@ -1,6 +1,7 @@
 """`carve status` on the real control plane: a pod holding a soft slice (or a slot with the alpha gates off)
 shows up as one row with its node, GPU, pod, container and claim, read through the real API server; the
-e2e cluster runs the plugins without a metrics port, so the used columns are unknown (`-`, null)."""
+e2e cluster's plugin pods name no metrics port (the plugins run as host processes, whose metrics
+e2e/test_monitoring.py scrapes), so the used columns are unknown (`-`, null)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_status_shows_the_pod_holding_a_share(cluster, api, namespace, gates_on)
     assert row["container"] == "c0,c1" and row["device"] == result["device"]
     assert row["strategy"] == ("soft" if gates_on else "slots") and row["enforcement"] == "limiter"
     assert row["gpu_uuid"].startswith("GPU-") and row["gpu_index"] is not None
-    assert row["memory_limit_bytes"] and row["memory_used_bytes"] is None  # no metrics port in the e2e
+    assert row["memory_limit_bytes"] and row["memory_used_bytes"] is None  # the pods name no metrics port
 
     table = _status(cluster, "--pod", "holder")
     assert table.returncode == 0, table.stderr

@@ -6,6 +6,8 @@ of CARVE_CI_E2E_K8S (default 1.37, the current Kubernetes release) on containerd
   CARVE_CI_E2E_BUILD_BUDGET_S (default 2700 s; docs/e2e.md has the measured cold build times);
 - it builds containerd (`make containerd`, which installs Debian's runc and CNI plugins with apt-get where
   they are missing, waiting for the dpkg lock) within CARVE_CI_E2E_RUNTIME_BUDGET_S (default 1200 s);
+- `make e2e` itself installs Debian's prometheus where it is missing (`e2e-deps`, hack/test_deps.sh: the
+  real Prometheus of e2e/test_monitoring.py; `make test` before it has installed it already);
 - a build that fails or runs over its budget, a machine without root or without Go, fails CI with a banner
   naming the cause. There is no lesser e2e to fall back to: no skip and no fake container runtime.
 CARVE_CI_E2E=0 turns the step off, for a developer's own runs of .ci/run only: it says so in a banner.

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from api.v1alpha1.partitioning import STRATEGY_NAMES
 from driver.controller.planner import DEFERRED, FITS, HELPED, UNFIT, YOUNG
+
+PENDING_REASONS = (FITS, HELPED, YOUNG, UNFIT, DEFERRED)
 
 PLAN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -43,9 +46,16 @@ class ControllerMetrics:
             "NodePartitioning writes that failed (retried at the next plan).",
             registry=r,
         )
+        # Every label value exported at 0 from the start (Prometheus practice): a strategy's first change
+        # must show in increase(), which needs a sample before it, and a quiet controller's panels show 0,
+        # not nothing.
+        for strategy in STRATEGY_NAMES:
+            self.changes.labels(strategy=strategy)
+        for reason in PENDING_REASONS:
+            self.pending.labels(reason=reason).set(0)
 
     def observe_plan(self, seconds: float, pending: dict[str, int]) -> None:
         self.plans.inc()
         self.plan_seconds.observe(seconds)
-        for reason in (FITS, HELPED, YOUNG, UNFIT, DEFERRED):
+        for reason in PENDING_REASONS:
             self.pending.labels(reason=reason).set(pending.get(reason, 0))

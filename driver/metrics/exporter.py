@@ -20,10 +20,18 @@ from prometheus_client.exposition import start_http_server
 from driver import __version__
 from driver.metrics.collector import GpuState, PluginState, StateCollector
 from driver.metrics.pods import ClaimPods
+from driver.plugin.health.policy import REASONS as HEALTH_REASONS
 
 # Prepare can create MIG instances (seconds); a cached answer takes microseconds.
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 INTERNAL_ERROR_PREFIX = "internal error:"  # how the preparer reports an unexpected exception
+# The label values the event series can take. Each combination is exported at 0 from the start (Prometheus
+# practice): a series born at its first event would hide that event from rate()/increase(), which need a
+# sample before it, and a dashboard panel on a quiet plugin would show nothing instead of 0.
+API_VERSIONS = ("v1", "v1beta1")  # the DRA gRPC services (driver/plugin/service.py's servicers)
+OPERATIONS = ("prepare", "unprepare")
+RESULTS = ("ok", "error", "internal_error")  # claim_result
+HEALTH_EVENT_REASONS = (*HEALTH_REASONS, "other", "recovered")  # observe_health (policy.reason_label)
 
 
 # A GPU's pending mode reason (driver/plugin/mig/modes.py words it for logs and Events) -> one of a fixed
@@ -136,6 +144,17 @@ class PluginMetrics:
         )
         self.state_collector = StateCollector(state)
         r.register(self.state_collector)
+        self._start_event_series_at_zero()
+
+    def _start_event_series_at_zero(self) -> None:
+        for api_version in API_VERSIONS:
+            for operation in OPERATIONS:
+                self.requests.labels(api_version, operation)
+                self.duration.labels(api_version, operation)
+                for result in RESULTS:
+                    self.claims.labels(api_version, operation, result)
+        for reason in HEALTH_EVENT_REASONS:
+            self.health_events.labels(reason)
 
     def observe_request(
         self, api_version: str, operation: str, seconds: float, errors: Iterable[str]

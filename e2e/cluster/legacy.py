@@ -43,6 +43,7 @@ KUBELET_DEVICE_PLUGIN_DIR = Path(names.DEVICE_PLUGIN_DIR)
 PLUGIN_SA = f"{RELEASE}-legacy-device-plugin"
 SCHEDULER_SA = f"{RELEASE}-legacy-scheduler"
 CARVE = str(Path(sys.executable).parent / "carve")
+METRICS_ENV = "CARVE_METRICS_ADDR"
 
 
 def legacy_objects(cluster: Cluster, gpus: str) -> list[dict[str, Any]]:
@@ -79,6 +80,10 @@ class LegacyShim:
     extender: Proc | None = None
     scheduler: Proc | None = None
     extender_port: int = 0
+    # The chart's CARVE_METRICS_ADDR (":8082", ":8081") would take those ports of the host for every shim:
+    # each serves its metrics on a free port of 127.0.0.1 instead (e2e/test_monitoring.py scrapes them).
+    device_plugin_metrics_port: int = 0
+    extender_metrics_port: int = 0
     runtime: str = "fakecri"  # the legacy node's container runtime (e2e/cluster/containerd.py RUNTIMES)
     delivery: str = ""  # --cdi-delivery of the device plugin ("": the chart's value)
 
@@ -244,6 +249,9 @@ class LegacyShim:
         env = plain_env(ds["spec"]["template"]["spec"]["containers"][0])
         if self.delivery:
             env["CARVE_CDI_DELIVERY"] = self.delivery
+        if METRICS_ENV in env:
+            self.device_plugin_metrics_port = self.device_plugin_metrics_port or free_port()
+            env[METRICS_ENV] = f"127.0.0.1:{self.device_plugin_metrics_port}"
         self.node.make_driver_root()
         argv = [
             CARVE,
@@ -298,6 +306,9 @@ class LegacyShim:
         container = next(x for x in dep["spec"]["template"]["spec"]["containers"] if x["name"] == "extender")
         env = plain_env(container)
         self.extender_port = free_port()
+        if METRICS_ENV in env:
+            self.extender_metrics_port = free_port()
+            env[METRICS_ENV] = f"127.0.0.1:{self.extender_metrics_port}"
         kc = self._kubeconfig("extender", self._token(SCHEDULER_SA))
         argv = [
             CARVE,

@@ -56,6 +56,9 @@ class Node:
     # > 0: the plugin's state directory is a tmpfs of that many MiB, so a fault can fill it (e2e/soak); the
     # fake GPUs' own state then lives beside it, as a real driver's does not live on the plugin's disk.
     state_tmpfs_mib: int = 0
+    # The host-process plugin's --metrics-addr port on 127.0.0.1 (picked at its first start, kept across
+    # restarts so a scraper's target stays valid); e2e/test_monitoring.py scrapes it with Prometheus.
+    metrics_port: int = 0
 
     @property
     def name(self) -> str:
@@ -227,6 +230,8 @@ class Node:
             # e2e/test_health.py waits for a GPU to recover: not the default 5 minutes.
             "--health-recovery-seconds",
             "20",
+            "--metrics-addr",
+            f"127.0.0.1:{self.metrics_port}",
             *self.extra_plugin_args,
         ]
 
@@ -268,6 +273,7 @@ class Node:
         self.make_driver_root()
         if self.state_tmpfs_mib:
             self.mount_state_tmpfs()
+        self.metrics_port = self.metrics_port or free_port()
         self.plugin = self.sup.start(f"{self.name}-plugin", self.plugin_argv(), self.plugin_env())
         return self.plugin
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helm_render import REPO, render
+from support.dashboard import DashboardError, panel_queries
 
 MONITORING = REPO / "helm" / "carve" / "monitoring"
 RULES = MONITORING / "carve-rules.yaml"
@@ -111,3 +112,41 @@ def test_the_dashboard_has_the_panels_operators_asked_for() -> None:
     titles = {p["title"] for p in json.loads(DASHBOARD.read_text())["panels"]}
     assert titles >= {"GPUs by strategy", "Memory used vs limit per pod", "SM use vs cores", "OOM refusals",
                       "Unenforced processes", "Pending claims", "Strategy changes", "Prepare latency"}
+
+
+def test_every_panel_query_is_promql_that_promtool_parses(tmp_path) -> None:
+    # Each panel query, its Grafana variables replaced as the e2e replaces them (support/dashboard.py),
+    # as a recording rule: `promtool check rules` parses it with Prometheus's own parser.
+    queries = panel_queries()
+    assert len(queries) >= 9
+    rules = [{"record": f"carve:panel_check:{i}", "expr": q.promql} for i, q in enumerate(queries)]
+    path = tmp_path / "panels.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
+    done = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _dashboard(tmp_path, expr: str, variables: list[dict]) -> Path:
+    path = tmp_path / "d.json"
+    panel = {"title": "P", "targets": [{"refId": "A", "expr": expr}]}
+    path.write_text(json.dumps({"panels": [panel], "templating": {"list": variables}}))
+    return path
+
+
+def test_grafana_variables_become_what_all_selects_and_fixed_windows(tmp_path) -> None:
+    variables = [
+        {"name": "datasource", "type": "datasource", "query": "prometheus"},
+        {"name": "node", "type": "query", "query": "label_values(carve_gpus, node)"},
+        {"name": "gpu", "type": "custom", "query": "a,b", "allValue": "GPU-.*"},
+        {"name": "step", "type": "interval", "query": "1m,5m", "current": {"value": "5m"}},
+    ]
+    expr = 'rate(x{node=~"$node", gpu=~"${gpu:regex}"}[$__rate_interval]) * [[step]]'
+    (q,) = panel_queries(_dashboard(tmp_path, expr, variables))
+    assert q.promql == 'rate(x{node=~".+", gpu=~"GPU-.*"}[1m]) * 5m'
+    assert (q.panel, q.ref_id, q.expr) == ("P", "A", expr)
+
+
+def test_a_variable_the_dashboard_does_not_define_names_the_panel(tmp_path) -> None:
+    with pytest.raises(DashboardError, match=r"panel 'P' query A: .* uses \$cluster"):
+        panel_queries(_dashboard(tmp_path, 'up{cluster="$cluster"}', []))

@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 
 from api.grpc import dra_v1_pb2, dra_v1beta1_pb2
 from driver.metrics import GpuState, PluginMetrics, PluginState, claim_result
+from driver.metrics.exporter import API_VERSIONS
 from driver.plugin.claims.preparer import Prepared
 from driver.plugin.service import DraV1, DraV1beta1
 from driver.plugin.state.checkpoint import STATE_COMPLETED, STATE_STARTED, ClaimRecord, DeviceRecord
@@ -89,6 +90,26 @@ def test_requests_and_claim_outcomes_are_counted_by_api_version():
     assert r.get_sample_value("carve_plugin_request_duration_seconds_bucket", {**v1, "le": "0.025"}) == 1
 
 
+def test_event_series_exist_at_zero_before_the_first_event():
+    # rate()/increase() need a sample before an event to see it, and a quiet plugin's panels show 0.
+    r = metrics_for().registry
+    for api_version in ("v1", "v1beta1"):
+        for operation in ("prepare", "unprepare"):
+            call = {"api_version": api_version, "operation": operation}
+            assert r.get_sample_value("carve_plugin_requests_total", call) == 0
+            inf = {**call, "le": "+Inf"}
+            assert r.get_sample_value("carve_plugin_request_duration_seconds_bucket", inf) == 0
+            for result in ("ok", "error", "internal_error"):
+                labels = {**call, "result": result}
+                assert r.get_sample_value("carve_plugin_claim_operations_total", labels) == 0
+    for reason in ("xid", "gpu-lost", "ecc-pages-pending", "nvml-event-error", "other", "recovered"):
+        assert r.get_sample_value("carve_gpu_health_events_total", {"reason": reason}) == 0
+
+
+def test_the_zero_series_cover_every_api_version_the_plugin_serves():
+    assert {DraV1.api_version, DraV1beta1.api_version} == set(API_VERSIONS)
+
+
 def test_publish_gauges_follow_what_the_server_stored():
     m = metrics_for()
     stored = [
@@ -116,12 +137,9 @@ def test_a_failed_publish_is_counted_and_timestamped():
 def test_each_plugin_has_its_own_registry_and_the_global_one_stays_clean():
     first, second = metrics_for(), metrics_for()
     first.observe_request("v1", "prepare", 0.1, [""])
-    assert (
-        second.registry.get_sample_value(
-            "carve_plugin_requests_total", {"api_version": "v1", "operation": "prepare"}
-        )
-        is None
-    )
+    labels = {"api_version": "v1", "operation": "prepare"}
+    assert first.registry.get_sample_value("carve_plugin_requests_total", labels) == 1
+    assert second.registry.get_sample_value("carve_plugin_requests_total", labels) == 0
     assert not [m.name for m in REGISTRY.collect() if m.name.startswith("carve_")]
 
 
@@ -155,4 +173,5 @@ def test_the_health_probes_empty_call_is_not_counted():
     m = metrics_for()
     DraV1(StandInPreparer(), m).NodePrepareResources(dra_v1_pb2.NodePrepareResourcesRequest(), None)
     labels = {"api_version": "v1", "operation": "prepare"}
-    assert m.registry.get_sample_value("carve_plugin_requests_total", labels) is None
+    assert m.registry.get_sample_value("carve_plugin_requests_total", labels) == 0
+    assert m.registry.get_sample_value("carve_plugin_request_duration_seconds_count", labels) == 0
