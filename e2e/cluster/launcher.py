@@ -241,13 +241,22 @@ class Cluster:
         names = [f"crd/{c.name.removesuffix('.yaml')}" for c in crds]
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
 
-    def start(self) -> Cluster:
+    def start_checks(self) -> None:
+        """What must hold before anything starts; a StartError names what is missing or refused."""
+        if self.daemonset and self.runtime != "containerd":
+            raise StartError(
+                f"plugin mode {self.plugin_mode} runs the plugin in a container: not on {self.runtime}"
+            )
+        if self.helm_release and len(self.specs or ()) != 1:
+            # One release's DaemonSet can name the hostPaths of one local node only.
+            raise StartError("plugin mode helm installs one release, for exactly one node")
         if not self.version.binary.exists():
             raise StartError(
                 f"{self.version.binary} is not built: run `make cluster K8S={self.version.minor}`"
             )
-        if self.daemonset and self.runtime != "containerd":
-            raise StartError(f"plugin mode daemonset runs the plugin in a container: not on {self.runtime}")
+
+    def start(self) -> Cluster:
+        self.start_checks()
         atexit.register(self.stop)
         try:
             t0 = time.monotonic()
@@ -258,18 +267,14 @@ class Cluster:
             self.timings["control plane"] = time.monotonic() - t0
             self._wait_default_sa()
             self.kubectl("create", "namespace", NAMESPACE)
-            if self.helm_release:
-                # `helm install`, once the node is up, applies the CRDs and every object of the chart as
-                # one release; the release's DaemonSet can name the hostPaths of one node only.
-                if len(self.specs or ()) != 1:
-                    raise StartError("plugin mode helm installs one release, for exactly one node")
-            elif self.daemonset:
+            # Plugin mode helm: `helm install`, once the node is up, applies the CRDs and the whole chart.
+            if self.plugin_mode == "daemonset":
                 self.apply_crds()
                 # The chart's DaemonSet is replaced by the per-node ones below (node_daemonset); the
                 # strategy controller is not part of what this mode checks (its pods would run the image).
                 chart = render_chart(self.version, "controller.enabled=false")
                 self.kubectl("apply", "-f", "-", stdin=without_plugin_daemonset(chart))
-            else:
+            elif self.plugin_mode == "host":
                 self.apply_crds()
                 self.kubectl("apply", "-f", "-", stdin=render_chart(self.version))
             assert self.specs is not None
@@ -442,12 +447,15 @@ def main(argv: list[str] | None = None) -> int:
         "--plugin-mode",
         default="host",
         choices=PLUGIN_MODES,
-        help="carve's plugin as a host process, or the chart's DaemonSet (carve image built here)",
+        help="carve's plugin as a host process, or the chart's DaemonSet (carve image built here), or the "
+        "chart as a Helm release (its first node only)",
     )
     p.add_argument("--dir", default="", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="carve-e2e-"))
-    cluster = Cluster(resolve(args.k8s, args.gates), root, runtime=args.runtime, plugin_mode=args.plugin_mode)
+    specs = DEFAULT_NODES[:1] if args.plugin_mode == "helm" else None  # one release, one node's hostPaths
+    version = resolve(args.k8s, args.gates)
+    cluster = Cluster(version, root, specs=specs, runtime=args.runtime, plugin_mode=args.plugin_mode)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         cluster.start()
