@@ -21,6 +21,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,6 +80,7 @@ class Upgrade:
     api: client.ApiClient
     gates_on: bool
     live: dict[str, Live] = field(default_factory=dict)  # pod name -> before the latest rollout
+    migs: list[str] = field(default_factory=list)  # the node's MIG instances before the latest rollout
     plugin_uids: list[str] = field(default_factory=list)  # the plugin pod of each revision
 
     def make_pod(self, name: str, kind: str) -> None:
@@ -107,6 +109,7 @@ class Upgrade:
     def snapshot_all(self) -> None:
         pods = client.CoreV1Api(self.api).list_namespaced_pod(NAMESPACE_WORK).items
         self.live = {p.metadata.name: self.snapshot(p.metadata.name) for p in pods}
+        self.migs = invariants.mig_instances(self.node)
 
     def plugin_pod(self) -> client.V1Pod:
         return self.c.plugin_pod(NODE)
@@ -116,6 +119,7 @@ class Upgrade:
         loaded the node's prepared claims."""
         self.snapshot_all()
         old = self.plugin_pod().metadata.uid
+        t0 = time.monotonic()
         self.c.helm(*helm_args)
 
         def rolled():
@@ -124,6 +128,8 @@ class Upgrade:
             return pod if ready and pod.metadata.uid != old else None
 
         pod = kube.wait(f"a new plugin pod on {NODE} Ready after helm {helm_args[0]}", rolled, 180)
+        took = time.monotonic() - t0
+        print(f"\ne2e: helm {helm_args[0]}: the new plugin pod Ready {took:.1f}s after the command")
         self.plugin_uids.append(pod.metadata.uid)
         return pod
 
@@ -190,6 +196,9 @@ def _assert_untouched(u: Upgrade, step: str) -> None:
     claim allocated and reserved for it, its CDI spec the same bytes and still in the checkpoint."""
     core = client.CoreV1Api(u.api)
     held = u.checkpoint_claims()
+    # The MIG instances of running pods are the same ones (the new plugin's journal reconciliation
+    # destroyed none of them).
+    assert invariants.mig_instances(u.node) == u.migs, f"{step}: MIG instances {u.migs} changed"
     for name, before in u.live.items():
         pod = core.read_namespaced_pod(name, NAMESPACE_WORK)
         assert pod.status.phase == "Running", f"{step}: pod {name} is {pod.status.phase}"
