@@ -115,8 +115,8 @@ class Upgrade:
         return self.c.plugin_pod(NODE)
 
     def roll(self, *helm_args: str) -> client.V1Pod:
-        """Runs `helm upgrade` or `helm rollback` and waits until the DaemonSet's new pod is Ready and has
-        loaded the node's prepared claims."""
+        """Runs `helm upgrade` or `helm rollback` and waits until the DaemonSet's new pod is Ready (its
+        startup probe: the DRA socket answers; what it loaded is the tests' to check)."""
         self.snapshot_all()
         old = self.plugin_pod().metadata.uid
         t0 = time.monotonic()
