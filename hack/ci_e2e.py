@@ -10,6 +10,10 @@ of CARVE_CI_E2E_K8S (default 1.37, the current Kubernetes release) on containerd
   real Prometheus of e2e/test_monitoring.py; `make test` before it has installed it already);
 - a build that fails or runs over its budget, a machine without root or without Go, fails CI with a banner
   naming the cause. There is no lesser e2e to fall back to: no skip and no fake container runtime.
+After the e2e, a short soak (`make soak`, docs/reliability.md) on the same cluster binaries:
+CARVE_CI_SOAK_MINUTES (default 3) of pods of every kind while seeded faults hit (CARVE_CI_SOAK_SEED, default
+1), within CARVE_CI_SOAK_BUDGET_S (default 900 s); any invariant violation (the soak exits 1), or an overrun,
+fails CI. It runs even when the e2e failed, so one CI run reports both.
 CARVE_CI_E2E=0 turns the step off, for a developer's own runs of .ci/run only: it says so in a banner.
 """
 
@@ -38,8 +42,11 @@ class CiFailure(Exception):
     """The e2e step cannot run as CI requires; the message says why and what to do."""
 
 
-def build(argv: list[str], what: str, budget_s: float) -> None:
-    """Runs a build within its budget; a failure or an overrun raises CiFailure."""
+CACHE_HINT = "docs/e2e.md has the measured times; a cached .tools/ avoids the build"
+
+
+def build(argv: list[str], what: str, budget_s: float, hint: str = CACHE_HINT) -> None:
+    """Runs a build (or the soak) within its budget; a failure or an overrun raises CiFailure."""
     print(f"ci: {what} (budget {budget_s:.0f} s): {' '.join(argv)}", flush=True)
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=REPO, start_new_session=True)
@@ -49,8 +56,7 @@ def build(argv: list[str], what: str, budget_s: float) -> None:
         os.killpg(proc.pid, 9)
         proc.wait()
         raise CiFailure(
-            f"{what} took longer than its budget of {budget_s:.0f} s on this machine (docs/e2e.md has the "
-            f"measured times); a cached .tools/ avoids the build"
+            f"{what} took longer than its budget of {budget_s:.0f} s on this machine ({hint})"
         ) from None
     if rc != 0:
         raise CiFailure(f"{what} failed (`{' '.join(argv)}` exited {rc}); see its output above")
@@ -78,16 +84,40 @@ def run_e2e(minor: str) -> int:
     return rc
 
 
+def run_soak(minor: str) -> None:
+    """The short soak on the cluster binaries the e2e used; a violation or an overrun raises CiFailure."""
+    minutes = os.environ.get("CARVE_CI_SOAK_MINUTES", "3")
+    seed = os.environ.get("CARVE_CI_SOAK_SEED", "1")
+    budget = float(os.environ.get("CARVE_CI_SOAK_BUDGET_S", "900"))
+    argv = [
+        "make",
+        "soak",
+        f"K8S={minor}",
+        "RUNTIME=containerd",
+        f"SOAK_MINUTES={minutes}",
+        f"SOAK_SEED={seed}",
+    ]
+    # The soak's last line says `soak: <pods> pods, <faults> faults, <violations> violations`; it exits 1
+    # on any violation, which build() turns into CI's failure.
+    build(argv, f"a {minutes}-minute soak, seed {seed}", budget, "docs/reliability.md has its measured times")
+
+
 def main() -> int:
     minor = os.environ.get("CARVE_CI_E2E_K8S", DEFAULT_MINOR)
     if os.environ.get("CARVE_CI_E2E", "1") == "0":
         banner("ci: e2e NOT RUN: CARVE_CI_E2E=0 (a developer's opt-out; CI itself never sets it)")
         return 0
     try:
-        return run_e2e(minor)
+        rc = run_e2e(minor)
     except (CiFailure, ValueError) as e:
         banner(f"ci: e2e FAILED to run on Kubernetes {minor}: {e}")
         return 1
+    try:
+        run_soak(minor)
+    except CiFailure as e:
+        banner(f"ci: soak FAILED on Kubernetes {minor}: {e}")
+        return 1
+    return rc
 
 
 if __name__ == "__main__":

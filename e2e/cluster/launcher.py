@@ -1,7 +1,8 @@
 """The local cluster for carve's e2e: control plane, the chart's objects, N nodes (real kubelets on
 containerd + runc, or on a recording fake CRI) and carve's plugin per node: a host process (plugin mode
 `host`, the default), or the chart's DaemonSet running the carve image built here (`daemonset`, real
-containers only; one DaemonSet per node, see `node_daemonset`).
+containers only; one DaemonSet per node, see `node_daemonset`), or the whole chart as `helm install` puts it
+on a one-node cluster (`helm`: a real Helm release, which `helm upgrade` and `helm rollback` can change).
 `python -m e2e.cluster.launcher --k8s 1.37` (also `make cluster-up`) starts one and keeps it until Ctrl-C;
 e2e/conftest.py starts one per test session.
 
@@ -47,8 +48,9 @@ DEFAULT_NODES = (
     NodeSpec("e2e-n2", "fake:2xA100-80GB,1xT4", "0=exclusive,1=timeslice,slots"),
 )
 # How carve's plugin runs on each node: a host process with a token of the chart's ServiceAccount, or the
-# chart's DaemonSet (its pod, init container and hostPaths) from the locally built carve image.
-PLUGIN_MODES = ("host", "daemonset")
+# chart's DaemonSet (its pod, init container and hostPaths) from the locally built carve image, applied
+# from `helm template` per node, or installed with `helm install` as one release (one node only).
+PLUGIN_MODES = ("host", "daemonset", "helm")
 
 
 # A minor without DRA (1.29) gets the chart as docs/legacy.md installs it there: no DRA plugin, no
@@ -104,19 +106,13 @@ def without_plugin_daemonset(rendered: str) -> str:
     return yaml.safe_dump_all(kept)
 
 
-def node_daemonset(version: Version, node: Node, image: Image, api_port: int) -> str:
-    """The chart's plugin DaemonSet for one node (`helm template --show-only templates/daemonset.yaml`).
-
-    Every local node has its own kubelet root dir and CDI dir on this one host, so one DaemonSet for all of
-    them cannot name their hostPaths: each node gets its own, rendered with that node's paths, GPUs and
-    strategy and a nodeSelector for it, under a release name of its own (`carve-<node>`: its own DaemonSet
-    name and selector labels) and the main release's ServiceAccount. The pod reaches the API server at its
-    node's bridge address (there is no kube-proxy for the `kubernetes` Service), given as the in-cluster
-    variables through `plugin.extraEnv`; everything else is the chart's."""
+def node_values(node: Node, image: Image, api_port: int) -> dict:
+    """The chart values that point the plugin DaemonSet at one local node: its paths, GPUs and strategy,
+    a nodeSelector for it, the carve image, and the API server at the node's bridge address (there is no
+    kube-proxy for the `kubernetes` Service), given as the in-cluster variables through `plugin.extraEnv`."""
     repository, tag = image.name.rsplit(":", 1)
-    values = {
+    return {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
-        "serviceAccount": {"create": False, "name": SERVICE_ACCOUNT},
         "controller": {"enabled": False},
         "plugin": {
             "gpus": node.spec.gpus,
@@ -134,6 +130,19 @@ def node_daemonset(version: Version, node: Node, image: Image, api_port: int) ->
                 {"name": "KUBERNETES_SERVICE_PORT", "value": str(api_port)},
             ],
         },
+    }
+
+
+def node_daemonset(version: Version, node: Node, image: Image, api_port: int) -> str:
+    """The chart's plugin DaemonSet for one node (`helm template --show-only templates/daemonset.yaml`).
+
+    Every local node has its own kubelet root dir and CDI dir on this one host, so one DaemonSet for all of
+    them cannot name their hostPaths: each node gets its own, rendered with `node_values` under a release
+    name of its own (`carve-<node>`: its own DaemonSet name and selector labels) and the main release's
+    ServiceAccount; everything else is the chart's."""
+    values = {
+        **node_values(node, image, api_port),
+        "serviceAccount": {"create": False, "name": SERVICE_ACCOUNT},
     }
     path = node.root / "chart-values.yaml"
     path.write_text(yaml.safe_dump(values))
@@ -184,7 +193,12 @@ class Cluster:
 
     @property
     def daemonset(self) -> bool:
-        return self.plugin_mode == "daemonset"
+        """The plugin runs in the chart's DaemonSet pod (per-node template or Helm release)."""
+        return self.plugin_mode in ("daemonset", "helm")
+
+    @property
+    def helm_release(self) -> bool:
+        return self.plugin_mode == "helm"
 
     @property
     def kubeconfig(self) -> Path:
@@ -204,6 +218,24 @@ class Cluster:
             raise StartError(f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
         return done
 
+    def helm(self, *args: str) -> subprocess.CompletedProcess:
+        """`helm <args>` in the release's namespace; a failure raises StartError with helm's own words."""
+        argv = [str(HELM), "--kubeconfig", str(self.kubeconfig), "--namespace", NAMESPACE, *args]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise StartError(f"helm {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+        return done
+
+    def helm_values(self, node: Node, **plugin: object) -> Path:
+        """A values file for the one-node release (`node_values`, the chart's own ServiceAccount), with
+        `plugin` settings over it; for `helm install` and `helm upgrade -f`."""
+        assert self.image
+        values = node_values(node, self.image, int(self.cp.server.rsplit(":", 1)[1]))
+        values["plugin"].update(plugin)
+        path = node.root / f"release-values-{len(list(node.root.glob('release-values-*')))}.yaml"
+        path.write_text(yaml.safe_dump(values))
+        return path
+
     def apply_crds(self) -> None:
         """The chart's CRDs (helm/carve/crds: `helm template` leaves them out, as `helm install` applies
         them first), applied and established before the chart's objects that use them."""
@@ -212,13 +244,22 @@ class Cluster:
         names = [f"crd/{c.name.removesuffix('.yaml')}" for c in crds]
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
 
-    def start(self) -> Cluster:
+    def start_checks(self) -> None:
+        """What must hold before anything starts; a StartError names what is missing or refused."""
+        if self.daemonset and self.runtime != "containerd":
+            raise StartError(
+                f"plugin mode {self.plugin_mode} runs the plugin in a container: not on {self.runtime}"
+            )
+        if self.helm_release and len(self.specs or ()) != 1:
+            # One release's DaemonSet can name the hostPaths of one local node only.
+            raise StartError("plugin mode helm installs one release, for exactly one node")
         if not self.version.binary.exists():
             raise StartError(
                 f"{self.version.binary} is not built: run `make cluster K8S={self.version.minor}`"
             )
-        if self.daemonset and self.runtime != "containerd":
-            raise StartError(f"plugin mode daemonset runs the plugin in a container: not on {self.runtime}")
+
+    def start(self) -> Cluster:
+        self.start_checks()
         atexit.register(self.stop)
         try:
             t0 = time.monotonic()
@@ -229,13 +270,15 @@ class Cluster:
             self.timings["control plane"] = time.monotonic() - t0
             self._wait_default_sa()
             self.kubectl("create", "namespace", NAMESPACE)
-            self.apply_crds()
-            if self.daemonset:
+            # Plugin mode helm: `helm install`, once the node is up, applies the CRDs and the whole chart.
+            if self.plugin_mode == "daemonset":
+                self.apply_crds()
                 # The chart's DaemonSet is replaced by the per-node ones below (node_daemonset); the
                 # strategy controller is not part of what this mode checks (its pods would run the image).
                 chart = render_chart(self.version, "controller.enabled=false")
                 self.kubectl("apply", "-f", "-", stdin=without_plugin_daemonset(chart))
-            else:
+            elif self.plugin_mode == "host":
+                self.apply_crds()
                 self.kubectl("apply", "-f", "-", stdin=render_chart(self.version))
             assert self.specs is not None
             for i, spec in enumerate(self.specs, 1):
@@ -255,7 +298,19 @@ class Cluster:
                 self._wait_node_ready(node)
             self.timings["nodes ready"] = time.monotonic() - t0
             for node in self.nodes.values():
-                if self.daemonset:
+                if self.helm_release:
+                    node.make_driver_root()
+                    values = REPO / "helm" / "carve" / "ci" / "fake-gpus-values.yaml"
+                    self.helm(
+                        "install",
+                        RELEASE,
+                        str(REPO / "helm" / "carve"),
+                        "-f",
+                        str(values),
+                        "-f",
+                        str(self.helm_values(node)),
+                    )
+                elif self.daemonset:
                     assert self.image
                     port = int(self.cp.server.rsplit(":", 1)[1])
                     node.make_driver_root()
@@ -396,12 +451,15 @@ def main(argv: list[str] | None = None) -> int:
         "--plugin-mode",
         default="host",
         choices=PLUGIN_MODES,
-        help="carve's plugin as a host process, or the chart's DaemonSet (carve image built here)",
+        help="carve's plugin as a host process, or the chart's DaemonSet (carve image built here), or the "
+        "chart as a Helm release (its first node only)",
     )
     p.add_argument("--dir", default="", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="carve-e2e-"))
-    cluster = Cluster(resolve(args.k8s, args.gates), root, runtime=args.runtime, plugin_mode=args.plugin_mode)
+    specs = DEFAULT_NODES[:1] if args.plugin_mode == "helm" else None  # one release, one node's hostPaths
+    version = resolve(args.k8s, args.gates)
+    cluster = Cluster(version, root, specs=specs, runtime=args.runtime, plugin_mode=args.plugin_mode)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         cluster.start()

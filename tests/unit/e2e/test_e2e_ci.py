@@ -52,19 +52,45 @@ def ci(monkeypatch, tmp_path):
     monkeypatch.setattr(module.os, "killpg", lambda pid, sig: runs.append(["killpg", str(pid)]))
     monkeypatch.setattr(module.shutil, "which", lambda name: "/usr/bin/go")
     monkeypatch.setattr(type(module.resolve("1.37")), "binary", property(lambda self: tmp_path / "k8s"))
-    for var in ("CARVE_CI_E2E", "CARVE_CI_E2E_K8S"):
+    for var in ("CARVE_CI_E2E", "CARVE_CI_E2E_K8S", "CARVE_CI_SOAK_MINUTES", "CARVE_CI_SOAK_SEED"):
         monkeypatch.delenv(var, raising=False)
     module.runs, module.outcomes = runs, outcomes
     return module
 
 
-def test_ci_builds_then_runs_the_whole_e2e_on_1_37_with_containerd(ci):
+SOAK = ["make", "soak", "K8S=1.37", "RUNTIME=containerd", "SOAK_MINUTES=3", "SOAK_SEED=1"]
+
+
+def test_ci_builds_then_runs_the_whole_e2e_on_1_37_with_containerd_then_a_short_soak(ci):
     assert ci.main() == 0
     assert ci.runs == [
         ["make", "cluster", "K8S=1.37"],
         ["make", "containerd"],
         ["make", "e2e", "K8S=1.37", "RUNTIME=containerd"],
+        SOAK,
     ]
+
+
+def test_a_soak_violation_fails_ci(ci, capsys):
+    ci.outcomes["soak"] = FakeBuild(rc=1)  # `make soak` exits 1 on any invariant violation
+    assert ci.main() == 1
+    assert ci.runs[-1] == SOAK
+    out = capsys.readouterr().out
+    assert "ci: soak FAILED on Kubernetes 1.37" in out and "exited 1" in out
+
+
+def test_a_soak_over_its_budget_is_killed_and_fails_ci(ci, capsys, monkeypatch):
+    monkeypatch.setenv("CARVE_CI_SOAK_BUDGET_S", "5")
+    ci.outcomes["soak"] = FakeBuild(hangs=True)
+    assert ci.main() == 1
+    assert ["killpg", "4242"] in ci.runs
+    assert "soak, seed 1 took longer than its budget of 5 s" in capsys.readouterr().out
+
+
+def test_the_soak_runs_and_reports_even_when_the_e2e_failed(ci, monkeypatch):
+    monkeypatch.setattr(ci.subprocess, "call", lambda argv, **kw: 1)
+    assert ci.main() == 1
+    assert ci.runs[-1] == SOAK
 
 
 @pytest.mark.parametrize("target", ["cluster", "containerd"])
@@ -114,4 +140,5 @@ def test_only_the_explicit_opt_out_skips_the_step(ci, capsys, monkeypatch):
 def test_another_minor_is_chosen_by_environment(ci, monkeypatch):
     monkeypatch.setenv("CARVE_CI_E2E_K8S", "1.36")
     assert ci.main() == 0
-    assert ci.runs[-1] == ["make", "e2e", "K8S=1.36", "RUNTIME=containerd"]
+    assert ci.runs[-2] == ["make", "e2e", "K8S=1.36", "RUNTIME=containerd"]
+    assert ci.runs[-1][:3] == ["make", "soak", "K8S=1.36"]
