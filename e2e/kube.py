@@ -87,6 +87,32 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
+def legacy_pod(name: str, gpu: int, mem: int | None = None, cores: int | None = None, **spec: Any) -> dict:
+    """A pod asking the legacy shim for `gpu` GPUs (HAMi's resources: `gpumem` MiB and `gpucores` percent
+    per GPU where given), scheduled by carve-scheduler; `spec` adds pod spec fields (e.g. nodeName)."""
+    limits = {names.LEGACY_GPU: str(gpu)}
+    if mem is not None:
+        limits[names.LEGACY_GPUMEM] = str(mem)
+    if cores is not None:
+        limits[names.LEGACY_GPUCORES] = str(cores)
+    container = {
+        "name": "main",
+        "image": "e2e/busybox",
+        "imagePullPolicy": "IfNotPresent",  # no registry (e2e/cluster/images.py)
+        "command": ["sleep", "3600"],
+        "resources": {"limits": limits},
+    }
+    body = {
+        "schedulerName": names.LEGACY_SCHEDULER_NAME,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        **spec,
+    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": body}
+
+
 def create(api, namespace: str, obj: dict) -> dict:
     kind = obj["kind"]
     if kind == "Pod":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -43,35 +42,6 @@ def legacy(cluster):
     )
     yield shim
     shim.stop()
-
-
-def gpu_pod(name: str, gpu: int, mem: int | None = None, cores: int | None = None, **spec: Any) -> dict:
-    limits = {names.LEGACY_GPU: str(gpu)}
-    if mem is not None:
-        limits[names.LEGACY_GPUMEM] = str(mem)
-    if cores is not None:
-        limits[names.LEGACY_GPUCORES] = str(cores)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": names.LEGACY_SCHEDULER_NAME,
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "automountServiceAccountToken": False,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "e2e/busybox",
-                    "imagePullPolicy": "IfNotPresent",  # no registry (e2e/cluster/images.py)
-                    "command": ["sleep", "3600"],
-                    "resources": {"limits": limits},
-                }
-            ],
-            **spec,
-        },
-    }
 
 
 def created(shim, namespace: str, pod: str) -> dict:
@@ -157,7 +127,7 @@ def test_sizes_bound_together_never_swapped(legacy, api, namespace):
     sizes = {"small": (4096, 20), "big": (30000, 70)}
     for rnd in range(5):
         for label, (mem, cores) in sizes.items():
-            kube.create(api, namespace, gpu_pod(f"{label}-{rnd}", 1, mem, cores))
+            kube.create(api, namespace, kube.legacy_pod(f"{label}-{rnd}", 1, mem, cores))
         for label, (mem, cores) in sizes.items():
             check_gets_exactly(legacy, api, namespace, f"{label}-{rnd}", mem, cores)
         for label in sizes:
@@ -166,9 +136,9 @@ def test_sizes_bound_together_never_swapped(legacy, api, namespace):
 
 def test_unfit_pod_pending_with_extender_reason_until_share_freed(legacy, api, namespace):
     # Two A100s take 60000 MiB each; the T4 has 15360 MiB.
-    kube.create(api, namespace, gpu_pod("first", 2, 60000, 50))
+    kube.create(api, namespace, kube.legacy_pod("first", 2, 60000, 50))
     check_gets_exactly(legacy, api, namespace, "first", 60000, 50, gpus=2)
-    kube.create(api, namespace, gpu_pod("second", 2, 30000, 10))
+    kube.create(api, namespace, kube.legacy_pod("second", 2, 30000, 10))
     verdict, message = kube.wait_outcome(api, namespace, "second")
     assert verdict == "unschedulable", message
     # The extender's reason for the node, as the scheduler reports it on the pod.
@@ -184,7 +154,7 @@ def test_unfit_pod_pending_with_extender_reason_until_share_freed(legacy, api, n
 def test_pod_not_bound_by_the_extender_never_starts(legacy, api, namespace):
     """A pod placed on the node by hand (nodeName) has no assignment record: the kubelet still calls
     Allocate, but PreStartContainer refuses it, so no container is created with any limits."""
-    kube.create(api, namespace, gpu_pod("by-hand", 1, 1024, 10, nodeName=NODE))
+    kube.create(api, namespace, kube.legacy_pod("by-hand", 1, 1024, 10, nodeName=NODE))
     core = client.CoreV1Api(api)
 
     def refused():
@@ -201,7 +171,7 @@ def test_kubelet_restart_reregisters_and_keeps_pods(legacy, api, namespace):
     """The kubelet restarts (its device-plugin dir is wiped, kubelet.sock re-created): the plugin registers
     again, the running pod keeps its allocation, and a new pod is admitted with its own limits on GPU
     device IDs the running pod does not hold."""
-    kube.create(api, namespace, gpu_pod("before", 1, 8000, 30))
+    kube.create(api, namespace, kube.legacy_pod("before", 1, 8000, 30))
     check_gets_exactly(legacy, api, namespace, "before", 8000, 30)
     held = record(api, kube.wait_running(api, namespace, "before"))["containers"][0]["devices"]
     registered = "event=registration.accepted"
@@ -224,7 +194,7 @@ def test_kubelet_restart_reregisters_and_keeps_pods(legacy, api, namespace):
         lambda: (core.read_node(NODE).status.allocatable or {}).get(names.LEGACY_GPU) == "30",
         120,
     )
-    kube.create(api, namespace, gpu_pod("after", 1, 2000, 5))
+    kube.create(api, namespace, kube.legacy_pod("after", 1, 2000, 5))
     check_gets_exactly(legacy, api, namespace, "after", 2000, 5)
     assert kube.wait_running(api, namespace, "before")
     assert record(api, kube.wait_running(api, namespace, "before"))["containers"][0]["devices"] == held

@@ -18,7 +18,6 @@ from driver import names
 from driver.legacy.allocate import CDI_ANNOTATION_PREFIX
 from e2e import kube
 from e2e.cluster.nodes import NodeSpec
-from e2e.test_legacy import gpu_pod
 
 pytestmark = pytest.mark.legacy
 
@@ -62,7 +61,7 @@ def test_legacy_container_is_limited(shim, api, cluster, namespace, delivery):
     if (shim.delivery or "cdi-field") != delivery:
         shim.restart_device_plugin(delivery)
     mem, cores = 4096, 30
-    pod = gpu_pod("limited", 1, mem, cores)
+    pod = kube.legacy_pod("limited", 1, mem, cores)
     main = pod["spec"]["containers"][0]
     main["image"] = "e2e/glibc"
     # The fake libcuda in the container describes the node's GPUs as the plugin's NVML did (same models,

@@ -40,31 +40,6 @@ DATA_TIMEOUT_S = 60.0
 LEGACY_MEM_MIB, LEGACY_CORES = 4096, 30  # the legacy pod's gpumem, gpucores
 
 
-def legacy_pod(name: str, mem_mib: int, cores: int) -> dict:
-    """A pod asking the legacy shim for a GPU share (HAMi's resource names), scheduled by carve-scheduler."""
-    limits = {names.LEGACY_GPU: "1", names.LEGACY_GPUMEM: str(mem_mib), names.LEGACY_GPUCORES: str(cores)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": names.LEGACY_SCHEDULER_NAME,
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "automountServiceAccountToken": False,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "e2e/busybox",
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["sleep", "3600"],
-                    "resources": {"limits": limits},
-                }
-            ],
-        },
-    }
-
-
 def _gpu_count(gpus: str) -> int:
     """GPUs of a `--gpus fake:2xA100-80GB,1xT4` spec."""
     return sum(int(part.split("x", 1)[0]) for part in gpus.removeprefix("fake:").split(","))
@@ -166,7 +141,7 @@ def workload(cluster, api, prometheus, legacy, gates_on):
             assert over["alloc"] == CUDA_ERROR_OUT_OF_MEMORY, f"over the quota of {limit} B: {over}"
         # A pod on the legacy shim: through carve-scheduler and the extender, its usage from the device
         # plugin under the DRA claims' names (docs/metrics.md, "Legacy device plugin").
-        kube.create(api, namespace, legacy_pod("shim", LEGACY_MEM_MIB, LEGACY_CORES))
+        kube.create(api, namespace, kube.legacy_pod("shim", 1, LEGACY_MEM_MIB, LEGACY_CORES))
         kube.wait_running(api, namespace, "shim")
         yield namespace
     finally:

@@ -64,9 +64,7 @@ class Workload:
 
     def pod_spec(self, name: str, kind: str) -> dict:
         if kind == "legacy":  # HAMi's resources: a share of one GPU, placed by the extender
-            return legacy_pod(
-                name, memory_mib=self.rng.choice((2000, 6000, 12000)), cores=self.rng.choice((10, 30))
-            )
+            return kube.legacy_pod(name, 1, self.rng.choice((2000, 6000, 12000)), self.rng.choice((10, 30)))
         pod = kube.pod(name, claim_template=f"soak-{kind}", node=SOFT_NODE if kind == "soft" else None)
         if kind == "soft":  # the quota probe needs the glibc image and the node's fake GPUs
             c = pod["spec"]["containers"][0]
@@ -119,25 +117,6 @@ class Workload:
 
     def per_minute(self, minutes: float) -> float:
         return len(self.pods) / minutes if minutes else 0.0
-
-
-def legacy_pod(name: str, memory_mib: int, cores: int) -> dict:
-    limits = {names.LEGACY_GPU: "1", names.LEGACY_GPUMEM: str(memory_mib), names.LEGACY_GPUCORES: str(cores)}
-    container = {
-        "name": "main",
-        "image": "e2e/busybox",
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["sleep", "3600"],
-        "resources": {"limits": limits},
-    }
-    spec = {
-        "schedulerName": names.LEGACY_SCHEDULER_NAME,
-        "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 0,
-        "automountServiceAccountToken": False,
-        "containers": [container],
-    }
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
 def wait_gone(api: client.ApiClient, namespace: str, timeout_s: float = 300.0) -> None:
