@@ -53,8 +53,10 @@ def test_the_charts_daemonset_runs_the_plugin(ds_cluster):
     owner = pod.metadata.owner_references[0]
     assert (owner.kind, owner.name) == ("DaemonSet", f"carve-{NODE}-kubelet-plugin"), owner
     assert c.image and pod.spec.containers[0].image == c.image.name, pod.spec.containers[0].image
-    (init,) = pod.status.init_container_statuses
-    assert init.name == "install-limiter" and init.state.terminated.exit_code == 0, init
+    # Its init containers (install-limiter; mps-shm, which makes the MPS shared-memory directory) all done.
+    inits = {i.name: i for i in pod.status.init_container_statuses or []}
+    assert set(inits) == {"install-limiter", "mps-shm"}, sorted(inits)
+    assert all(i.state.terminated and i.state.terminated.exit_code == 0 for i in inits.values()), inits
     # Ready is the chart's startup probe on /healthz: the DRA socket answers and the kubelet has not
     # refused the registration. The sockets are in the kubelet's dirs on the host (hostPaths).
     assert pod.spec.containers[0].startup_probe.http_get.path == "/healthz"
