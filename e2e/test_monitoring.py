@@ -27,6 +27,7 @@ from driver.controller.metrics import PENDING_REASONS
 from e2e import kube
 from e2e.cluster.controller import StrategyController
 from e2e.cluster.legacy import LEGACY_NODE, LegacyShim
+from e2e.cluster.nodes import NodeSpec
 from e2e.cluster.prometheus import Prometheus, Target
 from e2e.cluster.versions import REPO
 from tests.support.dashboard import PanelQuery, panel_queries
@@ -38,6 +39,7 @@ MiB = 1024**2
 CUDA_ERROR_OUT_OF_MEMORY = 2
 DATA_TIMEOUT_S = 60.0
 LEGACY_MEM_MIB, LEGACY_CORES = 4096, 30  # the legacy pod's gpumem, gpucores
+SHIM_NODE = NodeSpec("e2e-l3", LEGACY_NODE.gpus, LEGACY_NODE.strategy)
 
 
 def _gpu_count(gpus: str) -> int:
@@ -57,7 +59,9 @@ def controller(cluster):
 @pytest.fixture(scope="module")
 def legacy(cluster):
     t0 = time.monotonic()
-    shim = LegacyShim(cluster)
+    # A node of its own: test_legacy.py's e2e-l1 came and went in this session, and its root directory
+    # (the kubelet's device-manager checkpoint, the device plugin's log) is still there.
+    shim = LegacyShim(cluster, spec=SHIM_NODE)
     try:
         shim.start()
     except Exception as e:
@@ -82,7 +86,7 @@ def prometheus(cluster, controller, legacy):
         Target(
             "carve-legacy-device-plugin",
             f"127.0.0.1:{legacy.device_plugin_metrics_port}",
-            {"node": LEGACY_NODE.name},
+            {"node": SHIM_NODE.name},
         ),
         Target("carve-legacy-extender", f"127.0.0.1:{legacy.extender_metrics_port}"),
     ]

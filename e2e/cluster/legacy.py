@@ -243,6 +243,9 @@ class LegacyShim:
     def _start_device_plugin(self, log_offset: int = -1) -> None:
         assert self.node
         c = self.cluster
+        log = c.root / "logs" / f"{self.spec.name}-device-plugin.log"
+        if log_offset < 0 and log.exists():  # an earlier shim's plugin of this node: a registration of ours
+            log_offset = log.read_text(errors="replace").count("event=registration.accepted")
         pod = c._wait(f"the legacy device-plugin pod on {self.spec.name}", self._daemonset_pod, 90)
         kc = self._kubeconfig("device-plugin", self._token(PLUGIN_SA, pod))
         ds = self.rendered("DaemonSet", "legacy-device-plugin")
