@@ -108,7 +108,10 @@ def test_core_policy_disable_is_never_throttled(runs):
 
 def test_a_neighbour_below_the_busy_threshold_does_not_hold_a_default_claim_back(runs):
     assert runs["quiet"]["overall"] <= 4, runs["quiet"]
-    assert runs["beside_quiet"]["overall"] >= 80, runs["beside_quiet"]
+    # Held back, the default claim would run at its 30 % share (the busy case below: 30 +- 5). Not held
+    # back, it bursts into the idle GPU: at least twice its share. (A fixed 80 % was a claim about the
+    # machine, not the rule: it read 79 once on a busy 2-core machine with no CPU starvation recorded.)
+    assert runs["beside_quiet"]["overall"] >= 2 * 30, runs["beside_quiet"]
 
 
 def test_a_neighbour_above_the_busy_threshold_holds_a_default_claim_to_its_share(runs):
