@@ -15,7 +15,7 @@
 #include "fakegpu.h"
 
 #define FAKE_STATE_MAGIC 0x45565243u /* "CRVE" little-endian */
-#define FAKE_STATE_VERSION 3u /* 2: memory partitions per cgroup, proc slot cgroup; 3: canonical path */
+#define FAKE_STATE_VERSION 4u /* 2: partitions per cgroup, proc slot cgroup; 3: canonical path; 4: slot locks */
 #define FAKE_MAX_CI 8
 #define FAKE_MAX_PARTS 64 /* memory partitions (cgroups with limits) per GPU */
 #define FAKE_CGROUP_PATH_MAX 256
@@ -48,7 +48,8 @@ typedef struct fake_partition {
 
 typedef struct fake_kernel_rec {
     int32_t pid;
-    uint32_t reserved;
+    uint32_t slot;            /* 1 + the submitter's index in procs (0: none), to name it in another namespace */
+    uint64_t pidns;           /* the submitter's pid namespace: `pid` means nothing without it */
     uint64_t start_ns, end_ns;
 } fake_kernel_rec_t;
 
@@ -97,8 +98,19 @@ FAKE_EXPORT int fake_cgroup_canonical(const char *dir, char *out, size_t len);
 FAKE_EXPORT fake_partition_t *fake_partition_of(struct fake_gpu_state *st, uint64_t cgroup);
 /* Bytes held by the processes of cgroup inode `cgroup` on `st`. Caller holds the lock. */
 FAKE_EXPORT uint64_t fake_partition_used(struct fake_gpu_state *st, uint64_t cgroup);
-/* Forget processes of this pid namespace that no longer exist. Caller holds the lock. */
+/* Forget processes that no longer exist, of any pid namespace (another's through its slot lock). Caller
+ * holds the lock. */
 FAKE_EXPORT void fake_proc_sweep(struct fake_gpu_state *st);
+/* The pid of slot `p`'s owner in this process's pid namespace: 0 when it lives but has none here, -1 when
+ * it is gone. Caller holds the lock. */
+FAKE_EXPORT pid_t fake_proc_visible_pid(struct fake_gpu_state *st, const fake_proc_slot_t *p);
+/* The pid a kernel record's submitter has in this process's pid namespace; 0 when it has none here (a
+ * process of another namespace that is gone, or invisible from here). Caller holds the lock. */
+FAKE_EXPORT pid_t fake_kernel_rec_pid(struct fake_gpu_state *st, const fake_kernel_rec_t *r);
+/* The inode of this process's pid namespace. */
+FAKE_EXPORT uint64_t fake_self_pidns(void);
+/* Empty slot `p` (this process's own: its lock is released too). Caller holds the lock. */
+FAKE_EXPORT void fake_proc_free(struct fake_gpu_state *st, fake_proc_slot_t *p);
 
 /* Writes a message to stderr once per process per `key` (a small integer < 32). */
 FAKE_EXPORT void fake_warn_once(unsigned key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

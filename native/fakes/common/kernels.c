@@ -28,14 +28,16 @@ static int do_submit(void *arg, fake_gpu_state_t *st)
     uint64_t start = op->now > st->busy_until_ns ? op->now : st->busy_until_ns;
     uint64_t end = start + waves * op->ns_per_wave;
     st->busy_until_ns = end;
+    fake_proc_slot_t *p = fake_proc_slot(st, op->pid, 1);
     fake_kernel_rec_t *r = &st->ring[st->ring_next];
     r->pid = op->pid;
+    r->pidns = fake_self_pidns();
+    r->slot = p ? (uint32_t)(p - st->procs) + 1 : 0;
     r->start_ns = start;
     r->end_ns = end;
     st->ring_next = (st->ring_next + 1) % FAKE_KERNEL_RING;
     if (st->ring_count < FAKE_KERNEL_RING)
         st->ring_count++;
-    fake_proc_slot_t *p = fake_proc_slot(st, op->pid, 1);
     if (p)
         p->last_kernel_end = end;
     op->result = end;
@@ -57,7 +59,7 @@ static int do_last_end(void *arg, fake_gpu_state_t *st)
     /* The slot may have been dropped with its memory: the ring still knows, newest first. */
     for (uint32_t k = 0; !op->result && k < st->ring_count; k++) {
         const fake_kernel_rec_t *r = &st->ring[(st->ring_next + FAKE_KERNEL_RING - 1 - k) % FAKE_KERNEL_RING];
-        if (r->pid == op->pid)
+        if (r->pid == op->pid && r->pidns == fake_self_pidns())
             op->result = r->end_ns;
     }
     return 0;
@@ -79,7 +81,7 @@ static int do_utilization(void *arg, fake_gpu_state_t *st)
         const fake_kernel_rec_t *r = &st->ring[(st->ring_next + FAKE_KERNEL_RING - 1 - k) % FAKE_KERNEL_RING];
         if (r->end_ns <= op->since)
             break; /* kernels never overlap, so older entries ended earlier still */
-        if (op->pid > 0 && r->pid != op->pid)
+        if (op->pid > 0 && (r->pid != op->pid || r->pidns != fake_self_pidns()))
             continue;
         uint64_t s = r->start_ns > op->since ? r->start_ns : op->since;
         uint64_t e = r->end_ns < op->now ? r->end_ns : op->now;

@@ -56,7 +56,7 @@ static int do_reserve(void *arg, fake_gpu_state_t *st)
         fake_proc_sweep(st);
         if (fake_partition_used(st, p->cgroup) + op->bytes > part->hard) {
             if (!p->mem_bytes && p->last_kernel_end <= fake_now_ns())
-                memset(p, 0, sizeof *p);
+                fake_proc_free(st, p);
             return -1;
         }
     }
@@ -78,7 +78,7 @@ static int do_release(void *arg, fake_gpu_state_t *st)
         return 0;
     p->mem_bytes -= op->bytes < p->mem_bytes ? op->bytes : p->mem_bytes;
     if (!p->mem_bytes && p->last_kernel_end <= fake_now_ns())
-        memset(p, 0, sizeof *p); /* nothing left to report for it */
+        fake_proc_free(st, p); /* nothing left to report for it */
     return 0;
 }
 
@@ -111,9 +111,12 @@ static int do_processes(void *arg, fake_gpu_state_t *st)
         const fake_proc_slot_t *p = &st->procs[i];
         if (!p->pid || !p->mem_bytes)
             continue;
+        /* NVML names processes as the caller's pid namespace does (the host's pid for a container's
+         * process); one that lives in a namespace invisible from here keeps the pid it gave itself. */
+        pid_t visible = fake_proc_visible_pid(st, p);
         if (n < op->max) {
             if (op->pids)
-                op->pids[n] = p->pid;
+                op->pids[n] = visible > 0 ? visible : p->pid;
             if (op->used)
                 op->used[n] = p->mem_bytes;
         }

@@ -6,6 +6,12 @@
  * record lock on one byte of the file (kernel-released when a process dies, so a SIGKILLed holder never
  * wedges the others) plus a per-process mutex (record locks do not exclude threads of one process).
  * Without CARVE_FAKE_STATE the state is private memory of this process.
+ *
+ * A process slot's owner also holds a shared record lock on the slot's own byte while the slot is its:
+ * that is how a process of another pid namespace (the plugin on the host, a container's process) learns
+ * whether the owner still lives, and its pid as the asker's namespace numbers it (F_GETLK's l_pid, which
+ * the kernel translates). The driver reports host pids and forgets a process's memory when it exits; a
+ * container's pid, seen from the host, is neither.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +30,9 @@
 
 #include "fakestate.h"
 
-#define LOCK_INIT_BYTE FAKE_MAX_GPUS /* record lock offsets: GPU i at byte i, initialisation after them */
+/* Record lock offsets: GPU i at byte i, initialisation after them, then one byte per process slot. */
+#define LOCK_INIT_BYTE FAKE_MAX_GPUS
+#define LOCK_SLOT_BASE (LOCK_INIT_BYTE + 1)
 
 static fake_state_file_t *g_state;
 static int g_fd = -1;
@@ -234,20 +242,63 @@ FAKE_EXPORT int fake_state_locked(unsigned gpu, int (*fn)(void *arg, fake_gpu_st
     return rc;
 }
 
-/* Only processes of our own pid namespace can be checked: a pid from another container's namespace is
- * meaningless here, so its memory is kept until a process of that namespace sweeps it. */
-static int proc_dead(const fake_proc_slot_t *p)
+static unsigned slot_byte(const struct fake_gpu_state *st, const fake_proc_slot_t *p)
 {
-    if (p->pidns != g_pidns)
-        return 0;
-    return kill(p->pid, 0) != 0 && errno == ESRCH;
+    return LOCK_SLOT_BASE + (unsigned)(st - g_state->gpus) * FAKE_MAX_PROCS + (unsigned)(p - st->procs);
+}
+
+static int own_slot(const fake_proc_slot_t *p)
+{
+    return p->pid == getpid() && p->pidns == g_pidns;
+}
+
+/* The owner's pid as this process's pid namespace numbers it: its own pid when it is of our namespace and
+ * alive; for another namespace's slot, the pid the kernel gives the holder of the slot's lock (0 when the
+ * holder is invisible from here: it lives, but has no pid of ours). -1 when the owner is gone. */
+FAKE_EXPORT pid_t fake_proc_visible_pid(struct fake_gpu_state *st, const fake_proc_slot_t *p)
+{
+    if (!p->pid)
+        return -1;
+    if (p->pidns == g_pidns)
+        return kill(p->pid, 0) != 0 && errno == ESRCH ? -1 : p->pid;
+    if (g_fd < 0)
+        return 0; /* process-local state: no other namespace can have written it */
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = slot_byte(st, p), .l_len = 1};
+    if (fcntl(g_fd, F_GETLK, &fl) != 0)
+        return 0; /* cannot tell: keep it */
+    return fl.l_type == F_UNLCK ? -1 : fl.l_pid;
+}
+
+FAKE_EXPORT uint64_t fake_self_pidns(void)
+{
+    return g_pidns;
+}
+
+FAKE_EXPORT pid_t fake_kernel_rec_pid(struct fake_gpu_state *st, const fake_kernel_rec_t *r)
+{
+    if (r->pidns == g_pidns)
+        return r->pid;
+    const fake_proc_slot_t *p = r->slot && r->slot <= FAKE_MAX_PROCS ? &st->procs[r->slot - 1] : NULL;
+    if (!p || p->pid != r->pid || p->pidns != r->pidns)
+        return 0; /* its slot is gone or another's: the submitter exited */
+    pid_t v = fake_proc_visible_pid(st, p);
+    return v > 0 ? v : 0;
+}
+
+FAKE_EXPORT void fake_proc_free(struct fake_gpu_state *st, fake_proc_slot_t *p)
+{
+    if (g_fd >= 0 && own_slot(p)) {
+        struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = slot_byte(st, p), .l_len = 1};
+        fcntl(g_fd, F_SETLK, &fl);
+    }
+    memset(p, 0, sizeof *p);
 }
 
 FAKE_EXPORT void fake_proc_sweep(struct fake_gpu_state *st)
 {
     for (unsigned i = 0; i < FAKE_MAX_PROCS; i++)
-        if (st->procs[i].pid && proc_dead(&st->procs[i]))
-            memset(&st->procs[i], 0, sizeof st->procs[i]);
+        if (st->procs[i].pid && !own_slot(&st->procs[i]) && fake_proc_visible_pid(st, &st->procs[i]) < 0)
+            memset(&st->procs[i], 0, sizeof st->procs[i]); /* a dead owner holds no lock to release */
 }
 
 FAKE_EXPORT fake_proc_slot_t *fake_proc_slot(struct fake_gpu_state *st, pid_t pid, int create)
@@ -275,7 +326,13 @@ FAKE_EXPORT fake_proc_slot_t *fake_proc_slot(struct fake_gpu_state *st, pid_t pi
     memset(free_slot, 0, sizeof *free_slot);
     free_slot->pid = pid;
     free_slot->pidns = g_pidns;
-    /* Only the calling process creates its own slot (fake_mem_reserve, kernels): its cgroup is ours. */
-    free_slot->cgroup = pid == getpid() ? fake_self_cgroup(st) : 0;
+    /* Only the calling process creates its own slot (fake_mem_reserve, kernels): its cgroup is ours, and
+     * it holds the slot's lock while it lives (shared: no other process ever takes it exclusively). */
+    if (pid == getpid()) {
+        free_slot->cgroup = fake_self_cgroup(st);
+        struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = slot_byte(st, free_slot), .l_len = 1};
+        if (g_fd >= 0)
+            fcntl(g_fd, F_SETLK, &fl);
+    }
     return free_slot;
 }

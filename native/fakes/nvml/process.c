@@ -87,13 +87,16 @@ static int do_sample(void *arg, fake_gpu_state_t *st)
         uint64_t e = r->end_ns < op->now ? r->end_ns : op->now;
         if (e <= s)
             continue; /* queued, not started yet */
+        pid_t pid = fake_kernel_rec_pid(st, r); /* the host's pid for a container's process, as NVML's */
+        if (!pid)
+            continue;
         unsigned i = 0;
-        while (i < op->n && op->pids[i] != r->pid)
+        while (i < op->n && op->pids[i] != pid)
             i++;
         if (i == op->n) {
             if (op->n == FAKE_MAX_PROCS)
                 continue;
-            op->pids[op->n] = r->pid;
+            op->pids[op->n] = pid;
             op->busy[op->n++] = 0;
         }
         op->busy[i] += e - s;

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from fakes_support import PRELUDE
 
@@ -107,3 +108,52 @@ time.sleep(60)
     time.sleep(0.05)
     idle = fake_run(query, state=state_file)
     assert idle == {"used": 0, "status": 0, "mode": [1, 1], "pids": []}
+
+
+def _pid_namespace_holder(env: dict[str, str]) -> tuple[subprocess.Popen, int]:
+    """A process in a pid namespace of its own (as a container's) that holds 2 GiB and runs a 300 ms
+    kernel on GPU 0, then sleeps; returns the `unshare` process and the holder's pid on this side."""
+    holder = subprocess.Popen(
+        ["unshare", "--user", "--map-root-user", "--pid", "--fork", sys.executable, "-c", PRELUDE + f"""
+assert os.getpid() == 1
+LIB.fake_mem_reserve(0, os.getpid(), 2 << 30)
+LIB.fake_kernel_submit(0, os.getpid(), 108, 300 * {MS})
+print("ready", flush=True)
+time.sleep(60)
+"""], env=env, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "ready"
+    children = Path(f"/proc/{holder.pid}/task/{holder.pid}/children").read_text().split()
+    assert len(children) == 1, children
+    return holder, int(children[0])
+
+
+def test_a_process_of_another_pid_namespace_is_named_by_our_pid_and_forgotten_when_gone(
+    fake_nvml, fake_run, state_file
+):
+    """NVML names a container's process by the host's pid and forgets its memory when it exits: the fake
+    learns both from the slot's record lock (F_GETLK), whatever pid the process has in its namespace."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CARVE_FAKE_")}
+    env.update(CARVE_FAKE_GPUS="1xA100-80GB", CARVE_FAKE_STATE=str(state_file))
+    query = """
+        N.nvmlInit()
+        h = N.nvmlDeviceGetHandleByIndex(0)
+        try:
+            util = {s.pid: s.smUtil for s in N.nvmlDeviceGetProcessUtilization(h, int(time.time() * 1e6) - 10**6)}
+        except N.NVMLError_NotFound:
+            util = {}
+        out(dict(used=N.nvmlDeviceGetMemoryInfo(h).used, util=util,
+                 pids=[p.pid for p in N.nvmlDeviceGetComputeRunningProcesses(h)]))
+        """
+    holder, pid = _pid_namespace_holder(env)
+    try:
+        nspid = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("NSpid:")]
+        assert nspid == [f"NSpid:\t{pid}\t1"]  # pid 1 in its namespace
+        busy = fake_run(query, state=state_file)
+        assert busy["used"] == 2 << 30 and busy["pids"] == [pid]
+        assert list(busy["util"]) == [str(pid)]  # the kernel's submitter, by our pid too
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        holder.wait()
+        holder.stdout.close()
+    # Its namespace is gone with it: nothing in this namespace could ever sweep its pid 1.
+    assert fake_run(query, state=state_file) == {"used": 0, "util": {}, "pids": []}
