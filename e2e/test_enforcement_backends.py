@@ -9,7 +9,9 @@ restored afterwards. Then:
   refused past the limit (by the driver) and granted under it;
 - an `mps.carve.dev` pod gets the node's MPS pipe directory and client settings, and its CUDA programs
   become clients of the plugin's (fake) MPS control daemon, whose server list then names the server its
-  log says they attached to.
+  log says they attached to;
+- an mps pod of a second uid is refused by the `carve-cdi-hook mps-user` createRuntime hook while the first
+  uid's pod holds the GPU's MPS server, and starts (kubelet retry) once that pod is gone.
 The container's fake libcuda reads the node's fake GPU state through a hostPath mount of the plugin's state
 file (the driver's state is node-wide on hardware too). On this hybrid host the container sees no cgroup2
 mount (runc mounts the v1 hierarchies only) and has no cgroup namespace, so its /proc/self/cgroup "0::" path
@@ -192,6 +194,83 @@ def test_mps_pod_is_a_client_of_the_nodes_daemon(cluster, api, namespace, driver
     log = (gpu_dir / "log" / "control.log").read_text()
     attached = [line for line in log.splitlines() if f"attached to server {servers[0]}" in line]
     assert len(attached) >= 2, log  # the two probes
+
+
+MPS_REQUEST = [
+    {
+        "name": "gpu",
+        "exactly": {
+            "deviceClassName": names.CLASS_MPS,
+            "capacity": {"requests": {"memory": "1Gi", "cores": "20"}},
+        },
+    }
+]
+
+
+def _mps_pod_as(driver_node, name: str, uid: int) -> tuple[dict, dict]:
+    """An mps pod running as `uid` whose CUDA program stays a client of the GPU's MPS server; restarted by
+    the kubelet when its container fails to start (the mps-user hook's refusal is such a failure)."""
+    template, pod = _pod(driver_node, name, MPS_REQUEST)
+    pod["spec"]["restartPolicy"] = "OnFailure"
+    pod["spec"]["securityContext"] = {"runAsUser": uid, "runAsGroup": uid}
+    pod["spec"]["containers"][0]["command"] = [
+        "sh",
+        "-c",
+        f"{kube.CUDA_VISIBLE_FROM_DEV} cuda-probe {MiB} 3600 & exec sleep 3600",
+    ]
+    return template, pod
+
+
+def _server_uid(pid: str) -> int:
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return int(next(line for line in status if line.startswith("Uid:")).split()[1])
+
+
+def test_mps_pod_of_a_second_uid_starts_when_the_first_users_clients_are_gone(
+    cluster, api, namespace, driver_node
+):
+    """MPS serves one uid per GPU at a time: carve's createRuntime hook (`carve-cdi-hook mps-user`) refuses
+    the second uid's container with a message naming both uids, instead of letting it hang in cuInit; the
+    kubelet retries it, and it starts once the first user's pod is gone."""
+    pipe = driver_node.plugin_dir / "mps" / "gpu-2" / "pipe"
+    template, pod = _mps_pod_as(driver_node, "first", 1000)
+    kube.create(api, namespace, template)
+    kube.create(api, namespace, pod)
+    kube.wait_running(api, namespace, "first", timeout_s=120)
+
+    def served():
+        for server in _mps_control(pipe, "get_server_list").split():
+            if _server_uid(server) == 1000 and _mps_control(pipe, f"get_client_list {server}").split():
+                return server
+        return None
+
+    kube.wait("the first pod's CUDA program a client of a server of uid 1000", served, timeout_s=60)
+    template, pod = _mps_pod_as(driver_node, "second", 2000)
+    kube.create(api, namespace, template)
+    kube.create(api, namespace, pod)
+    core = client.CoreV1Api(api)
+
+    def refused():
+        events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=second").items
+        said = [e.message for e in events if e.message and "mps-user" in e.message]
+        return said[0] if said else None
+
+    message = kube.wait("the second pod's container refused by the mps-user hook", refused, timeout_s=120)
+    assert "serves uid 1000" in message and "runs as uid 2000" in message, message
+
+    def started():
+        statuses = core.read_namespaced_pod("second", namespace).status.container_statuses or []
+        return (statuses and statuses[0].state.running is not None) or None
+
+    assert not started(), "the second uid's container runs beside the first uid's MPS clients"
+    kube.delete_pod(api, namespace, "first")
+    # The kubelet's next try (back-off: tens of seconds) passes the hook; the daemon then serves uid 2000.
+    kube.wait("the second pod's container running", started, timeout_s=240)
+
+    def serves_second():
+        return any(_server_uid(s) == 2000 for s in _mps_control(pipe, "get_server_list").split()) or None
+
+    kube.wait("the GPU's MPS server serving uid 2000", serves_second, timeout_s=60)
 
 
 def _mps_control(pipe, command: str) -> str:

@@ -33,6 +33,7 @@ from driver.plugin.claims.preparer import Preparer, PreparerSettings
 from driver.plugin.claims.status import ClaimStatusWriter, device_statuses
 from driver.plugin.container.edits import DriverFilesError, HostLayout
 from driver.plugin.container.enforcement_edits import (
+    MpsUserCheck,
     PartitionHost,
     mps_control_path,
     nvml_host_path,
@@ -291,6 +292,11 @@ class Plugin:
             {k: v for k, v in os.environ.items() if k.startswith("CARVE_FAKE_")},
         )
         self.preparer.mps_pipe_dir = self.mps.pipe_dir
+        if self.mps.control is not None:
+            # MPS serves one uid per GPU: the hook refuses a container of another uid while it has clients.
+            self.preparer.mps_user_check = MpsUserCheck(
+                self.limiter_dir / names.HOOK_BINARY, layout.host_path(self.mps.control)
+            )
         self.preparer.mps_shm_dir = Path(c.mps_shm_dir) if c.mps_shm_dir else None
         if c.claim_status and hasattr(self.cluster, "update_resource_claim_status"):
             writer = ClaimStatusWriter(self.cluster)

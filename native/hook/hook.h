@@ -13,6 +13,10 @@
  *   carve-cdi-hook create-symlinks --link <target>::<link> ...
  *   carve-cdi-hook update-ldcache --ldconfig <host path of a static ldconfig> --folder <dir> ...
  *   carve-cdi-hook preload --library <absolute path in the container>
+ *
+ * Two createRuntime subcommands open no path of the container root and run without the containment:
+ *   carve-cdi-hook memory-limits ...   (memlimits.c: the driver's memory partition)
+ *   carve-cdi-hook mps-user ...        (mpsuser.c: MPS's one user per GPU)
  */
 #ifndef CARVE_HOOK_H
 #define CARVE_HOOK_H
@@ -38,10 +42,17 @@ struct hook_root {
 /* json.c: the string at a path of object keys (NULL-terminated), unescaped into a malloc'd string.
  * Returns NULL when the document is malformed or the path does not lead to a string. */
 char *json_string_at(const char *doc, size_t len, const char *const *keys);
+/* The non-negative integer (at most `max`) at a path of object keys into *out: 0, or -1 when the document
+ * is malformed or the path leads elsewhere (a string, a fraction, a sign, a larger number). */
+int json_uint_at(const char *doc, size_t len, const char *const *keys, unsigned long long max,
+                 unsigned long long *out);
 
 /* root.c */
 /* The container's root directory from the OCI state document on `fd` (bundle + config.json root.path). */
 char *container_root_from_state(int fd);
+/* The bundle's config.json (read whole, at most HOOK_MAX_CONFIG) from the OCI state document on `fd`;
+ * *bundle (malloc'd) is the bundle's path. NULL after a message. */
+char *bundle_config_from_state(int fd, char **bundle, size_t *len);
 /* Reads at most `max` bytes of a whole file; NULL (errno set) on error or when it is larger. */
 char *read_file_limited(int fd, size_t max, size_t *len);
 /* Closes every descriptor above stderr. */

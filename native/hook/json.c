@@ -215,3 +215,32 @@ char *json_string_at(const char *doc, size_t len, const char *const *keys)
     out[n] = '\0';
     return out;
 }
+
+int json_uint_at(const char *doc, size_t len, const char *const *keys, unsigned long long max,
+                 unsigned long long *out)
+{
+    struct cursor whole = {doc, doc + len};
+    if (skip_value(&whole, 0) < 0)
+        return -1;
+    skip_ws(&whole);
+    if (whole.p != whole.end)
+        return -1;
+    struct cursor c = {doc, doc + len};
+    for (; *keys; keys++)
+        if (find_member(&c, *keys) < 0)
+            return -1;
+    skip_ws(&c);
+    /* A plain non-negative integer: no sign, fraction or exponent (what a uid or a pid is). */
+    unsigned long long v = 0;
+    const char *start = c.p;
+    while (c.p < c.end && *c.p >= '0' && *c.p <= '9') {
+        unsigned d = (unsigned)(*c.p++ - '0');
+        if (v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (c.p == start || (c.p < c.end && strchr(".eE", *c.p)))
+        return -1;
+    *out = v;
+    return 0;
+}

@@ -9,6 +9,7 @@
 
 #include "hook.h"
 #include "memlimits.h"
+#include "mpsuser.h"
 
 struct subcommand {
     const char *name;
@@ -27,6 +28,8 @@ static int usage(void)
     hook_error("usage: carve-cdi-hook <subcommand> [args] (OCI state on stdin); subcommands:");
     for (size_t i = 0; i < sizeof SUBCOMMANDS / sizeof *SUBCOMMANDS; i++)
         hook_error("  %s", SUBCOMMANDS[i].name);
+    hook_error("  memory-limits");
+    hook_error("  mps-user");
     return 2;
 }
 
@@ -38,6 +41,9 @@ int main(int argc, char **argv)
      * /proc/<pid>/cgroup itself, memlimits.c), so it runs before, and without, the root containment. */
     if (strcmp(argv[1], "memory-limits") == 0)
         return run_memory_limits(argc - 2, argv + 2);
+    /* createRuntime: reads config.json, the MPS daemon's replies and the host's /proc (mpsuser.c). */
+    if (strcmp(argv[1], "mps-user") == 0)
+        return run_mps_user(argc - 2, argv + 2);
     const struct subcommand *cmd = NULL;
     for (size_t i = 0; i < sizeof SUBCOMMANDS / sizeof *SUBCOMMANDS; i++)
         if (strcmp(argv[1], SUBCOMMANDS[i].name) == 0)

@@ -72,17 +72,15 @@ char *read_file_limited(int fd, size_t max, size_t *len)
     return buf;
 }
 
-char *container_root_from_state(int fd)
+char *bundle_config_from_state(int fd, char **bundle_out, size_t *len)
 {
     static const char *const bundle_key[] = {"bundle", NULL};
-    static const char *const root_key[] = {"root", "path", NULL};
-    size_t len;
-    char *state = read_file_limited(fd, HOOK_MAX_STATE, &len);
+    char *state = read_file_limited(fd, HOOK_MAX_STATE, len);
     if (!state) {
         hook_error("reading the OCI state from stdin: %s", strerror(errno));
         return NULL;
     }
-    char *bundle = json_string_at(state, len, bundle_key);
+    char *bundle = json_string_at(state, *len, bundle_key);
     free(state);
     if (!bundle || bundle[0] != '/') {
         hook_error("OCI state on stdin: no absolute \"bundle\" path");
@@ -98,7 +96,7 @@ char *container_root_from_state(int fd)
     int cfd = open(config_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     char *config = NULL;
     if (cfd >= 0) {
-        config = read_file_limited(cfd, HOOK_MAX_CONFIG, &len);
+        config = read_file_limited(cfd, HOOK_MAX_CONFIG, len);
         close(cfd);
     }
     if (!config) {
@@ -106,10 +104,22 @@ char *container_root_from_state(int fd)
         free(bundle);
         return NULL;
     }
+    *bundle_out = bundle;
+    return config;
+}
+
+char *container_root_from_state(int fd)
+{
+    static const char *const root_key[] = {"root", "path", NULL};
+    size_t len;
+    char *bundle = NULL;
+    char *config = bundle_config_from_state(fd, &bundle, &len);
+    if (!config)
+        return NULL;
     char *root = json_string_at(config, len, root_key);
     free(config);
     if (!root || !root[0]) {
-        hook_error("%s: no \"root\".\"path\"", config_path);
+        hook_error("%s/config.json: no \"root\".\"path\"", bundle);
         free(root);
         free(bundle);
         return NULL;

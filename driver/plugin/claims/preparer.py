@@ -56,6 +56,7 @@ from driver.plugin.container.enforcement_edits import (
     CGROUPS_DIR,
     DriverPartition,
     MpsShare,
+    MpsUserCheck,
     PartitionHost,
     mps_edits,
     partition_edits,
@@ -129,6 +130,7 @@ class Preparer:
         self.partition_host: PartitionHost | None = None
         self.mps_pipe_dir: Callable[[str], Path | None] = lambda _uuid: None
         self.mps_shm_dir: Path | None = None  # --mps-shm-dir: the daemons' /dev/shm on the host
+        self.mps_user_check: MpsUserCheck | None = None  # None: no mps-user hook (no control binary)
         # After a claim is prepared (not answered from the checkpoint): the claim status writer. Its
         # failure is logged, never the claim's error.
         self.after_prepare: Callable[[ClaimPlan, ClaimRecord, object], None] = lambda *_a: None
@@ -351,8 +353,9 @@ class Preparer:
                 cores=p.consumed.get("cores", 0),
                 memory=device_memory(ref, p)[1],
                 shm_dir=self.mps_shm_dir,
+                gpu_uuid=p.device.gpu_uuid,
             )
-            mps = mps_edits(share)
+            mps = mps_edits(share, self.mps_user_check)
             edits = mps if edits is None else edits.merged(mps)
             break  # one MPS GPU per claim (plan.py checks)
         return edits

@@ -9,7 +9,9 @@ the claim's plugin-owned directory (<claim dir>/cgroups/<container id>).
 MPS: the claim's containers get the GPU's MPS pipe directory (the plugin's control daemon, driver/plugin/
 mps), the daemons' /dev/shm where --mps-shm-dir names it, and the client settings:
 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the share's cores and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from its
-memory (the hard limit).
+memory (the hard limit). MPS serves one uid per GPU at a time, and a container's uid is known only when the
+runtime creates it: a createRuntime hook, `carve-cdi-hook mps-user`, refuses to start a container while the
+GPU's server serves another uid's clients (the kubelet retries it), instead of letting it hang in cuInit.
 """
 
 from __future__ import annotations
@@ -74,16 +76,26 @@ def partition_edits(
 
 
 @dataclass(frozen=True)
+class MpsUserCheck:
+    """What `carve-cdi-hook mps-user` needs from the host: itself and the driver's MPS control binary."""
+
+    hook: Path  # carve-cdi-hook as the host names it
+    control: str  # nvidia-cuda-mps-control as the host names it
+
+
+@dataclass(frozen=True)
 class MpsShare:
     pipe_dir: Path  # the GPU's MPS pipe directory on the host (its control daemon's)
     ordinal: int  # the GPU's CUDA ordinal in the container (PCI order, as the limiter's)
     cores: int  # percent of SMs (0: the whole GPU)
     memory: int  # bytes: the pinned device memory limit (the share's hard limit)
     shm_dir: Path | None = None  # the daemons' /dev/shm on the host (--mps-shm-dir); None: not shared
+    gpu_uuid: str = ""
 
 
-def mps_edits(share: MpsShare) -> ContainerEdits:
-    """Mount the daemon's pipe directory (and its /dev/shm) and set the client's limits."""
+def mps_edits(share: MpsShare, user_check: MpsUserCheck | None = None) -> ContainerEdits:
+    """Mount the daemon's pipe directory (and its /dev/shm), set the client's limits and, with
+    `user_check`, refuse the container while the GPU's server serves another uid."""
     pct = share.cores if 0 < share.cores < 100 else 100
     mib = max(1, share.memory // (1024 * 1024))
     # An MPS server maps its clients' memory through /dev/shm: a client in another container reaches it
@@ -106,6 +118,26 @@ def mps_edits(share: MpsShare) -> ContainerEdits:
                 ("rw", "nosuid", "nodev", "noexec", "bind"),
             ),
             *shm,
+        ),
+        hooks=(
+            (
+                Hook(
+                    str(user_check.hook),
+                    (
+                        names.HOOK_BINARY,
+                        "mps-user",
+                        "--control",
+                        user_check.control,
+                        "--pipe-dir",
+                        str(share.pipe_dir),
+                        "--gpu",
+                        share.gpu_uuid,
+                    ),
+                    hook_name="createRuntime",
+                ),
+            )
+            if user_check is not None and share.gpu_uuid
+            else ()
         ),
     )
 

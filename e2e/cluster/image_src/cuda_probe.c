@@ -1,6 +1,7 @@
 /*
- * cuda-probe BYTES: what a CUDA program does, inside a container of the e2e: dlopen("libcuda.so.1") by
- * name (the CDI spec mounts the fake driver's), create a context on device 0 and cuMemAlloc BYTES.
+ * cuda-probe BYTES [HOLD_SECONDS]: what a CUDA program does, inside a container of the e2e: dlopen
+ * ("libcuda.so.1") by name (the CDI spec mounts the fake driver's), create a context on device 0 and
+ * cuMemAlloc BYTES; with HOLD_SECONDS, keep the context that long after printing.
  * Prints one JSON line: the CUresult of the allocation, the file libcuda.so.1 was loaded from, and whether
  * carve's limiter is mapped into the process (preloaded through /etc/ld.so.preload). Exit 0 unless the
  * library or a symbol is missing (then 2).
@@ -9,6 +10,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,10 +45,11 @@ static void *sym(void *lib, const char *name)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: cuda-probe BYTES\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: cuda-probe BYTES [HOLD_SECONDS]\n");
         return 2;
     }
+    unsigned hold = argc == 3 ? (unsigned)strtoul(argv[2], NULL, 0) : 0;
     size_t bytes = strtoull(argv[1], NULL, 0);
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!lib) {
@@ -64,5 +67,8 @@ int main(int argc, char **argv)
     int alloc = create ? create : ((cu_mem_alloc_t)sym(lib, "cuMemAlloc_v2"))(&ptr, bytes);
     printf("{\"init\": %d, \"ctx\": %d, \"alloc\": %d, \"bytes\": %zu, \"library\": \"%s\", \"limiter\": %s}\n",
            init, create, alloc, bytes, map ? map->l_name : "", limiter_mapped() ? "true" : "false");
+    fflush(stdout);
+    if (hold)
+        sleep(hold); /* a client that stays: its context (and an MPS server's client slot) lives on */
     return 0;
 }

@@ -21,7 +21,8 @@
  * "client <uid> <pid>"; the daemon answers "ok <server pid> <pct> <pinned spec>" and keeps the connection
  * open for the client's lifetime, or "wait" while a server of another user has clients (MPS runs one
  * server per user at a time on a GPU; a client of another user waits for it to go idle). A server is a
- * child process named nvidia-cuda-mps-server that lives until the daemon stops it.
+ * child process named nvidia-cuda-mps-server, running as its user's uid as the real one does (when the
+ * daemon is root), that lives until the daemon stops it.
  * Without a reachable daemon the fake libcuda runs without MPS, as CUDA does (fail-open).
  */
 #include <errno.h>
@@ -36,6 +37,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -128,6 +130,10 @@ static int start_server(unsigned uid)
     if (pid == 0) {
         signal(SIGTERM, SIG_DFL); /* the daemon's handler would keep the server alive */
         signal(SIGINT, SIG_DFL);
+        /* The real server runs as its user (the daemon, root, starts it for that uid); an unprivileged
+         * daemon (tests) keeps its own. Before PR_SET_PDEATHSIG: a credential change clears it. */
+        if (geteuid() == 0 && uid != 0 && (setgroups(0, NULL) != 0 || setresuid(uid, uid, uid) != 0))
+            _exit(1);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         prctl(PR_SET_NAME, "nvidia-cuda-mps-server");
         for (int fd = 3; fd < 1024; fd++)

@@ -154,3 +154,21 @@ class Node:
         )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
+
+
+@contextlib.contextmanager
+def held_client(node: Node, pipe: Path, user: int | None = None, **env: str) -> Iterator[subprocess.Popen]:
+    """The CUDA test client holding 1 MiB as an MPS client of the daemon at `pipe` (as `user` when given)."""
+    proc = subprocess.Popen(
+        [str(CLIENT), "hold", str(MI)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=node.env(CUDA_MPS_PIPE_DIRECTORY=str(pipe), **env),
+        user=user,
+    )
+    try:
+        assert proc.stdout.readline().strip() == f"ready {CUDA_SUCCESS}"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()

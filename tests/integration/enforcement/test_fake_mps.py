@@ -3,46 +3,26 @@ client's active thread percentage and pinned memory limit, and MPS's one-server-
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from enforcement_harness import (
     BUILD,
-    CLIENT,
     CUDA_ERROR_OUT_OF_MEMORY,
     CUDA_SUCCESS,
     GI,
     MI,
     MPS_CONTROL,
     Node,
+    held_client,
 )
 
 CUDA_ERROR_MPS_SERVER_NOT_READY = 807
 PROBE = BUILD / "tests" / "cuda_probe"
-
-
-@pytest.fixture
-def daemon(node: Node) -> Iterator[Path]:
-    # A short path (a unix socket path has at most 107 bytes) that every user can traverse, as the
-    # plugin's pipe directory is for the pods of every uid.
-    pipe = Path(tempfile.mkdtemp(prefix="carve-mps-"))
-    pipe.chmod(0o755)
-    env = node.env(CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(node.tmp / "mps-log"))
-    proc = subprocess.run([str(MPS_CONTROL), "-d"], env=env, capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    try:
-        yield pipe
-    finally:
-        node.mps("quit", pipe=pipe)
-        shutil.rmtree(pipe, ignore_errors=True)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -107,25 +87,9 @@ def test_without_a_daemon_the_mps_limits_do_not_apply(node: Node, tmp_path: Path
     assert int(node.client("alloc", str(2 * GI), **env)) == CUDA_SUCCESS  # fail-open, as CUDA is
 
 
-@contextlib.contextmanager
-def _held_client(node: Node, pipe: Path, **env: str) -> Iterator[subprocess.Popen]:
-    proc = subprocess.Popen(
-        [str(CLIENT), "hold", str(MI)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=node.env(CUDA_MPS_PIPE_DIRECTORY=str(pipe), **env),
-    )
-    try:
-        assert proc.stdout.readline().strip() == f"ready {CUDA_SUCCESS}"
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 def test_server_list_and_clients(node: Node, daemon: Path):
     assert node.mps("get_server_list", pipe=daemon) == ""
-    with _held_client(node, daemon) as client:
+    with held_client(node, daemon) as client:
         servers = node.mps("get_server_list", pipe=daemon).split()
         assert len(servers) == 1
         assert node.mps(f"get_server_status {servers[0]}", pipe=daemon).strip() == "ACTIVE"
@@ -147,7 +111,7 @@ def test_a_second_user_waits_while_the_first_users_server_has_clients(node: Node
         )
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
-    with _held_client(node, daemon):
+    with held_client(node, daemon):
         # one server per user: root's server has a client, so nobody's cuInit waits, then gives up
         assert probe_as_nobody() == {"ok": False, "step": "cuInit", "rc": CUDA_ERROR_MPS_SERVER_NOT_READY}
     # root's client is gone: the daemon replaces the idle server with one for nobody

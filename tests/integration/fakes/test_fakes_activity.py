@@ -138,7 +138,8 @@ def test_a_process_of_another_pid_namespace_is_named_by_our_pid_and_forgotten_wh
         N.nvmlInit()
         h = N.nvmlDeviceGetHandleByIndex(0)
         try:
-            util = {s.pid: s.smUtil for s in N.nvmlDeviceGetProcessUtilization(h, int(time.time() * 1e6) - 10**6)}
+            since = int(time.time() * 1e6) - 10**6
+            util = {s.pid: s.smUtil for s in N.nvmlDeviceGetProcessUtilization(h, since)}
         except N.NVMLError_NotFound:
             util = {}
         out(dict(used=N.nvmlDeviceGetMemoryInfo(h).used, util=util,
@@ -146,7 +147,8 @@ def test_a_process_of_another_pid_namespace_is_named_by_our_pid_and_forgotten_wh
         """
     holder, pid = _pid_namespace_holder(env)
     try:
-        nspid = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("NSpid:")]
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        nspid = [line for line in status if line.startswith("NSpid:")]
         assert nspid == [f"NSpid:\t{pid}\t1"]  # pid 1 in its namespace
         busy = fake_run(query, state=state_file)
         assert busy["used"] == 2 << 30 and busy["pids"] == [pid]

@@ -181,6 +181,13 @@ def test_mps_gpu_gets_a_daemon_and_its_claims_the_client_setup(node, kubelet, pl
     mounts = {m["containerPath"]: m for m in doc["containerEdits"]["mounts"]}
     assert mounts[names.MPS_CONTAINER_PIPE_DIR]["hostPath"] == str(pipe)
     assert names.MPS_CONTAINER_SHM_DIR not in mounts  # no --mps-shm-dir: the container keeps its own
+    # MPS serves one uid per GPU: a createRuntime hook asks this GPU's daemon before the container starts.
+    (check,) = [h for h in doc["containerEdits"]["hooks"] if "mps-user" in h["args"]]
+    assert check["hookName"] == "createRuntime" and check["path"].endswith(names.HOOK_BINARY)
+    args = check["args"]
+    assert args[args.index("--pipe-dir") + 1] == str(pipe)
+    assert args[args.index("--gpu") + 1] == attribute(node, "gpu-2", "uuid")
+    assert Path(args[args.index("--control") + 1]).name == "nvidia-cuda-mps-control"
     # A client with the claim's settings against the node's daemon: MPS holds its pinned memory.
     mps_env = {
         "CUDA_VISIBLE_DEVICES": "2",
@@ -257,5 +264,6 @@ def test_mps_under_the_driver_may_burst_within_the_class_ratio(node, kubelet, pl
         ],
     )
     assert kubelet.prepare([allowed])[allowed[2]]["error"] == ""
-    (create,) = hooks_of(spec_of(node, allowed[2]), "createRuntime")
+    create, user = hooks_of(spec_of(node, allowed[2]), "createRuntime")
+    assert create["args"][1] == "memory-limits" and user["args"][1] == "mps-user"  # the limits, then the uid
     assert create["args"][-1] == f"{gpu_uuid}:{2 * GI}:{3 * GI}"
