@@ -25,6 +25,7 @@ from e2e.cluster.versions import REPO
 
 CACHE = REPO / ".tools" / "images"
 SOURCES = Path(__file__).resolve().parent / "image_src"
+SOURCES_STAMP = "sources.sha256"
 PAUSE = "docker.io/e2e/pause:1"
 BUSYBOX = "docker.io/e2e/busybox:latest"
 GLIBC = "docker.io/e2e/glibc:latest"
@@ -166,15 +167,26 @@ def oci_tarball(
     return out
 
 
+def sources_digest() -> str:
+    """What the images are built from: this module and image_src/ (a change rebuilds them)."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    for f in sorted(SOURCES.rglob("*")):
+        if f.is_file():
+            h.update(f.relative_to(SOURCES).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def build_all(cache: Path = CACHE) -> list[Image]:
-    """The three images as tarballs in `cache` (built once; delete the cache to rebuild)."""
+    """The three images as tarballs in `cache`, built again when their sources changed (SOURCES_STAMP)."""
     cache.mkdir(parents=True, exist_ok=True)
     wanted = {
         PAUSE: cache / "pause.oci.tar",
         BUSYBOX: cache / "busybox.oci.tar",
         GLIBC: cache / "glibc.oci.tar",
     }
-    if all(p.exists() for p in wanted.values()):
+    stamp, digest = cache / SOURCES_STAMP, sources_digest()
+    current = stamp.exists() and stamp.read_text().strip() == digest
+    if current and all(p.exists() for p in wanted.values()):
         return [Image(n, p) for n, p in wanted.items()]
     with tempfile.TemporaryDirectory(prefix="carve-images-") as tmp:
         work = Path(tmp)
@@ -191,6 +203,7 @@ def build_all(cache: Path = CACHE) -> list[Image]:
         extract(debian_package("libc6"), glibc)
         compile_c(SOURCES / "cuda_probe.c", glibc / "usr" / "local" / "bin" / "cuda-probe", static=False)
         oci_tarball(GLIBC, glibc, ["/bin/sh"], (), wanted[GLIBC])
+    stamp.write_text(digest + "\n")
     return [Image(n, p) for n, p in wanted.items()]
 
 
