@@ -42,11 +42,9 @@ from driver.plugin.enforcement.backends import EnforcementError, choose, probe_c
 from driver.plugin.enforcement.enforcer import Enforcer
 from driver.plugin.enforcement.regions import DEFAULT_INTERVAL_S, RegionWatcher
 from driver.plugin.health.endpoint import HealthServer, check_dra_socket
-from driver.plugin.health.monitor import STATE_FILE, HealthMonitor
-from driver.plugin.health.policy import Change, TaintPolicy, describe, parse_xids
-from driver.plugin.health.service import DeviceReport, HealthBroadcast
+from driver.plugin.health.policy import TaintPolicy
 from driver.plugin.health.service import add_to_server as add_health_service
-from driver.plugin.health.taints import health_event, health_marks
+from driver.plugin.health.wiring import NodeHealth
 from driver.plugin.logfmt import event
 from driver.plugin.mig.instances import MigOps
 from driver.plugin.mig.modes import (
@@ -153,9 +151,17 @@ class Plugin:
         self.refused: dict[str, str] = {}  # GPU uuid -> why NVML refused MIG mode (modes.py fallback)
         self.mps: MpsDaemons | None = None
         self.driver_memory: frozenset[str] = frozenset()
-        self.health_monitor: HealthMonitor | None = None
         self._status_writer: ClaimStatusWriter | None = None
-        self.health_broadcast = HealthBroadcast(self._health_reports)
+        self.node_health = NodeHealth(
+            config.node_name,
+            gpus,
+            TaintPolicy(config.health_taint_effect, config.health_lost_effect),
+            cluster,
+            self.metrics,
+            self._wake.set,
+            self._taints_off,
+            lambda: self._all_devices,
+        )
         self.k8s_version = ""
         self._all_devices: dict[str, NodeDevice] = {}  # published or withdrawn: the health stream's list
         c = config
@@ -248,7 +254,7 @@ class Plugin:
                 version,
                 generation,
                 layouts=self.partitioning.published_layouts if layouts and self.partitioning else None,
-                **(self._health_marks() if health else {}),
+                **(self.node_health.marks(version) if health else {}),
             )
 
         self._build = build
@@ -256,16 +262,10 @@ class Plugin:
         self.publisher = Publisher(self.cluster, c.node_name, build, strategies, select=self._select_modes)
         if c.health_monitor:
             # Before the first publish: a GPU found unhealthy (or remembered so) is never offered.
-            self.health_monitor = HealthMonitor(
-                [(g.uuid, g.index) for g in self.gpus],
-                self._on_health_change,
-                Path(c.plugin_dir) / STATE_FILE,
-                recovery_s=c.health_recovery_s,
-                ignored_xids=parse_xids(c.health_ignore_xids),
-                interval_s=c.health_interval_s,
+            self.node_health.start_monitor(
+                Path(c.plugin_dir), c.health_recovery_s, c.health_ignore_xids, c.health_interval_s
             )
-            self.health_monitor.start()
-        self.metrics.observe_health([], [(g.uuid, g.index) for g in self.gpus], self._unhealthy_now())
+        self.node_health.observe_start()
         self.publisher.probe()
         # Every GPU under its effective strategy, every MIG placement (a layout may have changed since a
         # claim was prepared): what recovery needs to read back prepared devices.
@@ -332,7 +332,7 @@ class Plugin:
                 dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
                     DraV1beta1(self.preparer, self.metrics), s
                 ),
-                add_health_service(self.health_broadcast, s),
+                add_health_service(self.node_health.broadcast, s),
             ),
         )
         reg = self._serve(
@@ -381,9 +381,7 @@ class Plugin:
     def stop(self, grace_s: float = 2.0) -> None:
         self._stop.set()
         self._wake.set()
-        self.health_broadcast.close()  # ends the kubelet's health streams, so the servers stop at once
-        if self.health_monitor:
-            self.health_monitor.stop()
+        self.node_health.stop()  # first: ends the kubelet's health streams, so the servers stop at once
         for socket in (self.reg_socket,):
             if socket.exists():
                 socket.unlink()
@@ -424,7 +422,7 @@ class Plugin:
         # What the server kept is what the scheduler allocates from.
         self._catalog = catalog_from_slices(stored)
         self._all_devices = catalog_from_slices(self._build(self.publisher.applied, 1, health=False))
-        self.health_broadcast.publish()
+        self.node_health.broadcast.publish()
         if self.partitioning is not None:
             try:
                 self.partitioning.published()
@@ -497,71 +495,9 @@ class Plugin:
                 return
             self._publish_once()
 
-    # --- GPU health ------------------------------------------------------------------------------------
-
-    def _health_marks(self) -> dict:
-        """build_slices' taints/withdrawn for the GPUs unhealthy now (driver/plugin/health/taints.py)."""
-        if self.health_monitor is None:
-            return {}
-        c = self.config
-        return health_marks(
-            self.health_monitor.unhealthy(),
-            TaintPolicy(c.health_taint_effect, c.health_lost_effect),
-            taints_off=GATE_TAINTS in self.publisher.gates_off,
-            k8s_version=self.k8s_version,
-        )
-
-    def _on_health_change(self, changes: list[Change]) -> None:
-        """A GPU flipped: republish (taint, withdraw or clear), Node Event, metrics, the kubelet's stream."""
-        withdrawn = GATE_TAINTS in self.publisher.gates_off if hasattr(self, "publisher") else False
-        self.metrics.observe_health(changes, [(g.uuid, g.index) for g in self.gpus], self._unhealthy_now())
-        for ch in changes:
-            gpu = next((g for g in self.gpus if g.uuid == ch.uuid), None)
-            body = health_event(
-                self.config.node_name,
-                ch,
-                f"gpu-{gpu.minor}" if gpu else ch.uuid,
-                describe(ch.cause),
-                withdrawn=withdrawn,
-                effect=TaintPolicy(self.config.health_taint_effect, self.config.health_lost_effect).taint(
-                    ch.cause
-                )["effect"],
-            )
-            if withdrawn and not ch.healthy:
-                event(
-                    log,
-                    logging.WARNING,
-                    "health.withdrawn",
-                    gpu=ch.uuid,
-                    cause=ch.cause,
-                    detail="device taints are off on this cluster: the GPU's devices leave the pool",
-                )
-            if hasattr(self.cluster, "create_event"):
-                try:
-                    self.cluster.create_event("default", body)
-                except Exception as e:  # an Event is a courtesy; the taint is what counts
-                    event(
-                        log,
-                        logging.WARNING,
-                        "health.event-failed",
-                        gpu=ch.uuid,
-                        error=f"{type(e).__name__}: {e}",
-                    )
-        self.health_broadcast.publish()
-        self._wake.set()
-
-    def _unhealthy_now(self) -> dict[int, str]:
-        return self.health_monitor.unhealthy() if self.health_monitor else {}
-
-    def _health_reports(self) -> list[DeviceReport]:
-        """Every device of the node (withdrawn ones too: pods still hold them) with its GPU's health."""
-        bad = self._unhealthy_now()
-        index_of = {g.uuid: g.index for g in self.gpus}
-        out = []
-        for name, d in sorted(self._all_devices.items()):
-            cause = bad.get(index_of.get(d.gpu_uuid, -1), "")
-            out.append(DeviceReport(self.config.node_name, name, not cause, describe(cause) if cause else ""))
-        return out
+    def _taints_off(self) -> bool:
+        """The cluster has no device taints (gates off): unhealthy devices are withdrawn instead."""
+        return GATE_TAINTS in self.publisher.gates_off if hasattr(self, "publisher") else False
 
     # --- health endpoint --------------------------------------------------------------------------------
 
@@ -583,7 +519,7 @@ class Plugin:
                 "gatesOff": sorted(self.publisher.gates_off),
             },
             "gpus": [m.status() for _, m in sorted(self.modes.items())],
-            "unhealthy": {str(i): cause for i, cause in sorted(self._unhealthy_now().items())},
+            "unhealthy": {str(i): cause for i, cause in sorted(self.node_health.unhealthy().items())},
             "claims": {uid: r.state for uid, r in self.preparer.state.items()},
             "memoryEnforcement": {
                 "mode": self.config.memory_enforcement,
