@@ -112,6 +112,7 @@ soak: native tools cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 	  SOAK_SEED=$(SOAK_SEED) $(PY) -m e2e.soak
 
 e2e-all: native tools
+	$(MAKE) e2e K8S=1.38
 	$(MAKE) e2e K8S=1.37
 	$(MAKE) e2e K8S=1.37 GATES=off
 	$(MAKE) e2e K8S=1.36
