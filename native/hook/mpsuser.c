@@ -18,7 +18,10 @@
  * in the same instant can both pass (the second then waits in cuInit, as without the hook).
  *
  * Nothing here opens the container's root: the inputs are the OCI state on stdin, the runtime's
- * config.json, the daemon's replies and the host's /proc, so it runs without the containment.
+ * config.json, the daemon's replies and the host's /proc, so it runs without the containment. The replies
+ * are tenant input all the same: the pipe directory is mounted read-write into every client, so a root
+ * tenant can put its own socket at `control`. They are bounded (10 s, 64 KiB), only lines of pids are
+ * accepted, and a pid is only used to read /proc/<pid>/status (docs/security.md, "MPS").
  */
 #include <errno.h>
 #include <fcntl.h>
