@@ -7,7 +7,8 @@
  *     fuzz_driver.c runs the same entry over the corpus and mutations of it, under ASan and UBSan)
  *
  * Beyond "no crash, no leak, no undefined behaviour", it checks what callers rely on: an answer is a
- * NUL-free string no longer than the document, and the same input always gives the same answer.
+ * NUL-free string no longer than the document, a number no larger than the bound asked for, and the same
+ * input always gives the same answer.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,6 +28,16 @@ static void check(const char *doc, size_t len, const char *const *keys)
     free(b);
 }
 
+static void check_uint(const char *doc, size_t len, const char *const *keys, unsigned long long max)
+{
+    unsigned long long a = 0, b = 0;
+    int ra = json_uint_at(doc, len, keys, max, &a), rb = json_uint_at(doc, len, keys, max, &b);
+    if (ra != rb || (ra == 0 && a != b))
+        abort(); /* not deterministic */
+    if (ra == 0 && a > max)
+        abort(); /* the bound is the caller's guard (a uid fits 32 bits) */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const bundle[] = {"bundle", NULL};
@@ -40,6 +51,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(doc, size, bundle);
     check(doc, size, root);
     check(doc, size, deep);
+    static const char *const uid[] = {"process", "user", "uid", NULL};
+    check_uint(doc, size, uid, 0xFFFFFFFFull);
+    check_uint(doc, size, bundle, 9);
     free(doc);
     return 0;
 }
