@@ -41,7 +41,9 @@ STATE_IN_POD = "/var/run/carve-fake/fake-gpus.state"
 MPS_CONTROL = Path(__file__).resolve().parents[1] / "native" / "build" / "fakes" / "nvidia-cuda-mps-control"
 
 
-@pytest.fixture(autouse=True)
+# Module scope: it must skip before the module's driver_node fixture restarts the plugin and waits for
+# devices a gates-off cluster never publishes.
+@pytest.fixture(scope="module", autouse=True)
 def real_containers(cluster, gates_on):
     if cluster.runtime != "containerd":
         pytest.skip(f"needs real containers; this cluster runs the {cluster.runtime} runtime on purpose")

@@ -16,7 +16,7 @@ from e2e.cluster.versions import REPO
 N1 = "e2e-n1"  # holds the cluster's only MIG GPU (0) and its soft GPUs (1: A100-80GB, 2: T4)
 EXAMPLES = REPO / "deviceclasses" / "examples"
 # What fits with the alpha gates off (1.34/1.35): the plugin publishes whole GPUs and slots only.
-GATES_OFF_FIT = {"three-slots", "gpu-40gi-sm80"}
+GATES_OFF_FIT = {"three-slots", "gpu-40gi-sm80", "whole-gpu"}
 
 needs_gates = pytest.mark.usefixtures("require_gates")
 

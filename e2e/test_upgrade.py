@@ -50,13 +50,28 @@ def on_gpu(index: int) -> dict:
 
 
 def kinds(gates_on: bool) -> dict[str, list[dict]]:
-    """Each kind's claim requests on this node; with the gates off no MIG devices are published and the
-    soft GPU falls back to slots."""
+    """Each kind's claim requests on this node; with the gates off no MIG devices are published, the soft
+    GPU falls back to slots and the time-sliced one to a whole GPU (the plugin's fallback: time-slicing
+    needs DRAConsumableCapacity), so "timeslice" is then a whole GPU 0 or 1, two of which fit."""
+    either = f'device.attributes["{names.DRIVER_NAME}"].index in [0, 1]'
+    timeslice = (
+        [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_TIMESLICE}}]
+        if gates_on
+        else [
+            {
+                "name": "gpu",
+                "exactly": {
+                    "deviceClassName": names.CLASS_GPU,
+                    "selectors": [{"cel": {"expression": either}}],
+                },
+            }
+        ]
+    )
     out = {
         "soft": kube.soft_or_slot(gates_on),
         # GPU 2: the MIG GPU publishes a whole device too, which would take all of GPU 0.
         "whole": [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_GPU, "selectors": [on_gpu(2)]}}],
-        "timeslice": [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_TIMESLICE}}],
+        "timeslice": timeslice,
     }
     if gates_on:
         out["mig"] = kube.mig_profile("1g.10gb")
