@@ -69,6 +69,9 @@ static int control(const char *path, const char *pipe_dir, const char *command, 
     snprintf(env_pipe, sizeof env_pipe, "CUDA_MPS_PIPE_DIRECTORY=%s", pipe_dir);
     char *const envp[] = {env_pipe, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
     char *const argv[] = {(char *)path, NULL};
+    /* A control binary that exits before reading its command must not kill the hook with SIGPIPE (the
+     * runtime would then refuse the container: fail-closed where MPS is fail-open). */
+    signal(SIGPIPE, SIG_IGN);
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
@@ -221,6 +224,7 @@ int run_mps_user(int argc, char **argv)
         return 1;
     }
     free(bundle);
+    close_other_fds(); /* nothing the runtime left open reaches the control binary */
 
     char *reply = malloc(MAX_REPLY);
     if (!reply) {

@@ -91,6 +91,15 @@ def test_a_control_binary_that_hangs_is_cut_off(node: Node, tmp_path: Path):
     assert result.returncode == 0 and "no reply in 10 s" in result.stderr, result.stderr
 
 
+def test_a_control_binary_that_exits_at_once_fails_open(node: Node, tmp_path: Path):
+    gone = tmp_path / "gone-control"
+    # It closes its stdin unread: the hook's write may meet EPIPE, which must not kill the hook.
+    gone.write_text("#!/bin/sh\nexec 0<&-\nexit 3\n")
+    gone.chmod(0o755)
+    result = _hook(node, tmp_path, uid=1000, control=gone)
+    assert result.returncode == 0 and "exited with status 3" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("uid", [None, "1000", -1, 1.5, 2**32])
 def test_a_config_without_a_plain_uid_is_an_error_naming_the_field(node: Node, daemon: Path, uid):
     result = _hook(node, daemon, uid=uid)
