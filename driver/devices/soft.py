@@ -26,6 +26,11 @@ def memory_policy(total: int, step: int, split_count: int) -> dict[str, object]:
     }
 
 
+def slots_capacity(split_count: int) -> dict[str, object]:
+    """Each share takes exactly one slot: at most split_count shares per GPU (soft, mps, timeslice)."""
+    return {"value": str(split_count), "requestPolicy": {"default": "1", "validValues": ["1"]}}
+
+
 class Soft:
     name = names.STRATEGY_SOFT
 
@@ -56,11 +61,7 @@ class Soft:
                     "value": "100",
                     "requestPolicy": {"default": "0", "validRange": {"min": "0", "max": "100", "step": "1"}},
                 },
-                # Every share takes exactly one slot, so at most split_count shares fit on the GPU.
-                "slots": {
-                    "value": str(settings.split_count),
-                    "requestPolicy": {"default": "1", "validValues": ["1"]},
-                },
+                "slots": slots_capacity(settings.split_count),
             },
         }
         return DeviceSet(gpu=gpu, strategy=self.name, devices=(device,))

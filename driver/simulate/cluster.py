@@ -93,8 +93,11 @@ class DeviceCost:
     """What allocating a device takes from its GPU when the result says nothing finer."""
 
     gpu: str  # parentUUID
-    memory: int | None  # None: the device publishes no capacity (time-slicing)
+    memory: int | None  # None: the device publishes no capacity
     cores: float | None
+    # Shared with no compute quota (time-slicing): its holders take turns on all SMs, so together they get
+    # at most the GPU's compute however much they need (engine.py slows them down accordingly).
+    turns: bool = False
 
 
 @dataclass
@@ -123,8 +126,8 @@ class SimNode:
         """Add (sign=1) or remove (sign=-1) allocation results; returns the change in busy GPUs.
 
         Cost of a result: its consumedCapacity where the device shares capacity, else the device's own
-        capacity (whole GPU, MIG instance, slot), else (time-slicing) `fallback_cores`, the pod's demand
-        per result, since such a device has no quota to read.
+        capacity (whole GPU, MIG instance, slot); the cores of a result on a device without a compute quota
+        (time-slicing) are `fallback_cores`, the pod's demand per result, since there is no quota to read.
         """
         busy_change = 0
         for result in results:
@@ -140,6 +143,8 @@ class SimNode:
                 memory, cores = cost.memory, cost.cores or 0.0
             else:
                 memory, cores = 0, fallback_cores
+            if cost.turns:
+                cores = fallback_cores
             load.memory_used += sign * memory
             load.cores_used += sign * cores
             load.holders += sign
@@ -169,7 +174,11 @@ def _device_costs(slices: list[dict[str, Any]], gpus: list[Gpu]) -> dict[str, De
             attrs = d.get("attributes") or {}
             parent = (attrs.get("parentUUID") or attrs.get("uuid") or {}).get("string", "")
             cap = d.get("capacity") or {}
-            if "memory" in cap:
+            turns = bool(d.get("allowMultipleAllocations")) and "cores" not in cap
+            if turns:
+                memory = int(quantity_of(cap["memory"]["value"]).value) if "memory" in cap else None
+                costs[d["name"]] = DeviceCost(parent, memory, None, turns=True)
+            elif "memory" in cap:
                 memory = int(quantity_of(cap["memory"]["value"]).value)
                 if "cores" in cap:
                     cores = float(quantity_of(cap["cores"]["value"]).value)

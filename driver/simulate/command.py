@@ -30,7 +30,7 @@ from driver.simulate.policies import POLICIES
 from driver.simulate.report import as_json, table
 
 # Every strategy, then `auto` (the controller's planner): the comparison that tells whether to run it.
-COMPARED = ("exclusive", "mig", "soft", "slots", "timeslice", AUTO)
+COMPARED = ("exclusive", "mig", "soft", "mps", "slots", "timeslice", AUTO)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,14 +10,19 @@ Rules (docs/simulate.md explains them to users):
 - A pod that fits nowhere waits. When a pod leaves a node, only that node gained capacity, so the
   waiting pods retry on that node, oldest first. New arrivals are not held behind waiting pods (the
   scheduler's queue does not block on an unschedulable pod either).
-- A pod runs for its duration from the moment it is placed. Pods still waiting when no event is left
-  are never scheduled.
+- A pod runs for its duration from the moment it is placed, at the compute it asked for, unless it holds a
+  device without a compute quota (time-slicing): the holders of one such GPU take turns on it, so when
+  their demands add up to more than the GPU (sum of cores > 100%) each runs at 100/sum of its speed and
+  its duration stretches (processor sharing, re-rated whenever a holder comes or goes). A pod on several
+  such GPUs runs at the pace of its slowest. Pods still waiting when no event is left are never scheduled.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +69,9 @@ class SimResult:
     # For the HTML report (report_html.py): samples over time and each scheduled pod's wait.
     timeline: Timeline | None = field(default=None, repr=False)
     waits: list[float] = field(default_factory=list, repr=False)
+    # Run time over duration, mean over scheduled pods (> 1: time-sliced pods that got less compute).
+    mean_stretch: float = 1.0
+    p99_wait_s: float = 0.0
 
     def report(self) -> dict[str, Any]:
         """The output keys, in the order the table prints them."""
@@ -78,12 +86,22 @@ class SimResult:
             "pods_never_scheduled": self.pods_never_scheduled,
             "mean_wait_s": round(self.mean_wait_s, 1),
             "max_wait_s": round(self.max_wait_s, 1),
+            "p99_wait_s": round(self.p99_wait_s, 1),
+            "mean_stretch": round(self.mean_stretch, 3),
             "lower_bound_gpus": self.lower_bound_gpus,
             "packing_ratio": None if self.packing_ratio is None else round(self.packing_ratio, 3),
             "gpus_by_strategy": dict(self.gpus_by_strategy),
             **({"strategy_changes": self.strategy_changes} if self.strategy_changes is not None else {}),
             **({"planner_runs": self.planner_runs} if self.planner_runs is not None else {}),
         }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of `values`, 0 when empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100.0 * len(ordered)) - 1)]
 
 
 class Timeline:
@@ -115,6 +133,19 @@ class _Running:
     node: SimNode
     claims: list[tuple[str, list[dict[str, Any]]]]  # (claim uid, allocation results)
     fallback_cores: float
+    # Processor sharing on time-sliced GPUs: work left (seconds at full speed), speed since `since`.
+    work_left: float = 0.0
+    rate: float = 1.0
+    since: float = 0.0
+    turns: list[tuple[str, str]] = field(default_factory=list)  # (node, GPU uuid) it takes turns on
+    started: float = 0.0
+
+
+def share_rate(demands: Iterable[float]) -> float:
+    """Speed of each holder of one time-sliced GPU: 1 while their compute fits the GPU, else 100/sum
+    (the GPU's time divided among them in proportion to what each would use alone)."""
+    total = sum(demands)
+    return 1.0 if total <= 100.0 else 100.0 / total
 
 
 class Simulation:
@@ -243,8 +274,24 @@ class Simulation:
         def mark(now: float) -> None:
             timeline.add(now, busy, len(pending), self.auto.changes if self.auto is not None else 0)
 
+        shared: dict[tuple[str, str], dict[int, float]] = {}  # time-sliced GPU -> holder -> cores
+        live: dict[int, int] = {}  # pod -> seq of its current departure event (older ones are stale)
+        stretches: list[float] = []
+
+        def rerate(affected: Iterable[int], now: float) -> None:
+            """New speeds for the holders of GPUs whose sharers changed; their departures move."""
+            nonlocal seq
+            for j in affected:
+                run = running[j]
+                run.work_left = max(0.0, run.work_left - (now - run.since) * run.rate)
+                run.since = now
+                run.rate = min((share_rate(shared[g].values()) for g in run.turns), default=1.0)
+                live[j] = seq
+                heapq.heappush(events, (now + run.work_left / run.rate, _DEPART, seq, j))
+                seq += 1
+
         def start(i: int, run: _Running, now: float) -> None:
-            nonlocal busy, peak, seq
+            nonlocal busy, peak
             results = [r for _, rs in run.claims for r in rs]
             busy += run.node.apply(results, +1, run.fallback_cores)
             peak = max(peak, busy)
@@ -252,11 +299,23 @@ class Simulation:
             waits.append(now - pods[i].arrival)
             placements[pods[i].name] = Placement(
                 run.node.name, now, [f"{r['request']}={r['device']}" for r in results])
-            heapq.heappush(events, (now + pods[i].duration, _DEPART, seq, i))
-            seq += 1
+            run.work_left, run.since, run.started = pods[i].duration, now, now
+            affected = {i}
+            for r in results:
+                cost = run.node.devices[r["device"]]
+                if cost.turns:
+                    key = (run.node.name, cost.gpu)
+                    holders = shared.setdefault(key, {})
+                    holders[i] = holders.get(i, 0.0) + run.fallback_cores
+                    if key not in run.turns:
+                        run.turns.append(key)
+                    affected.update(holders)
+            rerate(sorted(affected), now)
 
         while events:
-            now, kind, _, i = heapq.heappop(events)
+            now, kind, _seq, i = heapq.heappop(events)
+            if kind == _DEPART and live.get(i) != _seq:
+                continue  # stale: the pod was re-rated, a later event stands for its departure
             gpu_seconds += busy * (now - last_t)
             last_t = now
             if kind == _ARRIVE:
@@ -280,7 +339,18 @@ class Simulation:
                 mark(now)
                 continue
             # departure
+            del live[i]
             run = running.pop(i)
+            stretches.append((now - run.started) / pods[i].duration if pods[i].duration else 1.0)
+            affected: set[int] = set()
+            for key in run.turns:
+                holders = shared[key]
+                holders.pop(i, None)
+                affected.update(holders)
+                if not holders:
+                    del shared[key]
+            if affected:
+                rerate(sorted(affected), now)
             self._release(run)
             busy += run.node.apply([r for _, rs in run.claims for r in rs], -1, run.fallback_cores)
             run.node.failed.clear()
@@ -318,4 +388,6 @@ class Simulation:
             placements=placements,
             timeline=timeline,
             waits=waits,
+            mean_stretch=sum(stretches) / len(stretches) if stretches else 1.0,
+            p99_wait_s=percentile(waits, 99),
         )

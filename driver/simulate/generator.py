@@ -2,7 +2,8 @@
 
 Every generated claim runs under every strategy: its requests use `firstAvailable` with one alternative
 per device class, in the order a platform team would prefer them (hardware isolation, then a sized soft
-share, then slots, then time-slicing, then a whole GPU). On a node of one strategy only the alternatives
+share, then the same share as an MPS client, then slots, then time-slicing with the memory the pod needs,
+then a whole GPU). On a node of one strategy only the alternatives
 of that strategy's class can match, so the same trace measures each strategy.
 
 The mixes (a synthesis of public descriptions of shared inference clusters, not a measured trace):
@@ -56,6 +57,8 @@ def small_claim(memory_gib: int, cores: int, split_count: int = 10, request: str
         {"name": "mig", "deviceClassName": names.CLASS_MIG, "selectors": _sel(_at_least("memory", memory))},
         {"name": "soft", "deviceClassName": names.CLASS_VGPU,
          "capacity": {"requests": {"memory": memory, "cores": str(cores)}}},
+        {"name": "mps", "deviceClassName": names.CLASS_MPS,
+         "capacity": {"requests": {"memory": memory, "cores": str(cores)}}},
     ]
     constraints = []
     for k in slot_counts(memory_gib, cores, split_count):
@@ -70,7 +73,9 @@ def small_claim(memory_gib: int, cores: int, split_count: int = 10, request: str
             constraints.append({"requests": [f"{request}/slots{k}"],
                                 "matchAttribute": f"{DOMAIN}/parentUUID"})
     alternatives += [
-        {"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE},
+        # No cores: time-slicing reserves no compute; the memory is for the scheduler to count.
+        {"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE,
+         "capacity": {"requests": {"memory": memory}}},
         {"name": "gpu", "deviceClassName": names.CLASS_GPU, "selectors": _sel(_at_least("memory", memory))},
     ]
     devices: dict[str, Any] = {"requests": [{"name": request, "firstAvailable": alternatives}]}
@@ -97,6 +102,8 @@ def whole_gpus_claim(count: int, memory_gib: int, split_count: int) -> dict[str,
         # All of a soft GPU's compute, memory as the job needs it; 100% cores keeps two apart.
         {"name": "soft", "deviceClassName": names.CLASS_VGPU, "count": count,
          "capacity": {"requests": {"memory": memory, "cores": "100"}}},
+        {"name": "mps", "deviceClassName": names.CLASS_MPS, "count": count,
+         "capacity": {"requests": {"memory": memory, "cores": "100"}}},
     ]
     constraints: list[dict[str, Any]] = []
     if count * split_count <= MAX_RESULTS:
@@ -104,7 +111,8 @@ def whole_gpus_claim(count: int, memory_gib: int, split_count: int) -> dict[str,
                              "count": count * split_count})
         if count == 1:
             constraints.append({"requests": [f"{request}/slots"], "matchAttribute": f"{DOMAIN}/parentUUID"})
-    alternatives.append({"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE, "count": count})
+    alternatives.append({"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE, "count": count,
+                         "capacity": {"requests": {"memory": memory}}})
     if count > 1:
         constraints.append({"requests": [f"{request}/timeslice"], "distinctAttribute": f"{DOMAIN}/uuid"})
     devices: dict[str, Any] = {"requests": [{"name": request, "firstAvailable": alternatives}]}

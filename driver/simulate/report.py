@@ -17,6 +17,8 @@ LABELS = {
     "pods_never_scheduled": "pods never scheduled",
     "mean_wait_s": "mean wait (s)",
     "max_wait_s": "max wait (s)",
+    "p99_wait_s": "p99 wait (s)",
+    "mean_stretch": "run time / duration (mean)",
     "lower_bound_gpus": "lower bound (GPUs)",
     "packing_ratio": "packing ratio (peak/bound)",
     "gpus_by_strategy": "GPUs by strategy",

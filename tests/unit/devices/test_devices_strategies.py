@@ -127,11 +127,16 @@ def test_a_reserve_that_leaves_no_memory_is_an_error_naming_the_gpu():
         Settings(soft_context_reserve=-1)
 
 
-def test_timeslice_is_shared_and_publishes_no_capacity():
-    (device,) = devices_for(fake_gpu("T4", 0), "timeslice").devices
+def test_timeslice_bounds_sharers_and_memory_but_reserves_no_compute():
+    """Up to split-count sharers and the GPU's shareable memory (bookkeeping, not a quota); no cores."""
+    (device,) = devices_for(fake_gpu("T4", 0), "timeslice", Settings(split_count=4)).devices
     assert device["allowMultipleAllocations"] is True
-    assert "capacity" not in device
     assert device["attributes"]["type"] == {"string": "timeslice"}
+    cap = device["capacity"]
+    assert set(cap) == {"memory", "slots"}
+    assert cap["slots"] == {"value": "4", "requestPolicy": {"default": "1", "validValues": ["1"]}}
+    (soft,) = devices_for(fake_gpu("T4", 0), "soft", Settings(split_count=4)).devices
+    assert cap["memory"] == soft["capacity"]["memory"]  # one memory rule for every shared device
 
 
 def test_mig_on_a_gpu_without_mig_names_the_gpu():

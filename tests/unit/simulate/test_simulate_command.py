@@ -46,7 +46,7 @@ def test_compare_runs_each_strategy(files, capsys) -> None:
     assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--compare",
                  "-o", "json"]) == 0
     reports = json.loads(capsys.readouterr().out)
-    assert list(reports) == ["exclusive", "mig", "soft", "slots", "timeslice", "auto"]
+    assert list(reports) == ["exclusive", "mig", "soft", "mps", "slots", "timeslice", "auto"]
     # Exclusive: 4 pods, 2 GPUs -> two wait. The others share, so nobody waits.
     assert reports["exclusive"]["peak_gpus_busy"] == 2
     assert reports["exclusive"]["mean_wait_s"] > 0
@@ -59,10 +59,10 @@ def test_table_output_has_one_column_per_strategy(files, capsys) -> None:
     cluster, trace = files
     assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--compare"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[1:] == ["exclusive", "mig", "soft", "slots", "timeslice", "auto"]
+    assert lines[0].split()[1:] == ["exclusive", "mig", "soft", "mps", "slots", "timeslice", "auto"]
     assert any(line.startswith("packing ratio") for line in lines)
     (changes,) = [line.split()[3:] for line in lines if line.startswith("strategy changes (auto)")]
-    assert changes[:-1] == ["-"] * 5 and changes[-1].isdigit()  # only auto changes strategies
+    assert changes[:-1] == ["-"] * 6 and changes[-1].isdigit()  # only auto changes strategies
 
 
 def test_bad_input_is_a_usage_error_naming_the_file(files, capsys) -> None:
