@@ -27,6 +27,7 @@ from driver.simulate.inputs import (
     load_trace,
 )
 from driver.simulate.policies import POLICIES
+from driver.simulate.portfolio import run_auto
 from driver.simulate.report import as_json, table
 
 # Every strategy, then `auto` (the controller's planner): the comparison that tells whether to run it.
@@ -57,8 +58,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def simulate(groups: list[NodeGroup], pods: list[TracePod], strategy: str = AUTO, node_policy: str = "kube",
              settings: Settings | None = None, cluster_label: str = "cluster.yaml",
-             trace_label: str = "trace.yaml", policy: PartitioningPolicySpec | None = None) -> SimResult:
-    """One run: a fresh cluster, the trace, the result."""
+             trace_label: str = "trace.yaml", policy: PartitioningPolicySpec | None = None,
+             known: dict[str, SimResult] | None = None) -> SimResult:
+    """One result: under `auto` the winner of every candidate layout (driver/simulate/portfolio.py),
+    else one run of the trace on a fresh cluster under `strategy`."""
+    policy = policy or PartitioningPolicySpec()
+
+    def one(layout: list[NodeGroup], s: str, pol: PartitioningPolicySpec) -> SimResult:
+        return simulate_once(layout, pods, s, node_policy, settings, cluster_label, trace_label, pol)
+
+    if strategy == AUTO:
+        return run_auto(groups, policy, one, known)
+    return one(groups, strategy, policy)
+
+
+def simulate_once(groups: list[NodeGroup], pods: list[TracePod], strategy: str = AUTO,
+                  node_policy: str = "kube", settings: Settings | None = None,
+                  cluster_label: str = "cluster.yaml", trace_label: str = "trace.yaml",
+                  policy: PartitioningPolicySpec | None = None) -> SimResult:
+    """One run: a fresh cluster, the trace, the result (`auto`: the reactive planner alone)."""
     policy = policy or PartitioningPolicySpec()
     rule = policy.rule_for({})
     default = rule.default_strategy if rule else "soft"
@@ -88,10 +106,11 @@ def run(args: argparse.Namespace) -> int:
         trace = load_trace(args.trace)
         pods = trace if isinstance(trace, list) else generate(trace, settings)
         strategies = COMPARED if args.compare else (args.strategy,)
-        results = [
-            simulate(groups, pods, s, args.node_policy, settings, args.cluster.name, args.trace.name)
-            for s in strategies
-        ]
+        results: list[SimResult] = []
+        for s in strategies:
+            known = {r.strategy: r for r in results}
+            results.append(simulate(groups, pods, s, args.node_policy, settings, args.cluster.name,
+                                    args.trace.name, known=known))
     except SimulateError as e:
         raise CliError(str(e)) from None
     for r in results:

@@ -72,6 +72,15 @@ class SimResult:
     # Run time over duration, mean over scheduled pods (> 1: time-sliced pods that got less compute).
     mean_stretch: float = 1.0
     p99_wait_s: float = 0.0
+    mean_extra_run_s: float = 0.0  # mean over scheduled pods of run time - duration (time-slicing)
+    # Under auto: the candidate that won and why (driver/controller/score.py), and every candidate's figures.
+    auto_choice: str | None = None
+    auto_why: str | None = None
+    candidates: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def mean_delay_s(self) -> float:
+        return self.mean_wait_s + self.mean_extra_run_s
 
     def report(self) -> dict[str, Any]:
         """The output keys, in the order the table prints them."""
@@ -88,11 +97,14 @@ class SimResult:
             "max_wait_s": round(self.max_wait_s, 1),
             "p99_wait_s": round(self.p99_wait_s, 1),
             "mean_stretch": round(self.mean_stretch, 3),
+            "mean_delay_s": round(self.mean_delay_s, 1),
             "lower_bound_gpus": self.lower_bound_gpus,
             "packing_ratio": None if self.packing_ratio is None else round(self.packing_ratio, 3),
             "gpus_by_strategy": dict(self.gpus_by_strategy),
             **({"strategy_changes": self.strategy_changes} if self.strategy_changes is not None else {}),
             **({"planner_runs": self.planner_runs} if self.planner_runs is not None else {}),
+            **({"auto_choice": self.auto_choice} if self.auto_choice is not None else {}),
+            **({"auto_why": self.auto_why} if self.auto_why is not None else {}),
         }
 
 
@@ -277,6 +289,7 @@ class Simulation:
         shared: dict[tuple[str, str], dict[int, float]] = {}  # time-sliced GPU -> holder -> cores
         live: dict[int, int] = {}  # pod -> seq of its current departure event (older ones are stale)
         stretches: list[float] = []
+        extra = 0.0
 
         def rerate(affected: Iterable[int], now: float) -> None:
             """New speeds for the holders of GPUs whose sharers changed; their departures move."""
@@ -342,6 +355,7 @@ class Simulation:
             del live[i]
             run = running.pop(i)
             stretches.append((now - run.started) / pods[i].duration if pods[i].duration else 1.0)
+            extra += max(0.0, now - run.started - pods[i].duration)
             affected: set[int] = set()
             for key in run.turns:
                 holders = shared[key]
@@ -390,4 +404,5 @@ class Simulation:
             waits=waits,
             mean_stretch=sum(stretches) / len(stretches) if stretches else 1.0,
             p99_wait_s=percentile(waits, 99),
+            mean_extra_run_s=extra / len(stretches) if stretches else 0.0,
         )

@@ -19,11 +19,13 @@ LABELS = {
     "max_wait_s": "max wait (s)",
     "p99_wait_s": "p99 wait (s)",
     "mean_stretch": "run time / duration (mean)",
+    "mean_delay_s": "mean delay: wait + slowdown (s)",
     "lower_bound_gpus": "lower bound (GPUs)",
     "packing_ratio": "packing ratio (peak/bound)",
     "gpus_by_strategy": "GPUs by strategy",
     "strategy_changes": "strategy changes (auto)",
     "planner_runs": "planner runs (auto)",
+    "auto_choice": "auto's choice",
 }
 
 

@@ -99,7 +99,7 @@ def test_auto_starts_with_the_policy_default_keeps_named_strategies_and_changes_
     # Soft (the default policy's default) where the node names none; the whole-GPU pod then makes the
     # planner switch one idle soft GPU to exclusive; the node that names `slots` is left alone.
     cluster = [nodes("a", 1, "1xA100-80GB"), nodes("t", 1, "1xT4"), nodes("x", 1, "1xL4", "slots")]
-    result = run(cluster, [pod("p", 0, 10)])
+    result = run(cluster, [pod("p", 0, 10)], strategy="planner")
     assert result.gpus_by_strategy == {"exclusive": 1, "slots": 1, "soft": 1}
     assert result.strategy_changes == 1 and result.pods_scheduled == 1
     assert result.planner_runs and result.report()["planner_runs"] == result.planner_runs
@@ -124,7 +124,7 @@ def test_reasons_are_worked_out_only_for_pods_that_fit_no_empty_node(run, monkey
     real = allocator_module.why
     monkeypatch.setattr(allocator_module, "why", lambda *a: calls.append(a[1].name) or real(*a))
     trace = [pod("a", 0, 100), pod("b", 1, 10), pod("c", 2, 10), pod("big", 3, 10, whole_gpus(2))]
-    result = run([nodes("n", 1, "1xT4", "exclusive")], trace)
+    result = run([nodes("n", 1, "1xT4", "exclusive")], trace, strategy="planner")
     assert result.placements["c"].start == 110
     assert calls == ["simulate/big-0"]
     assert "needs 2 devices" in result.never_fit_reasons["big"]
@@ -134,6 +134,6 @@ def test_auto_returns_an_idle_gpu_to_the_default_after_min_hold(run) -> None:
     # The whole-GPU pod makes the planner switch the soft A100 to exclusive; when it leaves after the
     # 10 minute hold, consolidation turns it back to soft for the soft pod that comes later.
     trace = [pod("whole", 0, 700), pod("small", 800, 10, soft("4Gi", "20"))]
-    result = run([nodes("a", 1, "1xA100-80GB")], trace)
+    result = run([nodes("a", 1, "1xA100-80GB")], trace, strategy="planner")
     assert result.strategy_changes == 2 and result.gpus_by_strategy == {"soft": 1}
     assert result.placements["small"].start == 800  # the GPU was soft again before it arrived
