@@ -44,6 +44,7 @@ class Placement:
     node: str
     start: float
     devices: list[str]  # "<request>=<device>" per allocation result, claims in order
+    end: float | None = None  # when it left (start + duration, stretched where it took turns)
 
 
 @dataclass
@@ -356,6 +357,7 @@ class Simulation:
             run = running.pop(i)
             stretches.append((now - run.started) / pods[i].duration if pods[i].duration else 1.0)
             extra += max(0.0, now - run.started - pods[i].duration)
+            placements[pods[i].name].end = now
             affected: set[int] = set()
             for key in run.turns:
                 holders = shared[key]
