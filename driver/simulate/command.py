@@ -6,6 +6,8 @@ Wiring only: read the two files, build the cluster per strategy, run the event l
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 from pathlib import Path
 
@@ -28,7 +30,8 @@ from driver.simulate.inputs import (
 )
 from driver.simulate.policies import POLICIES
 from driver.simulate.portfolio import run_auto
-from driver.simulate.report import as_json, table
+from driver.simulate.report import as_json, sizing_table, table
+from driver.simulate.sizing import Sizing, size
 
 # Every strategy, then `auto` (the controller's planner): the comparison that tells whether to run it.
 COMPARED = ("exclusive", "mig", "soft", "mps", "slots", "timeslice", AUTO)
@@ -47,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split-count", type=int, default=Settings().split_count,
                         help="soft shares / slots per GPU")
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"), help="output format")
+    parser.add_argument("--size", action=argparse.BooleanOptionalAction, default=False,
+                        help="answer how many GPUs the trace needs per strategy and under auto: the cluster "
+                             "file's node groups scaled until p99 delay <= --p99-wait")
+    parser.add_argument("--p99-wait", type=float, default=300.0, metavar="SECONDS",
+                        help="--size: the p99 delay to meet (wait + slowdown from time-slicing), seconds")
     parser.add_argument(
         "--html",
         type=Path,
@@ -101,26 +109,49 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings(split_count=args.split_count)
     except ValueError as e:
         raise CliError(f"--split-count: {e}") from None
+    if args.size and not (math.isfinite(args.p99_wait) and args.p99_wait >= 0):
+        raise CliError(f"--p99-wait: {args.p99_wait} is not a number of seconds >= 0")
+    sizing: Sizing | None = None
     try:
         groups = load_cluster(args.cluster)
         trace = load_trace(args.trace)
         pods = trace if isinstance(trace, list) else generate(trace, settings)
-        strategies = COMPARED if args.compare else (args.strategy,)
+        strategies = COMPARED if args.compare or args.size else (args.strategy,)
         results: list[SimResult] = []
         for s in strategies:
             known = {r.strategy: r for r in results}
             results.append(simulate(groups, pods, s, args.node_policy, settings, args.cluster.name,
                                     args.trace.name, known=known))
+        if args.size:
+            policy = PartitioningPolicySpec()
+
+            def one(layout: list[NodeGroup], s: str, pol: PartitioningPolicySpec) -> SimResult:
+                return simulate_once(layout, pods, s, args.node_policy, settings, args.cluster.name,
+                                     args.trace.name, pol)
+
+            sizing = size(groups, [s for s in COMPARED if s != AUTO], policy, one, args.p99_wait)
     except SimulateError as e:
         raise CliError(str(e)) from None
     for r in results:
         _warn_never_fit(r)
     reports = [r.report() for r in results]
     if args.html is not None:
-        page = report_html.render(results, args.cluster.name, args.trace.name)
+        page = report_html.render(results, args.cluster.name, args.trace.name, sizing)
         try:
             write_atomic(args.html, page.encode())
         except OSError as e:
             raise CliError(f"--html {args.html}: cannot write: {e.strerror or e}") from None
-    print(as_json(reports, args.compare) if args.output == "json" else table(reports))
+    if args.output == "json":
+        out = json.loads(as_json(reports, args.compare or args.size))
+        if sizing is not None:
+            out = {"runs": out, "sizing": sizing.report()}
+        print(json.dumps(out, indent=2))
+        return 0
+    print(table(reports))
+    auto = next((r for r in results if r.auto_why), None)
+    if auto is not None:
+        print(f"\nauto chose {auto.auto_why}")
+    if sizing is not None:
+        print()
+        print(sizing_table(sizing))
     return 0

@@ -74,6 +74,7 @@ class SimResult:
     mean_stretch: float = 1.0
     p99_wait_s: float = 0.0
     mean_extra_run_s: float = 0.0  # mean over scheduled pods of run time - duration (time-slicing)
+    p99_delay_s: float = 0.0  # p99 over scheduled pods of wait + extra run time
     # Under auto: the candidate that won and why (driver/controller/score.py), and every candidate's figures.
     auto_choice: str | None = None
     auto_why: str | None = None
@@ -99,6 +100,7 @@ class SimResult:
             "p99_wait_s": round(self.p99_wait_s, 1),
             "mean_stretch": round(self.mean_stretch, 3),
             "mean_delay_s": round(self.mean_delay_s, 1),
+            "p99_delay_s": round(self.p99_delay_s, 1),
             "lower_bound_gpus": self.lower_bound_gpus,
             "packing_ratio": None if self.packing_ratio is None else round(self.packing_ratio, 3),
             "gpus_by_strategy": dict(self.gpus_by_strategy),
@@ -291,6 +293,7 @@ class Simulation:
         live: dict[int, int] = {}  # pod -> seq of its current departure event (older ones are stale)
         stretches: list[float] = []
         extra = 0.0
+        delays: list[float] = []
 
         def rerate(affected: Iterable[int], now: float) -> None:
             """New speeds for the holders of GPUs whose sharers changed; their departures move."""
@@ -356,7 +359,9 @@ class Simulation:
             del live[i]
             run = running.pop(i)
             stretches.append((now - run.started) / pods[i].duration if pods[i].duration else 1.0)
-            extra += max(0.0, now - run.started - pods[i].duration)
+            late = max(0.0, now - run.started - pods[i].duration)
+            extra += late
+            delays.append(run.started - pods[i].arrival + late)
             placements[pods[i].name].end = now
             affected: set[int] = set()
             for key in run.turns:
@@ -407,4 +412,5 @@ class Simulation:
             mean_stretch=sum(stretches) / len(stretches) if stretches else 1.0,
             p99_wait_s=percentile(waits, 99),
             mean_extra_run_s=extra / len(stretches) if stretches else 0.0,
+            p99_delay_s=percentile(delays, 99),
         )

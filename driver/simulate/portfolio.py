@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from api.v1alpha1.partitioning import PartitioningPolicySpec
 from driver import names
@@ -40,19 +41,20 @@ def _mig_ok(group: NodeGroup) -> bool:
     return all(fake_gpu(m, 0, "probe").mig_capable for m in group.models)
 
 
-def _fixed(groups: list[NodeGroup], strategy: str) -> list[NodeGroup] | None:
-    """Every open group under `strategy` (groups the file pins keep theirs); None if a GPU cannot run it."""
-    out = []
-    for g in groups:
-        if g.strategy is None and strategy == names.STRATEGY_MIG and not _mig_ok(g):
-            return None
-        out.append(g if g.strategy is not None else dataclasses.replace(g, strategy=strategy))
-    return out
+def _runnable(group: NodeGroup, strategy: str) -> str:
+    """`mig` on a group with a GPU without MIG is `exclusive`, as under `--strategy mig`."""
+    return names.STRATEGY_EXCLUSIVE if strategy == names.STRATEGY_MIG and not _mig_ok(group) else strategy
+
+
+def _fixed(groups: list[NodeGroup], strategy: str) -> list[NodeGroup]:
+    """Every open group under `strategy` (groups the file pins keep theirs)."""
+    return [g if g.strategy is not None else dataclasses.replace(g, strategy=_runnable(g, strategy))
+            for g in groups]
 
 
 def _split(groups: list[NodeGroup], a: str, b: str) -> list[NodeGroup] | None:
     """The first half (rounded up) of each open group under `a`, the rest under `b`; None when that is
-    no split at all (no open group of two nodes or more) or a GPU cannot run its share's strategy."""
+    no split at all (no open group of two nodes or more)."""
     out: list[NodeGroup] = []
     split = False
     for g in groups:
@@ -60,12 +62,11 @@ def _split(groups: list[NodeGroup], a: str, b: str) -> list[NodeGroup] | None:
             out.append(g)
             continue
         first = (g.count + 1) // 2
-        if (names.STRATEGY_MIG in (a, b)) and not _mig_ok(g):
-            return None
-        out.append(dataclasses.replace(g, name=f"{g.name}-{a}", count=first, strategy=a))
+        out.append(dataclasses.replace(g, name=f"{g.name}-{a}", count=first, strategy=_runnable(g, a)))
         if g.count - first:
             split = True
-            out.append(dataclasses.replace(g, name=f"{g.name}-{b}", count=g.count - first, strategy=b))
+            out.append(dataclasses.replace(g, name=f"{g.name}-{b}", count=g.count - first,
+                                           strategy=_runnable(g, b)))
     return out if split else None
 
 
@@ -78,27 +79,39 @@ def _home_policy(policy: PartitioningPolicySpec, home: str) -> PartitioningPolic
     return PartitioningPolicySpec.model_validate(data)
 
 
+@dataclass(frozen=True)
+class Candidate:
+    name: str  # "soft", "planner:soft", "split:mig/soft"
+    groups: list[NodeGroup]
+    strategy: str  # what the run is given: a forced strategy, or auto (pinned groups, the planner)
+    policy: PartitioningPolicySpec
+
+
+def candidates(groups: list[NodeGroup], policy: PartitioningPolicySpec) -> list[Candidate]:
+    """Every layout `auto` weighs, single strategies first (module doc)."""
+    rule = policy.rule_for({})
+    allowed = list(rule.allowed_strategies) if rule else [names.STRATEGY_SOFT]
+    open_only = all(g.strategy is None for g in groups)
+    out = [Candidate(s, groups, s, policy) if open_only else Candidate(s, _fixed(groups, s), "auto", policy)
+           for s in allowed]
+    out += [Candidate(PLANNER_PREFIX + home, groups, "auto", _home_policy(policy, home)) for home in allowed]
+    for a, b in itertools.combinations(allowed, 2):
+        layout = _split(groups, a, b)
+        if layout is not None:
+            out.append(Candidate(f"{SPLIT_PREFIX}{a}/{b}", layout, "auto", policy))
+    return out
+
+
 def run_auto(groups: list[NodeGroup], policy: PartitioningPolicySpec, run: Runner,
              known: dict[str, SimResult] | None = None) -> SimResult:
     """Every candidate's run, the winner's result relabelled `auto` with the choice and the others'
     figures. `known`: results of single strategies already run on the same groups (--compare)."""
-    rule = policy.rule_for({})
-    allowed = list(rule.allowed_strategies) if rule else [names.STRATEGY_SOFT]
     results: dict[str, SimResult] = {}
-    for s in allowed:
-        layout = _fixed(groups, s)
-        if layout is None:
-            continue
-        if known and s in known and all(g.strategy is None for g in groups):
-            results[s] = known[s]
+    for c in candidates(groups, policy):
+        if known and c.name in known and c.strategy == c.name:
+            results[c.name] = known[c.name]  # the same run as --strategy <name>
         else:
-            results[s] = run(layout, "auto", policy)
-    for home in allowed:
-        results[PLANNER_PREFIX + home] = run(groups, "auto", _home_policy(policy, home))
-    for a, b in itertools.combinations(allowed, 2):
-        layout = _split(groups, a, b)
-        if layout is not None:
-            results[f"{SPLIT_PREFIX}{a}/{b}"] = run(layout, "auto", policy)
+            results[c.name] = run(c.groups, c.strategy, c.policy)
     choice = choose(outcome(name, r) for name, r in results.items())
     won = results[choice.winner.candidate]
     return dataclasses.replace(

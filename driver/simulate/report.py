@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from driver.simulate.sizing import Sizing
+
 # Row labels of the table, with the unit a reader needs; the JSON keys are the dict keys.
 LABELS = {
     "strategy": "strategy",
@@ -20,6 +22,7 @@ LABELS = {
     "p99_wait_s": "p99 wait (s)",
     "mean_stretch": "run time / duration (mean)",
     "mean_delay_s": "mean delay: wait + slowdown (s)",
+    "p99_delay_s": "p99 delay (s)",
     "lower_bound_gpus": "lower bound (GPUs)",
     "packing_ratio": "packing ratio (peak/bound)",
     "gpus_by_strategy": "GPUs by strategy",
@@ -59,3 +62,21 @@ def as_json(reports: list[dict[str, Any]], compare: bool) -> str:
     if compare:
         return json.dumps({r["strategy"]: r for r in reports}, indent=2)
     return json.dumps(reports[0], indent=2)
+
+
+def sizing_table(sizing: Sizing) -> str:
+    """`--size`: GPUs needed per strategy and under auto, then the answer in one sentence."""
+    head = f"sizing: smallest cluster of this shape with p99 delay <= {sizing.target_p99_s:g} s"
+    rows = [("strategy", "GPUs needed", "nodes", "p99 delay (s)", "mean wait (s)", "layout chosen")]
+    for s in (*sizing.strategies, sizing.auto):
+        r = s.result
+        if r is None:
+            rows.append((s.name, "-", "-", "-", "-", "not met"))
+            continue
+        rows.append((s.name, _cell(s.gpus), s.layout(), _cell(round(r.p99_delay_s, 1)),
+                     _cell(round(r.mean_wait_s, 1)), s.choice))
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    lines = [head] + ["  ".join(c.ljust(w) if k in (0, 2, 5) else c.rjust(w)
+                                for k, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+                      for row in rows]
+    return "\n".join([*lines, sizing.sentence()])

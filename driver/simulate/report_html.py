@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from driver.simulate.engine import SimResult
+from driver.simulate.sizing import Sizing
 
 CHART_W, CHART_H = 560, 320
 MARGIN = 24  # around and between charts
-TOP = 150  # the heading and the summary line above the charts
+TOP = 230  # the heading, the summary, auto's choice and the sizing answer above the charts
 PLOT = (56, 28, 24, 44)  # left, top, right, bottom padding inside a chart, for axes and labels
 COLORS = {
     "exclusive": "#4e79a7",
@@ -152,14 +153,13 @@ def _hours(points: Sequence[tuple[float, int, int, int]], field: int) -> list[tu
     return [(p[0] / 3600.0, float(p[field])) for p in points]
 
 
-def wait_cap(all_waits: list[list[float]], share: float = 0.95) -> float:
-    """The wait (s) below which `share` of the pods that waited at all did, over every run: the x range of
-    the distribution chart, so a few extreme waits do not squash every curve against the axis."""
-    waited = sorted(w for waits in all_waits for w in waits if w > 0)
-    return waited[min(len(waited) - 1, int(share * len(waited)))] if waited else 60.0
+def wait_cap(all_waits: list[list[float]]) -> float:
+    """The x range of the distribution chart: the longest wait of any run, so every curve reaches 100%
+    inside the chart (a percentile cap cut the slowest pods off, the ones the chart is for)."""
+    return max((w for waits in all_waits for w in waits), default=0.0) or 60.0
 
 
-def wait_distribution(waits: list[float], top: float, buckets: int = 40) -> list[tuple[float, float]]:
+def wait_distribution(waits: list[float], top: float, buckets: int = 120) -> list[tuple[float, float]]:
     """(wait in minutes, % of the pods that waited at all that waited at most that long), 0..`top` s."""
     ordered = sorted(w for w in waits if w > 0)
     if not ordered:
@@ -205,8 +205,9 @@ svg .axis { stroke: #888; }
 """
 
 
-def render(results: list[SimResult], cluster_label: str, trace_label: str) -> str:
-    """The whole page for one or several runs (one per strategy)."""
+def render(results: list[SimResult], cluster_label: str, trace_label: str,
+           sizing: Sizing | None = None) -> str:
+    """The whole page for one or several runs (one per strategy), and the sizing answer when asked."""
     by_name = {r.strategy: r for r in results}
     busy = {r.strategy: _hours(r.timeline.points if r.timeline else [], 1) for r in results}
     queue = {r.strategy: _hours(r.timeline.points if r.timeline else [], 2) for r in results}
@@ -225,6 +226,9 @@ def render(results: list[SimResult], cluster_label: str, trace_label: str) -> st
         bar_chart("GPU-hours busy", {r.strategy: round(r.gpu_hours_busy, 2) for r in results}, "GPU-hours"),
         bar_chart("Pods never scheduled", {r.strategy: r.pods_never_scheduled for r in results}, "pods"),
     ]
+    if sizing is not None:
+        needed = {s.name: float(s.gpus) for s in (*sizing.strategies, sizing.auto) if s.gpus is not None}
+        charts.append(bar_chart(f"GPUs needed at p99 delay <= {sizing.target_p99_s:g} s", needed, "GPUs"))
     auto = by_name.get("auto")
     if auto is not None and auto.timeline is not None:
         changes = {"auto": _hours(auto.timeline.points, 3)}
@@ -246,12 +250,17 @@ def render(results: list[SimResult], cluster_label: str, trace_label: str) -> st
         for i, (svg, b) in enumerate(zip(charts, boxes, strict=True))
     )
     width = MARGIN + 2 * (CHART_W + MARGIN)
+    extra = ""
+    if auto is not None and auto.auto_why:
+        extra += f'<p id="auto-choice">auto chose {html.escape(auto.auto_why)}</p>'
+    if sizing is not None:
+        extra += f'<p id="sizing">{html.escape(sizing.sentence())}</p>'
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>carve simulate: {html.escape(trace_label)} on {html.escape(cluster_label)}</title>"
         f"<style>{_STYLE % (MARGIN, MARGIN)}</style></head>"
         f'<body style="min-width:{width}px;min-height:{height}px">'
         f"<header><h1>carve simulate: {html.escape(trace_label)} on {html.escape(cluster_label)}</h1>"
-        f"<p>{summary}</p><p>Hover a legend entry to pick out a strategy.</p></header>"
+        f"<p>{summary}</p>{extra}<p>Hover a legend entry to pick out a strategy.</p></header>"
         f"{sections}<script>{_SCRIPT}</script></body></html>\n"
     )
