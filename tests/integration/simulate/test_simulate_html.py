@@ -4,9 +4,13 @@ holds a drawing, not a blank box. The page is self-contained: no external script
 
 from __future__ import annotations
 
+import html
+import io
+import json
 import re
 import shutil
 import subprocess
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,7 @@ import yaml
 from support.png import read_png
 
 from driver.cli import main
-from driver.simulate.report_html import CHART_H, CHART_W, MARGIN, chart_boxes
+from driver.simulate.report_html import CHART_H, CHART_W, MARGIN, chart_boxes, wait_cap, wait_distribution
 
 REPO = Path(__file__).resolve().parents[3]
 WINDOW = (MARGIN + 2 * (CHART_W + MARGIN), 1400)
@@ -99,3 +103,52 @@ def test_the_report_opens_without_console_errors_and_its_charts_are_drawn(report
     below = boxes[-1].top + CHART_H + MARGIN // 2
     strip = pixels[min(below, len(pixels) - 1)][MARGIN : MARGIN + CHART_W]
     assert len(set(strip)) == 1
+
+
+@pytest.fixture(scope="module")
+def sized(tmp_path_factory) -> tuple[Path, dict]:
+    """`--size` on the same trace: one more chart (GPUs needed per strategy) and the answer's sentence."""
+    base = tmp_path_factory.mktemp("sized")
+    (base / "cluster.yaml").write_text("nodes:\n- name: a100\n  count: 1\n  gpus: 2xA100-80GB\n")
+    pods = [{"name": f"whole-{k}", "arrival": 60 * k, "duration": 900, "claims": [WHOLE]} for k in range(6)]
+    pods += [{"name": f"share-{k}", "arrival": 30 * k, "duration": 600, "claims": [SHARE]} for k in range(8)]
+    (base / "trace.yaml").write_text(yaml.safe_dump({"pods": pods}))
+    out = base / "sized.html"
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = main(["simulate", "--cluster", str(base / "cluster.yaml"), "--trace", str(base / "trace.yaml"),
+                     "--size", "--p99-wait", "120", "--html", str(out), "-o", "json"])
+    assert code == 0
+    return out, json.loads(buf.getvalue())
+
+
+def test_the_sizing_answer_is_in_the_page_and_charted(sized, tmp_path) -> None:
+    page, data = sized
+    text = page.read_text()
+    answer = data["sizing"]["answer"]
+    assert answer.startswith("this trace needs ") and "p99 delay <= 120 s" in answer
+    assert html.escape(answer) in text
+    assert text.count("<svg") == 7  # the six of --compare and GPUs needed per strategy
+    assert "GPUs needed at p99 delay &lt;= 120 s" in text
+    # auto needs no more than the best single strategy its policy allows
+    needed = {k: v["gpus"] for k, v in data["sizing"]["strategies"].items()}
+    allowed = [needed[s] for s in ("exclusive", "soft", "mig") if needed[s] is not None]
+    assert needed["auto"] is not None and needed["auto"] <= min(allowed)
+    shot, console = open_page(page, tmp_path, height=1700)
+    assert console == []
+    pixels = read_png(shot)
+    for i, box in enumerate(chart_boxes(7)):
+        assert box.top + CHART_H <= len(pixels), "the window is too short for the charts"
+        region = [pixels[y][x] for y in range(box.top + 40, box.top + CHART_H - 50, 2)
+                  for x in range(box.left + 60, box.left + CHART_W - 30, 2)]
+        colored = sum(1 for r, g, b in region if max(r, g, b) - min(r, g, b) > 30 or max(r, g, b) < 200)
+        assert colored / len(region) > 0.003, f"chart {i} at {box} looks blank ({colored} drawn pixels)"
+
+
+def test_the_wait_chart_spans_every_wait() -> None:
+    # The slowest pods are the ones the chart is for: every curve ends at 100% inside the chart.
+    waits = [[0.0, 10.0, 20.0, 30.0] + [40.0] * 90, [5.0, 3600.0]]
+    top = wait_cap(waits)
+    assert top == 3600.0
+    for w in waits:
+        assert wait_distribution(w, top)[-1] == (60.0, 100.0)
