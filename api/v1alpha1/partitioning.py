@@ -12,6 +12,7 @@ these models are what carve itself parses, strictly, with errors naming the obje
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Literal
 
@@ -26,6 +27,10 @@ PLURAL_NODE_PARTITIONINGS = "nodepartitionings"
 PLURAL_PARTITIONING_POLICIES = "partitioningpolicies"
 # Annotation on a NodePartitioning where the controller keeps when it changed each GPU (hysteresis).
 ANNOTATION_CHANGES = f"{names.CRD_GROUP}/strategy-changes"
+# Why the controller last changed each GPU it manages ({"<index>": reason with the winning score}), for
+# `kubectl carve status -o wide`; bounded: one entry per GPU, each cut to REASON_MAX characters.
+ANNOTATION_REASONS = f"{names.CRD_GROUP}/strategy-reasons"
+REASON_MAX = 512
 
 StrategyName = Literal["exclusive", "soft", "slots", "mig", "timeslice", "mps"]
 STRATEGY_NAMES: tuple[str, ...] = ("exclusive", "soft", "slots", "mig", "timeslice", "mps")
@@ -262,3 +267,15 @@ def _without_false_pins(spec: dict[str, Any]) -> dict[str, Any]:
         if entry.get("pinned") is False:
             del entry["pinned"]
     return spec
+
+
+def reasons_of(obj: dict | None) -> dict[str, str]:
+    """The per-GPU reasons annotation of a NodePartitioning ({} when absent or malformed: only shown)."""
+    raw = ((obj or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_REASONS)
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): str(v)[:REASON_MAX] for k, v in data.items() if isinstance(v, str)}

@@ -23,6 +23,8 @@ from typing import Any
 
 from api.v1alpha1.partitioning import (
     ANNOTATION_CHANGES,
+    ANNOTATION_REASONS,
+    REASON_MAX,
     GpuPartition,
     NodePartitioning,
     NodePartitioningSpec,
@@ -30,6 +32,7 @@ from api.v1alpha1.partitioning import (
     PartitioningPolicySpec,
     node_partitioning_object,
     parse_node_partitioning,
+    reasons_of,
 )
 from driver import names
 from driver.allocator.model import ModelError, object_name, read_claim
@@ -261,9 +264,14 @@ def updated_partitioning(
     for c in changes:
         history.setdefault(c.uuid, []).append(now)
     history = {u: sorted(t for t in ts if now - t < KEEP_HISTORY_S) for u, ts in sorted(history.items())}
+    reasons = reasons_of(current)
+    for c in changes:
+        reasons[str(c.index)] = c.reason[:REASON_MAX]
+    reasons = {i: r for i, r in reasons.items() if i.isdigit() and int(i) in strategies}
     annotations = {
         **(meta.get("annotations") or {}),
         ANNOTATION_CHANGES: json.dumps({u: ts for u, ts in history.items() if ts}, sort_keys=True),
+        ANNOTATION_REASONS: json.dumps(dict(sorted(reasons.items(), key=lambda kv: int(kv[0])))),
     }
     obj = node_partitioning_object(node, spec, annotations)
     if meta.get("resourceVersion"):

@@ -104,6 +104,12 @@ class PlanInput:
     consolidate: bool = True  # idle GPUs return to their node's default strategy (see _consolidate)
 
 
+def score_text(score: dict[str, int | None], chosen: str) -> str:
+    """`score: mig 1 GPU, exclusive 1 GPU, soft -` for reasons, Events and `carve status`."""
+    parts = [f"{s} {n} GPU{'s' if n != 1 else ''}" if n is not None else f"{s} -" for s, n in score.items()]
+    return f"score (GPUs an empty node needs for it): {', '.join(parts)}; won: {chosen}"
+
+
 def _shape(group: Pending, isolated: bool) -> str:
     base = group.shape or json.dumps([c.get("spec") for c in group.claims], sort_keys=True)
     return base + ("|iso" if isolated else "")
@@ -354,6 +360,17 @@ class Planner:
             memo.misses.add(key)
         return False
 
+    def _score(self, node: NodeState, allowed: list[str], group: Pending, shape: str,
+               classes: list[dict[str, Any]]) -> dict[str, int | None]:
+        """The score of each allowed strategy for a pending group on `node`: GPUs of the node's model an
+        empty node of its size needs for the group under it (None: it does not fit there at all). The
+        planner tries the strategies fewest GPUs first, ties in the claim's own order (sorted is stable)."""
+        if not node.gpus:
+            return {}
+        pg = node.gpus[0]
+        count = sum(1 for p in node.gpus if p.gpu.product == pg.gpu.product)
+        return {s: self.need(pg, count, s, group, shape, classes) for s in allowed}
+
     def _change_for(
         self,
         nodes: Sequence[NodeState],
@@ -378,7 +395,9 @@ class Planner:
                 continue
             # Equal nodes give equal answers unless hysteresis held back some idle GPU of this one.
             comparable = len(candidates) == sum(1 for p in node.gpus if p.gpu.uuid not in node.busy)
-            for strategy in (s for s in wanted if s in rule.allowed_strategies):
+            allowed = [s for s in wanted if s in rule.allowed_strategies]
+            score = self._score(node, allowed, group, shape, inp.classes)
+            for strategy in sorted(allowed, key=lambda s: (score.get(s) is None, score.get(s) or 0)):
                 key = (node.signature(), shape, strategy)
                 if comparable and key in memo.hopeless:
                     continue
@@ -402,7 +421,7 @@ class Planner:
                 node.record(list(group.claims), allocations)
                 reason = (
                     f"pending {group.key} fits on node {node.name} once "
-                    f"{len(changed)} idle GPU(s) run {strategy}"
+                    f"{len(changed)} idle GPU(s) run {strategy}; {score_text(score, strategy)}"
                 )
                 made = []
                 for p in changed:

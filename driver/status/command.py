@@ -68,6 +68,7 @@ def table(rows: list[Row], wide: bool) -> str:
     ]
     if wide:
         head[3:3] = ["SET BY"]
+        head.append("WHY")
     lines = [head]
     for r in rows:
         gpu = f"{r.gpu_index if r.gpu_index is not None else '?'} {r.gpu_model} {short_uuid(r.gpu_uuid)}"
@@ -88,6 +89,7 @@ def table(rows: list[Row], wide: bool) -> str:
         ]
         if wide:
             cells[3:3] = [r.strategy_set_by]
+            cells.append(r.strategy_why or "-")
         lines.append(cells)
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
     return "\n".join(

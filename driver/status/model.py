@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from api.v1alpha1.partitioning import reasons_of
 from driver import names
 from driver.allocator.quantity import QuantityError
 from driver.allocator.quantity import of as quantity_of
@@ -24,6 +25,7 @@ STRATEGY_OF_TYPE = {
     names.TYPE_SLOT: names.STRATEGY_SLOTS,
     names.TYPE_MIG: names.STRATEGY_MIG,
     names.TYPE_TIMESLICE: names.STRATEGY_TIMESLICE,
+    names.TYPE_MPS: names.STRATEGY_MPS,
 }
 # How each strategy's quota is enforced: by the hardware (MIG), by carve's limiter, or not at all.
 ENFORCEMENT_OF_STRATEGY = {
@@ -32,6 +34,7 @@ ENFORCEMENT_OF_STRATEGY = {
     names.STRATEGY_SOFT: "limiter",
     names.STRATEGY_SLOTS: "limiter",
     names.STRATEGY_TIMESLICE: "none",
+    names.STRATEGY_MPS: "mps+limiter",
 }
 SET_BY_CONTROLLER = "controller"
 SET_BY_PLUGIN = "plugin"
@@ -65,6 +68,7 @@ class Row:
     cores_limit_percent: float | None
     enforcement: str
     pods: list[str] = field(default_factory=list)
+    strategy_why: str = ""  # the controller's reason and winning score for this GPU's strategy
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,6 +138,17 @@ def strategy_setters(partitionings: Iterable[Mapping[str, Any]]) -> dict[tuple[s
     return out
 
 
+def strategy_reasons(partitionings: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(node, `#<index>`) -> why the controller last changed that GPU: its reason with the winning score
+    (the NodePartitioning's strategy-reasons annotation, written by the controller)."""
+    out: dict[tuple[str, str], str] = {}
+    for np in partitionings:
+        node = (np.get("metadata") or {}).get("name", "")
+        for index, reason in reasons_of(dict(np)).items():
+            out[(node, f"#{index}")] = reason
+    return out
+
+
 def pod_containers(pod: Mapping[str, Any], claim_name: str) -> list[str]:
     """Containers of a pod that use the claim `claim_name` (directly or made from its template)."""
     spec = pod.get("spec") or {}
@@ -182,7 +197,9 @@ def build_rows(
 ) -> list[Row]:
     """Every allocated device of carve's driver, one row each (one per consuming pod container)."""
     devices = slice_devices(slices)
+    partitionings = list(partitionings)
     setters = strategy_setters(partitionings)
+    whys = strategy_reasons(partitionings)
     usage = Usage(samples)
     rows: list[Row] = []
     for claim in claims:
@@ -240,6 +257,7 @@ def build_rows(
                         cores_used_percent=sm,
                         cores_limit_percent=float(cores_limit) if cores_limit is not None else None,
                         enforcement=enforcement,
+                        strategy_why=whys.get((node, f"#{index}"), ""),
                     )
                 )
     rows.sort(
