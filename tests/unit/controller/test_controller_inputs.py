@@ -6,7 +6,14 @@ import json
 
 from support.partitioning import NOW, claim, mig, node_slices, plan, plan_input
 
-from api.v1alpha1.partitioning import ANNOTATION_CHANGES, PartitioningPolicySpec, parse_node_partitioning
+from api.v1alpha1.partitioning import (
+    ANNOTATION_CHANGES,
+    ANNOTATION_REASONS,
+    REASON_MAX,
+    PartitioningPolicySpec,
+    parse_node_partitioning,
+    reasons_of,
+)
 from driver.controller.inputs import build_input, newest_pools, updated_partitioning
 from driver.controller.planner import FITS, Change
 from driver.simulate.cluster import device_classes
@@ -88,6 +95,19 @@ def test_the_written_spec_names_every_gpu_keeps_paused_and_records_the_change() 
     assert obj["metadata"]["resourceVersion"] == "7" and obj["metadata"]["annotations"]["team"] == "x"
     history = json.loads(obj["metadata"]["annotations"][ANNOTATION_CHANGES])
     assert history == {"GPU-a": [NOW - 100, NOW]}  # more than a day old: forgotten
+    assert reasons_of(obj) == {"0": "why"}  # the change's reason, for kubectl carve status
+
+
+def test_each_gpu_keeps_its_last_reason_and_a_gpu_no_longer_managed_loses_it() -> None:
+    first = updated_partitioning("n1", None, [Change("n1", 0, "GPU-a", "soft", "mig", "for c1", ("ns/c1",)),
+                                              Change("n1", 1, "GPU-b", "soft", "exclusive", "x" * 900, ())],
+                                 {0: "mig", 1: "exclusive"}, NOW)
+    assert reasons_of(first) == {"0": "for c1", "1": "x" * REASON_MAX}
+    later = updated_partitioning("n1", first, [Change("n1", 1, "GPU-b", "exclusive", "soft", "back", ())],
+                                 {1: "soft"}, NOW + 60)
+    assert reasons_of(later) == {"1": "back"}
+    broken = {"metadata": {"annotations": {ANNOTATION_REASONS: "{not json"}}}
+    assert reasons_of(broken) == {}
 
 
 def test_a_nodes_device_types_follow_its_busy_gpus_and_strategy_changes() -> None:

@@ -18,7 +18,8 @@ from support.partitioning import (
     whole,
 )
 
-from driver.controller.planner import DEFERRED, FITS, HELPED, UNFIT, YOUNG, Planner
+from driver import names
+from driver.controller.planner import DEFERRED, FITS, HELPED, UNFIT, YOUNG, Planner, score_text
 
 
 def _moves(p) -> list[tuple[str, int, str, str]]:
@@ -234,3 +235,23 @@ def test_an_idle_gpu_switches_to_mps_for_a_pending_mps_claim() -> None:
     p = plan(node_slices("n1", "1xT4", "soft"), [claim(wants, name="wants-mps")], allow)
     assert _moves(p) == [("n1", 0, "soft", "mps")]
     assert p.reasons == {"ns/wants-mps": HELPED}
+
+
+def test_the_strategy_needing_the_fewest_gpus_wins_and_the_reason_carries_the_score() -> None:
+    # Two whole GPUs or two 1g.10gb instances: listed whole first, but MIG needs one GPU, not two, so
+    # the planner turns one idle GPU to mig (and says so with the score), leaving the other soft.
+    sel = f'device.attributes["{names.DRIVER_NAME}"].profile == "1g.10gb"'
+    two = {"devices": {"requests": [{"name": "g", "firstAvailable": [
+        {"name": "whole", "deviceClassName": names.CLASS_GPU, "count": 2},
+        {"name": "mig", "deviceClassName": names.CLASS_MIG, "count": 2,
+         "selectors": [{"cel": {"expression": sel}}]},
+    ]}]}}
+    p = plan(node_slices("n1", "2xA100-80GB", "soft"), [claim(two, name="pair")])
+    assert _moves(p) == [("n1", 0, "soft", "mig")]
+    assert p.changes[0].reason.endswith(
+        "score (GPUs an empty node needs for it): exclusive 2 GPUs, mig 1 GPU; won: mig")
+
+
+def test_score_text_names_strategies_that_do_not_fit() -> None:
+    assert score_text({"mig": None, "soft": 1}, "soft") == (
+        "score (GPUs an empty node needs for it): mig -, soft 1 GPU; won: soft")

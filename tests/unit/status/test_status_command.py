@@ -13,10 +13,13 @@ import pytest
 from support.helm_render import render
 from support.rbac import rbac_of
 
+from api.v1alpha1.partitioning import ANNOTATION_REASONS
 from driver.cli import main
 
 UUID0 = "GPU-5c2d1f9e-0000-4000-8000-000000000000"
 UUID1 = "GPU-77aa11bb-0000-4000-8000-000000000001"
+WHY = ("pending team-a/infer fits on node n1 once 1 idle GPU(s) run soft; score (GPUs an empty node "
+       "needs for it): soft 1 GPU; won: soft")
 
 
 def _device(name: str, index: int, uuid: str, kind: str) -> dict:
@@ -71,7 +74,8 @@ def _seed(api) -> None:
         "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "train"}]},
     })
     api.put_object("nodepartitionings", {
-        "apiVersion": "carve.dev/v1alpha1", "kind": "NodePartitioning", "metadata": {"name": "n1"},
+        "apiVersion": "carve.dev/v1alpha1", "kind": "NodePartitioning",
+        "metadata": {"name": "n1", "annotations": {ANNOTATION_REASONS: json.dumps({"0": WHY})}},
         "spec": {"gpus": [{"index": 0, "strategy": "soft"}]},
     })
 
@@ -157,6 +161,15 @@ def test_wide_shows_who_set_the_strategy_and_the_full_uuid(kubeconfig, capsys) -
     assert main(["status", "--kubeconfig", kubeconfig, "-o", "wide"]) == 0
     out = capsys.readouterr().out
     assert "SET BY" in out.splitlines()[0] and UUID0 in out and "controller (soft)" in out
+    # ... and why: the controller's reason for the GPU with the score that won.
+    assert out.splitlines()[0].rstrip().endswith("WHY")
+    assert any(line.rstrip().endswith(WHY) for line in out.splitlines() if "gpu-0" in line)
+
+
+def test_json_carries_the_controllers_reason_per_gpu(kubeconfig, capsys) -> None:
+    rows = _json(capsys, "--kubeconfig", kubeconfig)
+    assert {r["strategy_why"] for r in rows if r["gpu_index"] == 0} == {WHY}
+    assert {r["strategy_why"] for r in rows if r["gpu_index"] != 0} <= {""}
 
 
 def test_no_api_server_is_an_error_not_a_traceback(tmp_path, capsys) -> None:
