@@ -11,7 +11,8 @@ The lower bound must be the same for every strategy, so it cannot look at what t
      - slots (class slot.carve.dev): the memory and cores its selectors ask of each slot, else
        1/split_count of a GPU each;
   3. else, whole devices: 100% cores per device, memory as a selector asks for it (else 0).
-Time-sliced alternatives have no size of their own and are passed over. Every figure errs low (decimal
+A time-sliced alternative counts by the memory its `capacity.requests` asks for (it reserves no cores);
+one that asks for nothing has no size and is passed over. Every figure errs low (decimal
 GB for a profile's memory, 7 compute slices per GPU), so the bound stays a bound.
 """
 
