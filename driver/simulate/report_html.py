@@ -19,16 +19,20 @@ from driver.simulate.sizing import Sizing
 CHART_W, CHART_H = 560, 320
 MARGIN = 24  # around and between charts
 TOP = 230  # the heading, the summary, auto's choice and the sizing answer above the charts
-PLOT = (56, 28, 24, 44)  # left, top, right, bottom padding inside a chart, for axes and labels
+# Left, top, right, bottom padding inside a chart, for axes and labels; the legend sits in the top
+# padding, above the plot, so a curve at its maximum (100% waited) is not drawn under it.
+PLOT = (56, 44, 24, 44)
+LEGEND_STEP = 66  # px per legend entry: seven series (every strategy and auto) fit one row
 COLORS = {
     "exclusive": "#4e79a7",
     "mig": "#f28e2b",
     "soft": "#59a14f",
+    "mps": "#9c755f",
     "slots": "#b07aa1",
     "timeslice": "#e15759",
     "auto": "#111111",
 }
-FALLBACK_COLORS = ("#76b7b2", "#edc948", "#ff9da7", "#9c755f")
+FALLBACK_COLORS = ("#76b7b2", "#edc948", "#ff9da7", "#bab0ac")
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,10 @@ def _color(name: str, index: int) -> str:
 def _nice_max(value: float) -> float:
     if value <= 0:
         return 1.0
-    for step in (1, 2, 2.5, 5):
-        scale = 10 ** len(str(int(value)))
-        for magnitude in (scale / 100, scale / 10, scale):
+    # Smallest of 1, 2, 2.5, 5 x a power of ten at or above the value (16 -> 20, not 100).
+    scale = 10 ** len(str(int(value)))
+    for magnitude in (scale / 100, scale / 10, scale):
+        for step in (1, 2, 2.5, 5):
             top = step * magnitude
             if top >= value:
                 return top
@@ -119,9 +124,12 @@ def line_chart(
             f'<polyline data-series="{html.escape(name)}" points="{" ".join(coords)}" fill="none" '
             f'stroke="{_color(name, i)}" stroke-width="2.5"/>'
         )
+    per_row = max(1, (w - 8) // LEGEND_STEP)
     legend = "".join(
-        f'<g class="legend" data-series="{html.escape(name)}"><rect x="{left + 8 + 78 * i}" y="{top + 2}" '
-        f'width="10" height="10" fill="{_color(name, i)}"/><text x="{left + 22 + 78 * i}" y="{top + 11}">'
+        f'<g class="legend" data-series="{html.escape(name)}">'
+        f'<rect x="{left + 8 + LEGEND_STEP * (i % per_row)}" y="{24 + 12 * (i // per_row)}" '
+        f'width="10" height="10" fill="{_color(name, i)}"/>'
+        f'<text x="{left + 22 + LEGEND_STEP * (i % per_row)}" y="{33 + 12 * (i // per_row)}">'
         f"{html.escape(name)}</text></g>"
         for i, name in enumerate(series)
     )

@@ -18,7 +18,17 @@ import yaml
 from support.png import read_png
 
 from driver.cli import main
-from driver.simulate.report_html import CHART_H, CHART_W, MARGIN, chart_boxes, wait_cap, wait_distribution
+from driver.simulate.report_html import (
+    CHART_H,
+    CHART_W,
+    MARGIN,
+    PLOT,
+    _nice_max,
+    chart_boxes,
+    line_chart,
+    wait_cap,
+    wait_distribution,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 WINDOW = (MARGIN + 2 * (CHART_W + MARGIN), 1400)
@@ -152,3 +162,13 @@ def test_the_wait_chart_spans_every_wait() -> None:
     assert top == 3600.0
     for w in waits:
         assert wait_distribution(w, top)[-1] == (60.0, 100.0)
+
+
+def test_the_legend_of_every_strategy_and_auto_fits_above_the_plot() -> None:
+    names = ["exclusive", "mig", "soft", "mps", "slots", "timeslice", "auto"]
+    svg = line_chart("t", {n: [(0.0, 1.0), (1.0, 100.0)] for n in names}, "x", "y")
+    rects = re.findall(r'<g class="legend"[^>]*><rect x="(\d+)" y="(\d+)"', svg)
+    assert len(rects) == len(names)
+    _, top, right, _ = PLOT
+    assert all(int(x) + 70 <= CHART_W - right + 20 and int(y) + 10 <= top for x, y in rects)
+    assert _nice_max(16) == 20 and _nice_max(87) == 100 and _nice_max(0.3) == 0.5
