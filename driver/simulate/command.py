@@ -129,7 +129,11 @@ def run(args: argparse.Namespace) -> int:
                 return simulate_once(layout, pods, s, args.node_policy, settings, args.cluster.name,
                                      args.trace.name, pol)
 
-            sizing = size(groups, [s for s in COMPARED if s != AUTO], policy, one, args.p99_wait)
+            known = {r.strategy: r for r in results if r.strategy != AUTO}
+            for r in results:
+                if r.strategy == AUTO:
+                    known.update(r.candidate_results)
+            sizing = size(groups, [s for s in COMPARED if s != AUTO], policy, one, args.p99_wait, known)
     except SimulateError as e:
         raise CliError(str(e)) from None
     for r in results:

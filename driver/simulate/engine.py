@@ -79,6 +79,7 @@ class SimResult:
     auto_choice: str | None = None
     auto_why: str | None = None
     candidates: list[Any] = field(default_factory=list, repr=False)
+    candidate_results: dict[str, SimResult] = field(default_factory=dict, repr=False)  # auto: every run
 
     @property
     def mean_delay_s(self) -> float:

@@ -122,4 +122,5 @@ def run_auto(groups: list[NodeGroup], policy: PartitioningPolicySpec, run: Runne
         auto_choice=choice.winner.candidate,
         auto_why=choice.why,
         candidates=list(choice.ranked),
+        candidate_results=results,
     )

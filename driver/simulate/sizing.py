@@ -95,11 +95,12 @@ def meets(r: SimResult, target_p99_s: float, unfit: int = 0) -> bool:
     return r.pods_never_scheduled <= unfit and r.p99_delay_s <= target_p99_s
 
 
-def size_one(c: Candidate, run: Runner, target_p99_s: float,
-             unfit: int = 0) -> tuple[list[NodeGroup], SimResult] | None:
-    """The smallest scale of `c`'s layout that meets the target, and its run; None if none up to 8x."""
+def size_one(c: Candidate, run: Runner, target_p99_s: float, unfit: int = 0,
+             known: SimResult | None = None) -> tuple[list[NodeGroup], SimResult] | None:
+    """The smallest scale of `c`'s layout that meets the target, and its run; None if none up to 8x.
+    `known`: the layout's run at the file's size, if already made (--compare's)."""
     big = max(g.count for g in c.groups)
-    tried: dict[int, SimResult] = {}
+    tried: dict[int, SimResult] = {} if known is None else {big: known}
 
     def probe(m: int) -> bool:
         if m not in tried:
@@ -108,8 +109,8 @@ def size_one(c: Candidate, run: Runner, target_p99_s: float,
 
     hi = big
     while not probe(hi):
-        if hi >= big * MAX_GROWTH:
-            return None
+        if hi >= big * MAX_GROWTH or tried[hi].pods_never_fit > unfit:
+            return None  # too big for the limit, or pods this layout can never run: more nodes won't help
         hi *= 2
     lo = 0  # scale 0: no nodes, never meets a trace with pods
     while hi - lo > 1:
@@ -122,20 +123,25 @@ def size_one(c: Candidate, run: Runner, target_p99_s: float,
 
 
 def size(groups: list[NodeGroup], strategies: Sequence[str], policy: PartitioningPolicySpec, run: Runner,
-         target_p99_s: float) -> Sizing:
-    """The sizing answer for each single strategy and for auto."""
+         target_p99_s: float, known: dict[str, SimResult] | None = None) -> Sizing:
+    """The sizing answer for each single strategy and for auto. `known`: runs at the file's size already
+    made, by candidate name (a single strategy's, and auto's candidates' from its `candidate_results`)."""
+    known = dict(known or {})
+    for s in strategies:
+        if s not in known:
+            known[s] = run(groups, s, policy)
     # Pods no strategy can run on the cluster's node shapes (more GPUs than a node has): the floor.
-    unfit = min(run(groups, s, policy).pods_never_fit for s in strategies)
+    unfit = min(known[s].pods_never_fit for s in strategies)
     found: dict[str, tuple[list[NodeGroup], SimResult] | None] = {}
     singles = []
     for s in strategies:
-        found[s] = size_one(Candidate(s, groups, s, policy), run, target_p99_s, unfit)
+        found[s] = size_one(Candidate(s, groups, s, policy), run, target_p99_s, unfit, known[s])
         got = found[s]
         singles.append(Sized(s, s, None if got is None else tuple(got[0]), None if got is None else got[1]))
     best: Sized | None = None
     for c in candidates(groups, policy):
-        known = c.name in found and c.strategy == c.name
-        got = found[c.name] if known else size_one(c, run, target_p99_s, unfit)
+        same = c.name in found and c.strategy == c.name
+        got = found[c.name] if same else size_one(c, run, target_p99_s, unfit, known.get(c.name))
         if got is None:
             continue
         here = Sized("auto", c.name, tuple(got[0]), got[1])
