@@ -103,3 +103,20 @@ def test_auto_beats_a_static_split_when_isolation_needs_change_over_the_day() ->
     assert auto.mean_delay_s < static.mean_delay_s
     # The same work on the same four GPUs: what changes is who waits, not what is used.
     assert abs(auto.gpu_hours_busy - static.gpu_hours_busy) <= 0.01 * static.gpu_hours_busy
+
+
+def test_the_candidates_keep_pinned_nodes_and_run_mig_only_where_the_gpus_can() -> None:
+    from driver.simulate.portfolio import candidates
+
+    groups = [nodes("a", 3, "2xA100-80GB"), nodes("l", 2, "2xL4"), nodes("p", 1, "1xT4", "slots")]
+    found = {c.name: c for c in candidates(groups, PartitioningPolicySpec())}
+    assert list(found) == ["exclusive", "soft", "mig", "planner:exclusive", "planner:soft", "planner:mig",
+                           "split:exclusive/soft", "split:exclusive/mig", "split:soft/mig"]
+    mig = found["mig"]
+    assert [(g.name, g.strategy) for g in mig.groups] == [("a", "mig"), ("l", "exclusive"), ("p", "slots")]
+    split = found["split:soft/mig"]
+    assert [(g.name, g.count, g.strategy) for g in split.groups] == [
+        ("a-soft", 2, "soft"), ("a-mig", 1, "mig"), ("l-soft", 1, "soft"), ("l-mig", 1, "exclusive"),
+        ("p", 1, "slots")]
+    assert all(c.strategy == "auto" for c in found.values())  # the pinned group: every run respects it
+    assert found["planner:mig"].policy.rule_for({}).default_strategy == "mig"
