@@ -42,6 +42,8 @@ WATCHED = (
     "namespaces",
 )
 EVENT_REASON = "GPUStrategyChange"
+EVENT_NAMESPACE_CLUSTER = "default"  # where Events about cluster-scoped objects (Nodes) go, as kubectl looks
+NODE_EVENT_MAX = 1024  # characters of a Node Event's message (several GPUs' reasons)
 INVALID_REASON = "InvalidClaim"  # a pending claim the planner leaves out (inputs.claim_problem)
 
 
@@ -160,6 +162,7 @@ class Reconciler:
             unpinned = {i: s for i, s in state.strategies.items() if i not in state.pinned_indices}
             if self._write(node, partitionings.get(node), changes, unpinned, now):
                 self._announce(changes)
+                self._announce_node(node, changes)
         self.last_plan = plan
         return plan
 
@@ -236,6 +239,14 @@ class Reconciler:
                 for obj in involved:
                     self._event(key, obj, message)
 
+    def _announce_node(self, node: str, changes: list[Change]) -> None:
+        """One Event on the Node for each plan that changed its GPUs, consolidation included (which has no
+        claim to tell): `kubectl describe node` and `kubectl get events` show each GPU's move and the
+        reason with the score that won. Cluster-scoped involved object: the Event goes to `default`."""
+        text = "; ".join(f"GPU {c.index} {c.from_strategy}->{c.to_strategy}: {c.reason}" for c in changes)
+        involved = {"apiVersion": "v1", "kind": "Node", "name": node, "namespace": ""}
+        self._event(f"node/{node}", involved, text[:NODE_EVENT_MAX], namespace=EVENT_NAMESPACE_CLUSTER)
+
     def _report_invalid(self, invalid: list[tuple[dict, str]]) -> None:
         """A Warning Event on each malformed pending claim, once per version of it (rounds repeat)."""
         current: set[tuple[str, str]] = set()
@@ -254,12 +265,13 @@ class Reconciler:
         self._reported = current
 
     def _event(self, key: str, involved: dict[str, str], message: str, reason: str = EVENT_REASON,
-               kind: str = "Normal") -> None:
+               kind: str = "Normal", namespace: str | None = None) -> None:
         ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+            "metadata": {"generateName": f"{involved['name']}.",
+                         "namespace": namespace or involved["namespace"]},
             "involvedObject": involved,
             "reason": reason,
             "type": kind,

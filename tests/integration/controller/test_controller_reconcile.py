@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -67,9 +68,18 @@ def test_a_pending_mig_claim_gets_a_node_partitioning_and_an_event(cluster, api,
     stored = cluster.objects.get("nodepartitionings", "", "node-a")
     assert stored["spec"]["gpus"] == [{"index": 0, "strategy": "mig"}, {"index": 1, "strategy": "soft"}]
     assert "carve.dev/strategy-changes" in stored["metadata"]["annotations"]
-    (ev,) = cluster.objects.list("events")
+    by_kind = {e["involvedObject"]["kind"]: e for e in cluster.objects.list("events")}
+    assert sorted(by_kind) == ["Node", "ResourceClaim"]
+    ev, on_node = by_kind["ResourceClaim"], by_kind["Node"]
     assert ev["involvedObject"]["name"] == "wants-mig" and ev["reason"] == "GPUStrategyChange"
-    assert "node-a" in ev["message"]
+    assert "node-a" in ev["message"] and "won: mig" in ev["message"]  # the score that won
+    # ... and one on the Node, in `default`, for `kubectl describe node`
+    assert on_node["involvedObject"]["kind"] == "Node" and on_node["involvedObject"]["name"] == "node-a"
+    assert on_node["metadata"]["namespace"] == "default" and on_node["reason"] == "GPUStrategyChange"
+    assert on_node["message"].startswith("GPU 0 soft->mig: pending ns/wants-mig fits on node node-a")
+    assert "score (GPUs an empty node needs for it): mig 1 GPU; won: mig" in on_node["message"]
+    reasons = json.loads(stored["metadata"]["annotations"]["carve.dev/strategy-reasons"])
+    assert list(reasons) == ["0"] and reasons["0"].endswith("won: mig")
 
 
 def test_a_change_in_flight_is_not_made_twice(cluster, api, stop) -> None:
@@ -190,7 +200,8 @@ def test_the_event_also_goes_to_the_pod_the_claim_is_for(cluster, api, stop) -> 
     cluster.put_claim(c)
     r = _reconciler(api, stop)
     assert [x.to_strategy for x in r.reconcile_once().changes] == ["mig"]
-    events = sorted(cluster.objects.list("events"), key=lambda e: e["involvedObject"]["kind"])
+    events = sorted((e for e in cluster.objects.list("events") if e["involvedObject"]["kind"] != "Node"),
+                    key=lambda e: e["involvedObject"]["kind"])
     assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events] == [
         ("Pod", "llm"),
         ("ResourceClaim", "llm-gpu-x1"),
