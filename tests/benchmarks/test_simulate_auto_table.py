@@ -25,7 +25,8 @@ def test_simulate_auto_table() -> None:
     pods_n, nodes, gap = (1500, 30, 60.0) if full else (300, 6, 300.0)
     groups = [NodeGroup("a100", nodes, ("A100-80GB",) * 8, None)]
     print()
-    print(f"auto vs single strategies: inference-mix, {pods_n} pods every {gap:g} s, {nodes} x 8xA100-80GB, kube")
+    print(f"auto vs single strategies: inference-mix, {pods_n} pods every {gap:g} s, "
+          f"{nodes} x 8xA100-80GB, kube")
     print(f"{'seed':>4}  " + "  ".join(f"{s:>16}" for s in COMPARED) + "  auto's choice")
     for seed in (1, 2, 3):
         started = time.perf_counter()
