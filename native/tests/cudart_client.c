@@ -10,7 +10,10 @@
  *   cudart_client LIBCUDART fill-async CHUNK  the same with cudaMallocAsync on the default pool, then trim
  *   cudart_client LIBCUDART vmm CHUNK         reserve 4x the memory, cuMemCreate+cuMemMap CHUNK until it fails
  *   cudart_client LIBCUDART init              how long the first runtime call and the context take (ns)
- *   cudart_client LIBCUDART bench N           ns per alloc+free pair, cudaMemGetInfo, async pair
+ *   cudart_client LIBCUDART bench N           ns per alloc+free pair, cudaMemGetInfo, async pair, launch
+ *   cudart_client LIBCUDART launch SECS GRID  a saturating launch loop; the SM occupancy the fake GPU measured
+ * Launches need a kernel, and without nvcc this program has no device code: on the fake GPUs it takes one
+ * from the fake driver (carveFakeKernel) and launches it with the cuLaunchKernel that the runtime resolved.
  * Exit status: 0 when the run completed (the answers are in the JSON), 2 when the runtime did not start.
  */
 #include <cuda.h>
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #undef cuMemGetInfo
 #undef cuDeviceTotalMem
@@ -249,6 +253,51 @@ static int cmd_init(void)
     return e == 0 ? 0 : 2;
 }
 
+/* The fake driver's kernel factory and clock (native/fakes): NULL on a real driver. */
+static void *fake_fn(const char *name)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return h ? dlsym(h, name) : NULL;
+}
+
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+
+static launch_fn fake_kernel(CUfunction *f, uint64_t ns_per_wave)
+{
+    CUfunction (*make)(uint64_t) = (CUfunction(*)(uint64_t))fake_fn("carveFakeKernel");
+    launch_fn launch = (launch_fn)driver_fn("cuLaunchKernel", 4000);
+    if (!make || !launch)
+        return NULL;
+    *f = make(ns_per_wave);
+    return launch;
+}
+
+static int cmd_launch(double secs, unsigned grid)
+{
+    start();
+    CUfunction f;
+    launch_fn launch = fake_kernel(&f, 1000000);
+    uint64_t (*fake_now)(void) = (uint64_t(*)(void))fake_fn("fake_now_ns");
+    unsigned (*util)(unsigned, int, uint64_t) = (unsigned (*)(unsigned, int, uint64_t))fake_fn("fake_utilization");
+    if (!launch || !fake_now || !util) {
+        printf("{\"error\": \"launch needs the fake driver's carveFakeKernel (no device code here)\"}\n");
+        return 2;
+    }
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    unsigned gpu = cvd && *cvd ? (unsigned)atoi(cvd) : 0;
+    uint64_t since = fake_now(), t0 = now_ns(), end = t0 + (uint64_t)(secs * 1e9), n = 0;
+    CUresult rc = CUDA_SUCCESS;
+    while (rc == CUDA_SUCCESS && now_ns() < end) {
+        rc = launch(f, grid, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL);
+        n++;
+    }
+    rt.StreamSynchronize(NULL);
+    printf("{\"launch\": %d, \"steps\": %llu, \"seconds\": %.3f, \"occupancy\": %u}\n", rc,
+           (unsigned long long)n, (double)(now_ns() - t0) / 1e9, util(gpu, getpid(), since));
+    return rc == CUDA_SUCCESS ? 0 : 2;
+}
+
 static int cmd_bench(long n)
 {
     start();
@@ -274,8 +323,16 @@ static int cmd_bench(long n)
     }
     rt.StreamSynchronize(NULL);
     uint64_t t3 = now_ns();
-    printf("{\"alloc_free_pair\": %.1f, \"mem_get_info\": %.1f, \"async_alloc_free_pair\": %.1f}\n",
-           (double)(t1 - t0) / n, (double)(t2 - t1) / n, (double)(t3 - t2) / n);
+    CUfunction k;
+    launch_fn launch = fake_kernel(&k, 1); /* 1 ns waves: the GPU's queue never holds the loop back */
+    double per_launch = -1;
+    if (launch) {
+        for (long i = 0; i < n; i++)
+            launch(k, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+        per_launch = (double)(now_ns() - t3) / n;
+    }
+    printf("{\"alloc_free_pair\": %.1f, \"mem_get_info\": %.1f, \"async_alloc_free_pair\": %.1f, "
+           "\"launch\": %.1f}\n", (double)(t1 - t0) / n, (double)(t2 - t1) / n, (double)(t3 - t2) / n, per_launch);
     return 0;
 }
 
@@ -297,6 +354,8 @@ int main(int argc, char **argv)
         return cmd_fill(strtoull(argv[3], NULL, 10), 1);
     if (argc >= 4 && strcmp(cmd, "vmm") == 0)
         return cmd_vmm(strtoull(argv[3], NULL, 10));
+    if (argc >= 5 && strcmp(cmd, "launch") == 0)
+        return cmd_launch(atof(argv[3]), (unsigned)atoi(argv[4]));
     if (argc >= 4 && strcmp(cmd, "bench") == 0)
         return cmd_bench(atol(argv[3]));
     fprintf(stderr, "unknown command %s\n", cmd);

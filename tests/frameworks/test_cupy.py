@@ -1,4 +1,4 @@
-"""CuPy 14 (cupy-cuda12x, cudart 12) on a 4 GiB slice: what it sees, where its pool stops, what OOM it gets."""
+"""CuPy 14 (cupy-cuda12x, cudart 12) on a 4 GiB slice: what it sees, where its pool stops, which OOM."""
 
 from __future__ import annotations
 

@@ -35,14 +35,14 @@ def frameworks_python() -> Path:
     value = os.environ.get(ENV_VAR, "")
     if not value or not Path(value).exists():
         raise FrameworksMissing(
-            f"{ENV_VAR}={value!r}: no framework environment; run `make test-frameworks` (it builds the cached "
-            f"venv of tests/frameworks/requirements.txt with hack/frameworks_env.py and sets {ENV_VAR})"
+            f"{ENV_VAR}={value!r}: no framework environment; run `make test-frameworks` (it builds the cached"
+            f" venv of tests/frameworks/requirements.txt with hack/frameworks_env.py and sets {ENV_VAR})"
         )
     return Path(value)
 
 
 def cudart(major: int) -> Path:
-    """libcudart.so.<major> of the framework environment: 12 from nvidia-cuda-runtime-cu12, 13 from torch's."""
+    """libcudart.so.<major> of the framework env: 12 from nvidia-cuda-runtime-cu12, 13 from torch's."""
     venv = frameworks_python().parent.parent
     found = sorted(venv.glob(f"lib/python3*/site-packages/nvidia/*/lib/libcudart.so.{major}"))
     if not found:
@@ -67,7 +67,8 @@ class Tenant:
         self.tmp.mkdir(parents=True, exist_ok=True)
         if self.limiter:
             limits = ClaimLimits(
-                devices=(DeviceLimit(self.memory, self.cores),), region_path=str(self.region),
+                devices=(DeviceLimit(self.memory, self.cores),),
+                region_path=str(self.region),
                 core_policy=self.core_policy,
             )
             create_region(self.region, limits)
@@ -78,14 +79,20 @@ class Tenant:
         return self.tmp / "region"
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CARVE_", "CUDA_", "LD_PRELOAD", "PYTORCH_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("CARVE_", "CUDA_", "LD_PRELOAD", "PYTORCH_"))
+        }
         env.update(CUPY_CACHE_DIR=str(self.tmp.parent / "cupy-kernels"), PYTHONDONTWRITEBYTECODE="1")
         if self.gpus:
             env.update(
                 CARVE_FAKE_GPUS=self.gpus,
                 CARVE_FAKE_SEED="frameworks",
                 CARVE_FAKE_STATE=str(self.state or self.tmp / "fake.state"),
-                LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(FAKES), os.environ.get("LD_LIBRARY_PATH")])),
+                LD_LIBRARY_PATH=os.pathsep.join(
+                    filter(None, [str(FAKES), os.environ.get("LD_LIBRARY_PATH")])
+                ),
             )
         if self.limiter:
             env.update(
@@ -107,7 +114,9 @@ class Tenant:
         """The client's JSON answer; a failure of any kind raises with its output."""
         argv = self.command(client, *args)
         try:
-            proc = subprocess.run(argv, env=self.env(**extra), capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(
+                argv, env=self.env(**extra), capture_output=True, text=True, timeout=timeout
+            )
         except subprocess.TimeoutExpired as e:
             raise AssertionError(
                 f"{client} {' '.join(args)} hung: no exit within {timeout} s\n"
@@ -123,7 +132,10 @@ class Tenant:
 
     def popen(self, client: str, *args: str, **extra: str) -> subprocess.Popen:
         return subprocess.Popen(
-            self.command(client, *args), env=self.env(**extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            self.command(client, *args),
+            env=self.env(**extra),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
 
@@ -135,10 +147,14 @@ def answer(client: str, proc: subprocess.Popen, timeout: float = 180) -> dict:
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        raise AssertionError(f"{client} hung: no exit within {timeout} s\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}")
+        raise AssertionError(
+            f"{client} hung: no exit within {timeout} s\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}"
+        ) from None
     lines = out.strip().splitlines()
     if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
-        raise AssertionError(f"{client} failed (exit {proc.returncode}):\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}")
+        raise AssertionError(
+            f"{client} failed (exit {proc.returncode}):\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}"
+        )
     return json.loads(lines[-1])
 
 

@@ -1,8 +1,8 @@
 """A CuPy job (cudart 12), driven by tests/frameworks and tests/gpu in a subprocess; prints one JSON line.
 
-    cupy_client.py info             device count and properties, memGetInfo
-    cupy_client.py fill CHUNK_MIB   an array of half the quota, then CHUNK_MIB arrays until OOM
-    cupy_client.py launch SECONDS   an elementwise kernel (compiled by NVRTC, loaded with cuModuleLoadData) in a loop
+cupy_client.py info             device count and properties, memGetInfo
+cupy_client.py fill CHUNK_MIB   an array of half the quota, then CHUNK_MIB arrays until OOM
+cupy_client.py launch SECONDS   an elementwise kernel in a loop (NVRTC-compiled, cuModuleLoadData)
 """
 
 from __future__ import annotations

@@ -16,8 +16,14 @@ import time
 class Sample(ctypes.Structure):
     """nvmlProcessUtilizationSample_t"""
 
-    _fields_ = [("pid", ctypes.c_uint), ("timeStamp", ctypes.c_ulonglong), ("smUtil", ctypes.c_uint),
-                ("memUtil", ctypes.c_uint), ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("timeStamp", ctypes.c_ulonglong),
+        ("smUtil", ctypes.c_uint),
+        ("memUtil", ctypes.c_uint),
+        ("encUtil", ctypes.c_uint),
+        ("decUtil", ctypes.c_uint),
+    ]
 
 
 class Occupancy:
@@ -36,7 +42,9 @@ class Occupancy:
         else:  # ctypes, not pynvml: the framework environment holds only the pinned CUDA wheels
             self._nvml = ctypes.CDLL("libnvidia-ml.so.1")
             self._handle = ctypes.c_void_p()
-            if self._nvml.nvmlInit_v2() or self._nvml.nvmlDeviceGetHandleByIndex_v2(ordinal, ctypes.byref(self._handle)):
+            if self._nvml.nvmlInit_v2() or self._nvml.nvmlDeviceGetHandleByIndex_v2(
+                ordinal, ctypes.byref(self._handle)
+            ):
                 raise RuntimeError("NVML did not start")
 
     def start(self) -> object:
@@ -48,8 +56,9 @@ class Occupancy:
             return float(self._util(self.gpu, os.getpid(), since))
         count = ctypes.c_uint(256)
         samples = (Sample * 256)()
-        rc = self._nvml.nvmlDeviceGetProcessUtilization(self._handle, samples, ctypes.byref(count),
-                                                        ctypes.c_ulonglong(since))
+        rc = self._nvml.nvmlDeviceGetProcessUtilization(
+            self._handle, samples, ctypes.byref(count), ctypes.c_ulonglong(since)
+        )
         if rc:
             return -1.0
         mine = [s.smUtil for s in samples[: count.value] if s.pid == os.getpid()]

@@ -4,7 +4,7 @@
     torch_client.py fill CHUNK_MIB     a tensor of half the quota, then CHUNK_MIB tensors until OOM
     torch_client.py launch SECONDS     a plain launch loop; the SM occupancy it got
     torch_client.py graph SECONDS      a CUDA graph captured once and replayed in a loop; its occupancy
-    torch_client.py bench N            time per tensor alloc+free (caching allocator), per launch, per mem_get_info
+    torch_client.py bench N            time per tensor alloc+free (cached), per launch, per mem_get_info
     torch_client.py init               how long torch's CUDA start-up and the first allocation take
 The allocator is chosen by PYTORCH_CUDA_ALLOC_CONF, as a user chooses it. Kernel results are not looked at
 (the fake GPUs run no device code); memsets and copies are (the fake backs device memory).
