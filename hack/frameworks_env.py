@@ -6,7 +6,9 @@ file and the interpreter's version (`${XDG_CACHE_HOME:-~/.cache}/carve/framework
 on the machine reuses it and a changed pin builds a new one; CARVE_FRAMEWORKS_ENV overrides the place.
 Building takes a lock (two clones starting at once build it once) and writes a stamp last: a build cut
 short is thrown away and redone, never reused half-installed. The wheels are 2.8 GB, so they stay out of
-the repo's .venv and out of `make test`'s own set-up.
+the repo's .venv and out of `make test`'s own set-up. A machine without PyPI (a lent GPU node) installs from a
+directory of wheels that `pip download -r tests/frameworks/requirements.txt -d DIR` filled elsewhere:
+CARVE_FRAMEWORKS_WHEELHOUSE=DIR.
 """
 
 from __future__ import annotations
@@ -53,8 +55,11 @@ def build(target: Path, requirements: Path) -> None:
     run("creating the venv", sys.executable, "-m", "venv", str(target))
     py = str(target / "bin" / "python")
     pip = (py, "-m", "pip", "install", "-q", "--disable-pip-version-check")
-    run("upgrading pip", *pip, "-U", "pip")
-    run(f"installing {requirements.name}", *pip, "-r", str(requirements))
+    if not os.environ.get("CARVE_FRAMEWORKS_WHEELHOUSE"):
+        run("upgrading pip", *pip, "-U", "pip")
+    wheelhouse = os.environ.get("CARVE_FRAMEWORKS_WHEELHOUSE")  # an offline machine: `pip download` made it
+    offline = ("--no-index", "--find-links", wheelhouse) if wheelhouse else ()
+    run(f"installing {requirements.name}", *pip, *offline, "-r", str(requirements))
     (target / STAMP).write_text(requirements.read_text())
     print(f"frameworks env: built in {time.monotonic() - start:.0f} s", file=sys.stderr)
 

@@ -8,11 +8,16 @@ cupy_client.py launch SECONDS   an elementwise kernel in a loop (NVRTC-compiled,
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
 import cupy
 from occupancy import Occupancy
+
+# Elements of the launch loops' tensor: small on the fake GPUs (short modelled kernels, a fine-grained share);
+# tests/gpu asks for more so that a real GPU, not Python, is the bottleneck.
+ELEMENTS = int(os.environ.get("CARVE_FW_ELEMENTS", str(1 << 19)))
 
 
 def info() -> dict:
@@ -68,7 +73,7 @@ def fill(chunk_mib: int) -> dict:
 
 def launch(seconds: float) -> dict:
     occ = Occupancy()
-    x = cupy.empty(1 << 19, dtype=cupy.float32)
+    x = cupy.empty(ELEMENTS, dtype=cupy.float32)
     x *= 2  # compiles and loads the kernel outside the window
     cupy.cuda.Device().synchronize()
     since, t0, n = occ.start(), time.monotonic(), 0

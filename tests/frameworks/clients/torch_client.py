@@ -13,11 +13,16 @@ The allocator is chosen by PYTORCH_CUDA_ALLOC_CONF, as a user chooses it. Kernel
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
 import torch
 from occupancy import Occupancy
+
+# Elements of the launch loops' tensor: small on the fake GPUs (short modelled kernels, a fine-grained share);
+# tests/gpu asks for more so that a real GPU, not Python, is the bottleneck.
+ELEMENTS = int(os.environ.get("CARVE_FW_ELEMENTS", str(1 << 19)))
 
 
 def info() -> dict:
@@ -87,12 +92,12 @@ def _loop(seconds: float, step) -> dict:
 
 
 def launch(seconds: float) -> dict:
-    x = torch.empty(1 << 19, device="cuda")
+    x = torch.empty(ELEMENTS, device="cuda")
     return _loop(seconds, lambda: x.add_(1.0))
 
 
 def graph(seconds: float) -> dict:
-    x = torch.empty(1 << 19, device="cuda")
+    x = torch.empty(ELEMENTS, device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # the warm-up torch asks for before a capture
