@@ -22,7 +22,9 @@ step "make venv native (log: $out/build.log)"
 if ! make venv native >"$out/build.log" 2>&1; then tail -30 "$out/build.log"; echo "gpu_check: build failed"; exit 2; fi
 
 step "framework environment"
-if py=$(.venv/bin/python hack/frameworks_env.py 2>"$out/frameworks_env.log"); then
+if [ -n "${CARVE_FRAMEWORKS_PYTHON:-}" ]; then
+  echo "using $CARVE_FRAMEWORKS_PYTHON (CARVE_FRAMEWORKS_PYTHON)"
+elif py=$(.venv/bin/python hack/frameworks_env.py 2>"$out/frameworks_env.log"); then
   export CARVE_FRAMEWORKS_PYTHON=$py
   echo "using $py"
 else

@@ -12,6 +12,8 @@
  *   cudart_client LIBCUDART init              how long the first runtime call and the context take (ns)
  *   cudart_client LIBCUDART bench N           ns per alloc+free pair, cudaMemGetInfo, async pair, launch
  *   cudart_client LIBCUDART launch SECS GRID  a saturating launch loop; the SM occupancy the fake GPU measured
+ *   cudart_client LIBCUDART graph SECS GRID   the same, as a graph of 2 kernels captured from a stream
+ *                                             (cudaStreamBeginCapture) and replayed with cudaGraphLaunch
  * Launches need a kernel, and without nvcc this program has no device code: on the fake GPUs it takes one
  * from the fake driver (carveFakeKernel) and launches it with the cuLaunchKernel that the runtime resolved.
  * Exit status: 0 when the run completed (the answers are in the JSON), 2 when the runtime did not start.
@@ -46,6 +48,11 @@ static struct {
     rt_err (*MemPoolTrimTo)(void *, size_t);
     rt_err (*GetDriverEntryPointByVersion)(const char *, void **, unsigned, unsigned long long, int *);
     const char *(*GetErrorName)(rt_err);
+    rt_err (*StreamCreate)(rt_stream *);
+    rt_err (*StreamBeginCapture)(rt_stream, int);
+    rt_err (*StreamEndCapture)(rt_stream, void **);
+    rt_err (*GraphInstantiate)(void **, void *, unsigned long long);
+    rt_err (*GraphLaunch)(void *, rt_stream);
 } rt;
 
 enum { ATTR_SMS = 16, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76 }; /* cudaDeviceAttr */
@@ -68,6 +75,7 @@ static void load(const char *path)
     SYM(GetDeviceCount); SYM(DeviceGetAttribute); SYM(SetDevice); SYM(Free); SYM(Malloc); SYM(MemGetInfo);
     SYM(RuntimeGetVersion); SYM(DriverGetVersion); SYM(MallocAsync); SYM(FreeAsync); SYM(StreamSynchronize);
     SYM(DeviceGetDefaultMemPool); SYM(MemPoolTrimTo); SYM(GetDriverEntryPointByVersion); SYM(GetErrorName);
+    SYM(StreamCreate); SYM(StreamBeginCapture); SYM(StreamEndCapture); SYM(GraphInstantiate); SYM(GraphLaunch);
 #undef SYM
 }
 
@@ -273,7 +281,7 @@ static launch_fn fake_kernel(CUfunction *f, uint64_t ns_per_wave)
     return launch;
 }
 
-static int cmd_launch(double secs, unsigned grid)
+static int cmd_launch(double secs, unsigned grid, int as_graph)
 {
     start();
     CUfunction f;
@@ -286,12 +294,31 @@ static int cmd_launch(double secs, unsigned grid)
     }
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     unsigned gpu = cvd && *cvd ? (unsigned)atoi(cvd) : 0;
-    uint64_t since = fake_now(), t0 = now_ns(), end = t0 + (uint64_t)(secs * 1e9), n = 0;
+    rt_stream stream = NULL;
+    void *graph = NULL, *exec = NULL;
     CUresult rc = CUDA_SUCCESS;
+    if (as_graph) {
+        rt_err e = rt.StreamCreate(&stream);
+        if (e == 0)
+            e = rt.StreamBeginCapture(stream, 0 /* cudaStreamCaptureModeGlobal */);
+        for (int k = 0; e == 0 && k < 2; k++)
+            e = launch(f, grid / 2 ? grid / 2 : 1, 1, 1, 128, 1, 1, 0, (CUstream)stream, NULL, NULL) ? 999 : 0;
+        if (e == 0)
+            e = rt.StreamEndCapture(stream, &graph);
+        if (e == 0)
+            e = rt.GraphInstantiate(&exec, graph, 0);
+        if (e != 0) {
+            printf("{\"error\": \"capturing a graph: %s\"}\n", e == 999 ? "cuLaunchKernel" : rt.GetErrorName(e));
+            return 2;
+        }
+    }
+    uint64_t since = fake_now(), t0 = now_ns(), end = t0 + (uint64_t)(secs * 1e9), n = 0;
     while (rc == CUDA_SUCCESS && now_ns() < end) {
-        rc = launch(f, grid, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL);
+        rc = as_graph ? (CUresult)rt.GraphLaunch(exec, stream) : launch(f, grid, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL);
         n++;
     }
+    if (stream)
+        rt.StreamSynchronize(stream);
     rt.StreamSynchronize(NULL);
     printf("{\"launch\": %d, \"steps\": %llu, \"seconds\": %.3f, \"occupancy\": %u}\n", rc,
            (unsigned long long)n, (double)(now_ns() - t0) / 1e9, util(gpu, getpid(), since));
@@ -355,7 +382,9 @@ int main(int argc, char **argv)
     if (argc >= 4 && strcmp(cmd, "vmm") == 0)
         return cmd_vmm(strtoull(argv[3], NULL, 10));
     if (argc >= 5 && strcmp(cmd, "launch") == 0)
-        return cmd_launch(atof(argv[3]), (unsigned)atoi(argv[4]));
+        return cmd_launch(atof(argv[3]), (unsigned)atoi(argv[4]), 0);
+    if (argc >= 5 && strcmp(cmd, "graph") == 0)
+        return cmd_launch(atof(argv[3]), (unsigned)atoi(argv[4]), 1);
     if (argc >= 4 && strcmp(cmd, "bench") == 0)
         return cmd_bench(atol(argv[3]));
     fprintf(stderr, "unknown command %s\n", cmd);

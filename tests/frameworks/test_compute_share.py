@@ -1,5 +1,7 @@
-"""A 30% compute share holds for framework launch loops: PyTorch's plain launches, a CUDA graph replayed
-(cuGraphLaunch) and CuPy's NVRTC-compiled kernels, within 2 points, measured by the fake GPU's own clock
+"""A 30% compute share holds for real clients' launch loops, within 2 points: the cudart program's launches
+(the fake's kernel through the cuLaunchKernel cudart resolved) and a graph it captured from a stream and
+replays (cudaGraphLaunch), on cudart 12 and 13; PyTorch's plain launches and a CUDA graph replayed
+(cuGraphLaunch); CuPy's NVRTC-compiled kernels, measured by the fake GPU's own clock
 (native/fakes/common/kernels.c), not by the limiter. The same loop without the limiter takes the whole GPU.
 
 All loops run at once, each on its own fake GPU, so the module pays the measurement window once.
@@ -13,12 +15,17 @@ from support.frameworks import Tenant, answer
 SECONDS = 5
 SHARE = 30
 TOLERANCE = 2
-# name: (client, command, limited)
+GRID = "80"  # two waves on the fake T4's 40 SMs
+# name: (client, arguments after the seconds, limited)
 LOOPS = {
-    "torch_launch": ("torch", "launch", True),
-    "torch_graph": ("torch", "graph", True),
-    "cupy_launch": ("cupy", "launch", True),
-    "torch_launch_alone": ("torch", "launch", False),
+    "cudart12_launch": ("cudart12", ("launch",), True),
+    "cudart13_launch": ("cudart13", ("launch",), True),
+    "cudart12_graph": ("cudart12", ("graph",), True),
+    "cudart13_graph": ("cudart13", ("graph",), True),
+    "torch_launch": ("torch", ("launch",), True),
+    "torch_graph": ("torch", ("graph",), True),
+    "cupy_launch": ("cupy", ("launch",), True),
+    "torch_launch_alone": ("torch", ("launch",), False),
 }
 
 
@@ -28,7 +35,8 @@ def loops(frameworks, tmp_path_factory):
     procs = {}
     for name, (client, cmd, limited) in LOOPS.items():
         t = Tenant(tmp=root / name, cores=SHARE if limited else 0, limiter=limited)
-        procs[name] = (client, t.popen(client, cmd, str(SECONDS)))
+        grid = (GRID,) if client.startswith("cudart") else ()
+        procs[name] = (client, t.popen(client, *cmd, str(SECONDS), *grid))
     results, failures = {}, {}
     for name, (client, proc) in procs.items():
         try:
@@ -45,7 +53,7 @@ def _result(loops, name: str) -> dict:
     return results[name]
 
 
-@pytest.mark.parametrize("name", ["torch_launch", "torch_graph", "cupy_launch"])
+@pytest.mark.parametrize("name", [n for n, (_, _, limited) in LOOPS.items() if limited])
 def test_framework_loop_holds_a_30_percent_share_within_2_points(loops, name):
     out = _result(loops, name)
     assert out["steps"] > 0, out
