@@ -13,9 +13,14 @@
 #ifndef CARVE_FAKECUDA_H
 #define CARVE_FAKECUDA_H
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cuda.h>
+
+/* The fake implements deprecated entry points too: a driver still exports them. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #include "common/fakegpu.h"
 
@@ -27,10 +32,52 @@ extern __thread const char *fc_last_call;
 int fc_initialized(void);
 int fc_device_count(void);
 const fake_gpu_t *fc_gpu(int ordinal); /* NULL when out of range */
+/* Contexts (context.c). */
+#define FC_CTX_MAGIC 0x43545846u
+typedef void (*fc_cls_dtor_t)(CUcontext ctx, void *key, void *value);
+typedef struct fc_cls {
+    void *key, *value;
+    fc_cls_dtor_t dtor;
+    struct fc_cls *next;
+} fc_cls_t;
+typedef struct fc_ctx {
+    uint32_t magic;
+    int ordinal;
+    int primary;
+    int refs;
+    int active;
+    unsigned flags;
+    pthread_mutex_t lock;
+    fc_cls_t *cls; /* context local storage (dark API) */
+} fc_ctx_t;
+void fc_ctx_init_primary(int count);
+fc_ctx_t *fc_primary(int ordinal);
+fc_ctx_t *fc_current_ctx(void);
+fc_ctx_t *fc_ctx_from(CUcontext ctx); /* NULL ctx = current; NULL when not a context */
+CUresult fc_cls_put(CUcontext ctx, void *key, void *value, fc_cls_dtor_t dtor);
+CUresult fc_cls_get(void **value, CUcontext ctx, void *key);
+CUresult fc_cls_delete(CUcontext ctx, void *key);
+/* Frees what a primary context reset destroys on device `ordinal` (streams, events, modules). */
+void fc_ctx_reset_resources(int ordinal);
+/* Identity of device `ordinal` as cuDeviceGetUuid and the PCI attributes answer it (device.c). */
+void fc_device_uuid(int ordinal, uint8_t uuid[16]);
+void fc_device_pci(int ordinal, int32_t *domain, int32_t *bus, int32_t *device);
+void fc_hmac_md2(const uint8_t key[16], const void *data, size_t len, uint8_t out[16]);
+/* cuDeviceGetAttribute's answer for a model (attributes.c). */
+int fc_attribute(const fake_gpu_t *g, int ordinal, CUdevice_attribute attrib);
+/* Memory pools (pool.c). */
+CUresult fc_pool_default(CUmemoryPool *pool, CUdevice dev);
+CUresult fc_pool_current(CUmemoryPool *pool, CUdevice dev);
+CUresult fc_pool_set_current(CUdevice dev, CUmemoryPool pool);
+/* A module from an image: fatbin wrapper, fatbin, ELF cubin or PTX (module.c). */
+CUresult fc_module_load_image(CUmodule *out, const void *image);
 /* Ordinal of the calling thread's current context, or -1 when there is none. */
 int fc_current_ordinal(void);
 CUresult fc_check_ctx(int *ordinal);   /* NOT_INITIALIZED / INVALID_CONTEXT, else the ordinal */
 uint64_t fc_env_u64(const char *name, uint64_t dflt);
+/* CARVE_FAKE_CUDA_LOG=1: one stderr line per resolution, export table and notable event. */
+int fc_trace(void);
+void fc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Object table: fake device pointers, arrays, VMM handles -> what they hold. */
 enum fc_kind { FC_MEM = 1, FC_ARRAY, FC_MIPMAP, FC_VMM };
@@ -55,6 +102,7 @@ CUresult cuGraphInstantiate_v2(CUgraphExec *phExec, CUgraph hGraph, CUgraphNode 
                                size_t bufferSize);
 
 #include "symbols.h"
+#include "symbols_gen.h" /* also undoes cuda.h's renaming macros */
 
 /* A hidden alias of an exported entry point: references to it bind inside this library, so the table that
  * cuGetProcAddress answers from holds the fake's own functions even when a preloaded library interposes the
