@@ -430,6 +430,23 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
     return rc;
 }
 
+/* CUDA 13: the device of a given context (NULL = the current one); cudart 13.2's cudaSetDevice calls it. */
+FAKE_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    FC_CALLED("cuCtxGetDevice_v2");
+    if (!ctx)
+        return cuCtxGetDevice(device);
+    if (!fc_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    fc_ctx_t *c = fc_ctx_from(ctx);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = c->ordinal;
+    return CUDA_SUCCESS;
+}
+
 FAKE_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     FC_CALLED("cuCtxGetApiVersion");
@@ -562,6 +579,7 @@ FC_ALIAS(cuCtxPushCurrent_v2)
 FC_ALIAS(cuCtxPopCurrent)
 FC_ALIAS(cuCtxPopCurrent_v2)
 FC_ALIAS(cuCtxGetDevice)
+FC_ALIAS(cuCtxGetDevice_v2)
 FC_ALIAS(cuCtxGetApiVersion)
 FC_ALIAS(cuCtxGetFlags)
 FC_ALIAS(cuCtxSetFlags)
