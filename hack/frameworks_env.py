@@ -55,7 +55,7 @@ def build(target: Path, requirements: Path) -> None:
     run("creating the venv", sys.executable, "-m", "venv", str(target))
     py = str(target / "bin" / "python")
     pip = (py, "-m", "pip", "install", "-q", "--disable-pip-version-check")
-    if not os.environ.get("CARVE_FRAMEWORKS_WHEELHOUSE"):
+    if not os.environ.get("CARVE_FRAMEWORKS_WHEELHOUSE") and not os.environ.get("PIP_NO_INDEX"):
         run("upgrading pip", *pip, "-U", "pip")
     wheelhouse = os.environ.get("CARVE_FRAMEWORKS_WHEELHOUSE")  # an offline machine: `pip download` made it
     offline = ("--no-index", "--find-links", wheelhouse) if wheelhouse else ()
