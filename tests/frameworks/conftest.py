@@ -10,11 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.frameworks import CUDART_CLIENT, LIMITER, FrameworksMissing, Tenant, frameworks_python
-
-QUOTA = 4 << 30  # the slice: 4 GiB of a 15 GiB fake T4
-T4_MEMORY = 15360 << 20  # native/fakes/common/models.c
-T4_SMS = 40
+from support.frameworks import CUDART_CLIENT, LIMITER, QUOTA, FrameworksMissing, Tenant, frameworks_python
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ cuGetProcAddress, and the VMM calls come from cudaGetDriverEntryPointByVersion (
 from __future__ import annotations
 
 import pytest
-from conftest import QUOTA, T4_MEMORY, T4_SMS
+from support.frameworks import QUOTA, T4_MEMORY, T4_SMS
 
 CHUNK = 256 << 20
 RUNTIMES = ["cudart12", "cudart13"]

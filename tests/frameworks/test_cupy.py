@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import QUOTA, T4_MEMORY, T4_SMS
+from support.frameworks import QUOTA, T4_MEMORY, T4_SMS
 
 CHUNK_MIB = 256
 

@@ -25,6 +25,9 @@ CUDART_CLIENT = BUILD / "tests" / "cudart_client"
 CLIENTS = REPO / "tests" / "frameworks" / "clients"
 ENV_VAR = "CARVE_FRAMEWORKS_PYTHON"
 GIB = 1 << 30
+QUOTA = 4 * GIB  # the slice of the framework tests: 4 GiB of a fake T4
+T4_MEMORY = 15360 << 20  # the fake T4 (native/fakes/common/models.c)
+T4_SMS = 40
 
 
 class FrameworksMissing(Exception):
