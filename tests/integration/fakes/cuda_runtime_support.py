@@ -69,7 +69,7 @@ def runtime13() -> Runtime:
         for lib in sorted(glob.glob(os.path.join(d, "*", "lib", "libcudart.so.13"))):
             root = Path(lib).parent.parent
             return Runtime(13, root / "include", root / "lib")
-    raise AssertionError("no libcudart.so.13 in the venv: run `make native` (it installs nvidia-cuda-runtime 13)")
+    raise AssertionError("no libcudart.so.13 in the venv: `make native` installs nvidia-cuda-runtime 13")
 
 
 def nvrtc12() -> Path:
@@ -107,6 +107,7 @@ def run_probe(probe: Path, steps: list[str], env: dict[str, str]) -> dict[str, s
     """Runs the probe's steps; returns its "key value" lines. Fails with the probe's output otherwise."""
     proc = subprocess.run([str(probe), *steps], env=env, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or not proc.stdout.rstrip().endswith("done"):
-        raise AssertionError(f"{probe.name} {steps} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"{probe.name} {steps} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     lines = [line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line]
     return {k: v for k, v in lines}

@@ -124,7 +124,8 @@ def test_other_processes_see_the_memory_through_nvml(probe: Path, tmp_path: Path
             "procs = N.nvmlDeviceGetComputeRunningProcesses(h)\n"
             "print(json.dumps([[p.pid, p.usedGpuMemory] for p in procs]))\n"
         )
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True)
         procs = json.loads(proc.stdout)
         assert [holder.pid, 96 * MIB] in procs
     finally:
