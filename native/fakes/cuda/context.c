@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fakecuda.h"
 
@@ -30,6 +31,14 @@ void fc_ctx_init_primary(int count)
     }
 }
 
+/* A primary context (static) or a created one (registered): never dereference anything else. */
+static int ctx_ok(const fc_ctx_t *c)
+{
+    if (c >= g_primary && c < g_primary + FAKE_MAX_GPUS)
+        return c->magic == FC_CTX_MAGIC;
+    return fc_handle_ok(c, FC_H_CTX) && c->magic == FC_CTX_MAGIC;
+}
+
 fc_ctx_t *fc_primary(int ordinal)
 {
     return fc_gpu(ordinal) ? &g_primary[ordinal] : NULL;
@@ -43,7 +52,7 @@ fc_ctx_t *fc_current_ctx(void)
 fc_ctx_t *fc_ctx_from(CUcontext ctx)
 {
     fc_ctx_t *c = ctx ? (fc_ctx_t *)ctx : fc_current_ctx();
-    return c && c->magic == FC_CTX_MAGIC ? c : NULL;
+    return ctx_ok(c) ? c : NULL;
 }
 
 static void set_current(fc_ctx_t *c)
@@ -69,7 +78,7 @@ CUresult fc_check_ctx(int *ordinal)
     if (!fc_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     fc_ctx_t *c = fc_current_ctx();
-    if (!c || c->magic != FC_CTX_MAGIC)
+    if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
     *ordinal = c->ordinal;
     return CUDA_SUCCESS;
@@ -288,6 +297,10 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
     c->active = 1;
     c->flags = flags;
     pthread_mutex_init(&c->lock, NULL);
+    if (fc_handle_add(c, FC_H_CTX) != 0) {
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (tls_depth < FC_CTX_STACK)
         tls_stack[tls_depth++] = c; /* a created context is pushed current, as in the real driver */
     *pctx = (CUcontext)c;
@@ -322,7 +335,7 @@ FAKE_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, 
 static CUresult ctx_destroy(CUcontext ctx)
 {
     fc_ctx_t *c = (fc_ctx_t *)ctx;
-    if (!c || c->magic != FC_CTX_MAGIC || c->primary)
+    if (!c || !ctx_ok(c) || c->primary)
         return CUDA_ERROR_INVALID_CONTEXT;
     for (int i = 0; i < tls_depth; i++)
         if (tls_stack[i] == c) {
@@ -331,6 +344,7 @@ static CUresult ctx_destroy(CUcontext ctx)
             i--;
         }
     cls_clear(c);
+    fc_handle_del(c, FC_H_CTX);
     c->magic = 0;
     free(c);
     return CUDA_SUCCESS;
@@ -354,7 +368,7 @@ FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
     if (!fc_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     fc_ctx_t *c = (fc_ctx_t *)ctx;
-    if (c && c->magic != FC_CTX_MAGIC)
+    if (c && !ctx_ok(c))
         return CUDA_ERROR_INVALID_CONTEXT;
     set_current(c);
     return CUDA_SUCCESS;
@@ -376,7 +390,7 @@ static CUresult ctx_push(CUcontext ctx)
     if (!fc_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     fc_ctx_t *c = (fc_ctx_t *)ctx;
-    if (!c || c->magic != FC_CTX_MAGIC)
+    if (!c || !ctx_ok(c))
         return CUDA_ERROR_INVALID_CONTEXT;
     if (tls_depth >= FC_CTX_STACK)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -430,12 +444,10 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
     return rc;
 }
 
-/* CUDA 13: the device of a given context (NULL = the current one); cudart 13.2's cudaSetDevice calls it. */
+/* CUDA 13: the device of a given context (NULL: the current one). */
 FAKE_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     FC_CALLED("cuCtxGetDevice_v2");
-    if (!ctx)
-        return cuCtxGetDevice(device);
     if (!fc_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     fc_ctx_t *c = fc_ctx_from(ctx);
@@ -444,6 +456,20 @@ FAKE_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     *device = c->ordinal;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    FC_CALLED("cuCtxSynchronize_v2");
+    if (!fc_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    fc_ctx_t *c = fc_ctx_from(ctx);
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    const fake_gpu_t *g = fc_gpu(c->ordinal);
+    if (g)
+        fc_sleep_until(fake_kernel_last_end(g->index, getpid()));
     return CUDA_SUCCESS;
 }
 
@@ -580,6 +606,7 @@ FC_ALIAS(cuCtxPopCurrent)
 FC_ALIAS(cuCtxPopCurrent_v2)
 FC_ALIAS(cuCtxGetDevice)
 FC_ALIAS(cuCtxGetDevice_v2)
+FC_ALIAS(cuCtxSynchronize_v2)
 FC_ALIAS(cuCtxGetApiVersion)
 FC_ALIAS(cuCtxGetFlags)
 FC_ALIAS(cuCtxSetFlags)

@@ -79,14 +79,77 @@ uint64_t fc_env_u64(const char *name, uint64_t dflt);
 int fc_trace(void);
 void fc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Object table: fake device pointers, arrays, VMM handles -> what they hold. */
-enum fc_kind { FC_MEM = 1, FC_ARRAY, FC_MIPMAP, FC_VMM };
+/* Object table (objects.c): device pointers, arrays, VMM handles and ranges, pools -> what they hold. */
+enum fc_kind {
+    FC_MEM = 1,  /* cuMemAlloc: host-backed, charged */
+    FC_ARRAY,
+    FC_MIPMAP,
+    FC_VMM,      /* cuMemCreate handle: charged */
+    FC_HOST,     /* page-locked host memory (allocated or registered): not charged */
+    FC_RESERVE,  /* cuMemAddressReserve range */
+    FC_POOLMEM,  /* a block of a memory pool: the pool is charged */
+    FC_GLOBAL,   /* a module global's storage */
+    FC_MAPPED,   /* a cuMemMap'ed range of a reservation (aux: the handle) */
+};
+typedef struct fc_obj {
+    uint64_t key;      /* handle or base address; 0 = empty, 1 = deleted */
+    int kind, ordinal; /* ordinal -1: no device */
+    uint64_t bytes;    /* device memory charged */
+    uint64_t span;     /* address range length (range kinds) */
+    void *aux;         /* kind-specific */
+} fc_obj_t;
+int fc_obj_add(const fc_obj_t *o);
 int fc_obj_put(uint64_t key, int kind, int ordinal, uint64_t bytes);
 int fc_obj_take(uint64_t key, int kind, int *ordinal, uint64_t *bytes); /* 0 found and removed */
-uint64_t fc_new_address(uint64_t bytes);
+int fc_obj_remove(uint64_t key, int kind, fc_obj_t *out);
+int fc_obj_get(uint64_t key, int kind, fc_obj_t *out);
+int fc_obj_find(uint64_t addr, fc_obj_t *out); /* the allocation holding addr: 0, or -1 */
+uint64_t fc_new_handle(void);
+enum fc_handle_kind { FC_H_STREAM = 100, FC_H_EVENT, FC_H_POOL, FC_H_GRAPH, FC_H_EXEC, FC_H_NODE, FC_H_CTX,
+                      FC_H_MODULE, FC_H_FUNC, FC_H_LIBRARY };
+int fc_handle_add(const void *p, int kind); /* 0, or -1 out of memory */
+void fc_handle_del(const void *p, int kind);
+int fc_handle_ok(const void *p, int kind);
+uint64_t fc_page_round(uint64_t bytes);
+uint64_t fc_map(uint64_t bytes, uint64_t align, int prot); /* 0 on failure */
+void fc_unmap(uint64_t base, uint64_t bytes);
+/* Device memory accounting (memory.c): charge/uncharge device `ordinal` (MPS limit, GPU, partition). */
+CUresult fc_charge(int ordinal, uint64_t bytes);
+void fc_uncharge(int ordinal, uint64_t bytes);
 
-/* Kernel time: occupy the GPU of `ordinal` with `blocks` blocks of kernel `f`. */
-void fc_submit(int ordinal, CUfunction f, uint64_t blocks);
+/* Streams (stream.c): the modelled completion time of the work queued on each; capture into graphs. */
+typedef struct fc_graph fc_graph_t;
+#define FC_STREAM_MAGIC 0x4d525453u
+typedef struct fc_stream {
+    uint32_t magic;
+    int ordinal;
+    unsigned flags;
+    int priority;
+    int is_default;             /* the legacy / per-thread default stream of its device */
+    uint64_t end_ns;            /* when the last work queued on it completes (fake_now_ns clock) */
+    fc_graph_t *capture;        /* capturing into this graph, or NULL */
+    int capture_mode;
+    unsigned long long capture_id;
+    unsigned long long id;
+} fc_stream_t;
+/* The stream a handle names (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD: the current device's default
+ * stream); NULL when the handle is not a stream or there is no current context. */
+fc_stream_t *fc_stream_get(CUstream s);
+uint64_t fc_stream_end(const fc_stream_t *st); /* completion time of its work (the device's, for a default) */
+void fc_sleep_until(uint64_t t_ns);
+/* Kernel time: occupy the GPU of the stream's device with `blocks` blocks of kernel `f`. */
+void fc_stream_submit(fc_stream_t *st, CUfunction f, uint64_t blocks);
+uint64_t fc_kernel_wave_ns(CUfunction f);
+/* Capture (graph.c): 1 when the stream is capturing and the work became a node of its graph. */
+int fc_capture_copy(CUstream s, void *dst, const void *src, size_t n);
+int fc_capture_memset(CUstream s, uint64_t dst, size_t pitch, uint32_t value, unsigned elem, size_t width,
+                      size_t height);
+int fc_capture_kernel(fc_stream_t *st, CUfunction f, const unsigned grid[3], const unsigned block[3],
+                      unsigned shmem, void **params);
+CUresult fc_memset_now(uint64_t dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height);
+CUresult fc_copy(CUstream s, void *dst, const void *src, size_t n);
+CUresult fc_alloc_backed(int ordinal, uint64_t bytes, uint64_t charge, int kind, void *aux, CUdeviceptr *dptr);
+/* Modules (module.c): a CUfunction/CUkernel handle's wave time and attributes. */
 
 /* MPS client (mps.c): connect at cuInit; kernel blocks under the active thread percentage; the pinned
  * memory limit per ordinal (charge: -1 past it). */

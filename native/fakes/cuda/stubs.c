@@ -15,11 +15,15 @@
 #include "symbols_gen.h"
 
 extern __thread const char *fc_last_call;
+int fc_trace(void);
+void fc_log(const char *fmt, ...);
 
 #define FC_STUB(name)                                                                                      \
     __attribute__((weak, visibility("default"))) int name(void)                                            \
     {                                                                                                      \
         fc_last_call = #name;                                                                              \
+        if (fc_trace())                                                                                    \
+            fc_log("%s: not emulated, CUDA_ERROR_NOT_SUPPORTED", #name);                                   \
         return 801; /* CUDA_ERROR_NOT_SUPPORTED */                                                         \
     }                                                                                                      \
     extern int fc_impl_##name(void) __attribute__((weak, alias(#name), visibility("hidden")));

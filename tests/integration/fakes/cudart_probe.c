@@ -3,13 +3,14 @@
  * Built with gcc against a PyPI cudart wheel's headers and linked to its libcudart.so.N, so the real
  * runtime's initialisation, dark-API checks and driver calls run unchanged.
  *
- * usage: cudart_probe <step>...; steps: init, props, memory, streams, async, graph. Each step prints
+ * usage: cudart_probe <step>...; steps: init, props, memory, streams, async, graph, hold. Each step prints
  * "key value" lines; a failing call prints "FAIL <step> <call> <error name>" and the program exits 1.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -187,6 +188,18 @@ static void step_graph(void)
     CK(cudaStreamDestroy(s));
 }
 
+/* Holds 96 MiB on device 0 until killed (other processes look at it through NVML). */
+static void step_hold(void)
+{
+    void *d;
+    CK(cudaSetDevice(0));
+    CK(cudaMalloc(&d, 96 << 20));
+    printf("holding\n");
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -204,6 +217,8 @@ int main(int argc, char **argv)
             step_async();
         else if (!strcmp(argv[i], "graph"))
             step_graph();
+        else if (!strcmp(argv[i], "hold"))
+            step_hold();
         else {
             printf("FAIL unknown step %s\n", argv[i]);
             return 2;
