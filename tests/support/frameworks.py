@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,8 @@ class Tenant:
 
     def __post_init__(self) -> None:
         self.tmp.mkdir(parents=True, exist_ok=True)
+        if self.gpus:
+            self._create_fake_state()
         if self.limiter:
             limits = ClaimLimits(
                 devices=(DeviceLimit(self.memory, self.cores),),
@@ -76,6 +79,21 @@ class Tenant:
             )
             create_region(self.region, limits)
             write_limits(limits_path_for(self.region), limits, ClaimRuntime())
+
+    def _create_fake_state(self) -> None:
+        """Creates the fake GPUs' state file before any client runs. The fake libcuda.so.1 and
+        libnvidia-ml.so.1 each initialise a new state file on their own, and the record lock that
+        serialises that is per process, so inside one process (the client's CUDA start-up racing the
+        limiter's NVML thread) the second library could truncate the file under the first: SIGBUS.
+        A fake-only race (reported to native/fakes); an existing file is never truncated."""
+        state = self.state or self.tmp / "fake.state"
+        if state.exists():
+            return
+        init = "import ctypes, sys; sys.exit(ctypes.CDLL(sys.argv[1]).nvmlInit_v2())"
+        env = {k: v for k, v in self.env().items() if k != "LD_PRELOAD"}
+        subprocess.run(
+            [sys.executable, "-c", init, str(FAKES / "libnvidia-ml.so.1")], env=env, check=True, timeout=60
+        )
 
     @property
     def region(self) -> Path:
