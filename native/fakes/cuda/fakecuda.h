@@ -69,6 +69,20 @@ int fc_attribute(const fake_gpu_t *g, int ordinal, CUdevice_attribute attrib);
 CUresult fc_pool_default(CUmemoryPool *pool, CUdevice dev);
 CUresult fc_pool_current(CUmemoryPool *pool, CUdevice dev);
 CUresult fc_pool_set_current(CUdevice dev, CUmemoryPool pool);
+/* What an image names (fatbin.c). known 0: a compressed image the fake could not decode (any name). */
+typedef struct fc_symbol_info {
+    char *name;
+    uint64_t size;   /* globals: bytes */
+    int is_global;
+} fc_symbol_info_t;
+typedef struct fc_image {
+    fc_symbol_info_t *syms;
+    size_t n, cap;
+    int known;
+    int sm;          /* the ELF's architecture (e_flags), 0 for PTX */
+} fc_image_t;
+CUresult fc_image_parse(const void *image, uint64_t len, int sm, fc_image_t *img);
+void fc_image_free(fc_image_t *img);
 /* A module from an image: fatbin wrapper, fatbin, ELF cubin or PTX (module.c). */
 CUresult fc_module_load_image(CUmodule *out, const void *image);
 /* Ordinal of the calling thread's current context, or -1 when there is none. */
