@@ -110,7 +110,7 @@ def test_every_entry_point_resolves_to_its_exported_function(fake_cuda):
 
 
 def test_generated_table_is_current():
-    """symbols_gen.h is what gen_cuda_symbols.py makes of the installed headers (rerun it when they change)."""
+    """symbols_gen.h is what gen_cuda_symbols.py makes of the installed headers (rerun it on change)."""
     proc = subprocess.run([sys.executable, str(GEN)], capture_output=True, text=True, check=True)
     assert proc.stdout == TABLE.read_text(), (
         "native/fakes/cuda/symbols_gen.h is stale: python3 native/fakes/gen_cuda_symbols.py > "
