@@ -7,7 +7,8 @@
  * fatbin {u32 magic 0xBA55ED50, u16 version, u16 header size, u64 size of the entries}, entries {u16 kind
  * (1 PTX, 2 ELF), u16, u32 header size, u64 payload size, u32 compressed size at 16, u32 sm at 28, u64 flags
  * at 40 (0x2000 LZ4, 0x8000 zstd), u64 uncompressed size at 56}, payload after the entry header; a plain ELF
- * cubin (STT_FUNC symbols are kernels, STT_OBJECT symbols globals with their st_size); PTX text (`.entry`
+ * cubin (STT_FUNC symbols are kernels, STT_OBJECT symbols globals with their st_size; the SM in e_flags'
+ * low byte for CUDA 12 cubins, in bits 8-15 for CUDA 13 ones, whose EI_ABIVERSION is 8); PTX text (`.entry`
  * names, `.global` variables). From a fatbin the fake reads the ELF for the device's architecture (the
  * newest sm not above it), else the PTX. Compressed entries are decoded with the system's liblz4.so.1 /
  * libzstd.so.1 (dlopen: no build dependency); without the decoder the image's names are unknown, the module
@@ -78,7 +79,9 @@ static int parse_elf(const uint8_t *p, uint64_t len, fc_image_t *img)
     if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > len ||
         (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > len - eh.e_shoff)
         return -1;
-    img->sm = (int)(eh.e_flags & 0xff);
+    /* The architecture: e_flags' low byte in CUDA 12 cubins (EI_ABIVERSION 7: 0x500550 is sm_80), bits 8-15
+     * in CUDA 13 ones (EI_ABIVERSION 8, EI_OSABI 0x41: 0x6005004 is sm_80). */
+    img->sm = (int)(p[EI_ABIVERSION] >= 8 ? (eh.e_flags >> 8) & 0xff : eh.e_flags & 0xff);
     for (unsigned i = 0; i < eh.e_shnum; i++) {
         Elf64_Shdr sh;
         memcpy(&sh, p + eh.e_shoff + (uint64_t)i * sizeof sh, sizeof sh);

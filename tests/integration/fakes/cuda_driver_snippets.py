@@ -85,6 +85,17 @@ res["max_threads"] = attr.value
 ck(CU.cuFuncGetAttribute(byref(attr), 6, f), "binary version")  # CU_FUNC_ATTRIBUTE_BINARY_VERSION
 res["binary_version"] = attr.value
 
+# a CUDA 13 cubin keeps its SM in e_flags bits 8-15 (EI_ABIVERSION 8): the same image marked that way
+cubin13 = bytearray(cubin)
+cubin13[8] = 8
+cubin13[0x30:0x34] = struct.pack("<I", 0x6005004)
+mod13 = c_void_p()
+ck(CU.cuModuleLoadData(byref(mod13), bytes(cubin13)), "cuModuleLoadData(cuda 13 abi)")
+f13 = c_void_p()
+ck(CU.cuModuleGetFunction(byref(f13), mod13, b"scale"), "function 13")
+ck(CU.cuFuncGetAttribute(byref(attr), 6, f13), "binary version 13")
+res["binary_version_abi8"] = attr.value
+
 ptx = nvrtc_compile(SRC, 80, cubin=False)
 lib = c_void_p()
 ck(CU.cuLibraryLoadData(byref(lib), ptx, None, None, 0, None, None, 0), "cuLibraryLoadData(ptx)")

@@ -49,6 +49,7 @@ def test_modules_know_the_names_of_real_images(fake_cuda):
     assert r["global"] == 0 and r["global_size"] == 37 * 4, "a global's size is its ELF symbol's"
     assert r["global_roundtrip"]
     assert r["max_threads"] == 1024 and r["binary_version"] == 80
+    assert r["binary_version_abi8"] == 80, "CUDA 13 cubins keep the SM in e_flags bits 8-15"
     assert r["ptx_kernel"] == 0 and r["ptx_unknown"] == NOT_FOUND
     assert r["ptx_global"] == 0 and r["ptx_global_size"] == 37 * 4
     assert r["kernel_is_function"], "a CUkernel is a CUfunction"
