@@ -47,6 +47,13 @@ def test_unemulated_functions_answer_not_supported_and_v1_init_counts(fake_run):
         res["remote_type"] = LIB.nvmlDeviceGetNvLinkRemoteDeviceType(h, 0, byref(t))
         res["fabric"] = LIB.nvmlDeviceGetGpuFabricInfoV(h, None)
         res["power"] = LIB.nvmlDeviceGetPowerUsage(h, byref(n))
+        LIB.fake_mem_reserve(1, os.getpid(), 5 << 20)
+        class V1(ctypes.Structure):
+            _fields_ = [("pid", c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+        procs, n = (V1 * 4)(), c_uint(4)
+        res["procs_v1"] = LIB.nvmlDeviceGetComputeRunningProcesses(h, byref(n), procs)
+        res["procs"] = [[p.pid, p.usedGpuMemory] for p in procs[:n.value]]
+        res["pid"] = os.getpid()
         out(res)
         """, gpus="2xA100-80GB")
     assert result["init"] == 0 and result["count"] == 0 and result["n"] == 2
@@ -54,3 +61,4 @@ def test_unemulated_functions_answer_not_supported_and_v1_init_counts(fake_run):
     assert result["remote_type"] == NOT_SUPPORTED
     assert result["fabric"] == NOT_SUPPORTED
     assert result["power"] == NOT_SUPPORTED
+    assert result["procs_v1"] == 0 and result["procs"] == [[result["pid"], 5 << 20]]
