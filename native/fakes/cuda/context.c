@@ -166,6 +166,12 @@ static void cls_clear(fc_ctx_t *c)
     }
 }
 
+/* Streams, events, modules and memory of a reset primary context are not reclaimed in the fake: handles
+ * the runtime dropped stay valid (a real driver invalidates them), allocations stay charged until freed. */
+void fc_ctx_reset_resources(int ordinal)
+{
+}
+
 /* --- primary contexts ----------------------------------------------------------------------------- */
 
 FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

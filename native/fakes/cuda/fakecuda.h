@@ -1,14 +1,18 @@
 /*
  * fakecuda.h: internals shared by the sources of the fake libcuda.so.1 (not a contract).
  *
- * The fake driver emulates the GPUs of fakes/common (CARVE_FAKE_GPUS) through the CUDA driver API subset
- * the limiter intercepts. Device memory is bookkeeping only (fake_mem_reserve, fake pointers, nothing is
- * allocated), kernels occupy the fake GPU through fake_kernel_submit, and every entry point records its
- * own name per thread so tests can see which variant (legacy or per-thread stream) was reached.
+ * The fake driver emulates the GPUs of fakes/common (CARVE_FAKE_GPUS) well enough for the real CUDA
+ * runtimes, CuPy and PyTorch (/work/shared/reference/cuda-runtime-facts.md, corrections in
+ * native/fakes/README.md). Every entry point cuda.h names resolves (symbols_gen.h, stubs.c); device memory
+ * is charged to the shared accounting (fake_mem_reserve) and backed by lazily committed host memory
+ * (objects.c); kernels occupy the fake GPU through fake_kernel_submit (stream.c); every entry point
+ * records its own name per thread so tests can see which variant (legacy or per-thread stream) was reached.
  *
  * Knobs (environment): CUDA_VISIBLE_DEVICES (indices or UUIDs), CARVE_FAKE_NS_PER_WAVE (kernel wave time,
  * default 100000), CARVE_FAKE_QUEUE_NS (launch queue depth in time before a launch blocks, default
- * 5000000, like a real driver's bounded push buffer), CARVE_FAKE_PITCH_ALIGN (default 512).
+ * 5000000, like a real driver's bounded push buffer), CARVE_FAKE_PITCH_ALIGN (default 512),
+ * CUDA_MODULE_LOADING (EAGER: cuModuleGetLoadingMode answers eager), CARVE_FAKE_CUDA_LOG=1 (stderr lines:
+ * resolutions, export tables, unemulated calls, modules).
  */
 #ifndef CARVE_FAKECUDA_H
 #define CARVE_FAKECUDA_H
@@ -69,6 +73,20 @@ int fc_attribute(const fake_gpu_t *g, int ordinal, CUdevice_attribute attrib);
 CUresult fc_pool_default(CUmemoryPool *pool, CUdevice dev);
 CUresult fc_pool_current(CUmemoryPool *pool, CUdevice dev);
 CUresult fc_pool_set_current(CUdevice dev, CUmemoryPool pool);
+/* What an image names (fatbin.c). known 0: a compressed image the fake could not decode (any name). */
+typedef struct fc_symbol_info {
+    char *name;
+    uint64_t size;   /* globals: bytes */
+    int is_global;
+} fc_symbol_info_t;
+typedef struct fc_image {
+    fc_symbol_info_t *syms;
+    size_t n, cap;
+    int known;
+    int sm;          /* the ELF's architecture (e_flags), 0 for PTX */
+} fc_image_t;
+CUresult fc_image_parse(const void *image, uint64_t len, int sm, fc_image_t *img);
+void fc_image_free(fc_image_t *img);
 /* A module from an image: fatbin wrapper, fatbin, ELF cubin or PTX (module.c). */
 CUresult fc_module_load_image(CUmodule *out, const void *image);
 /* Ordinal of the calling thread's current context, or -1 when there is none. */

@@ -163,13 +163,21 @@ FAKE_EXPORT CUresult cuMemGetInfo_v99(size_t *free_bytes, size_t *total)
 
 /* --- copies and memsets --------------------------------------------------------------------------- */
 
-/* A device range [p, p+n) lies in one allocation (device, pool, mapped VMM, global or page-locked host). */
+/* A device range [p, p+n) has storage: one allocation (device, pool, global, page-locked host), or mapped
+ * VMM ranges that follow each other (an expandable segment maps one handle after another). */
 static int dev_range_ok(uint64_t p, uint64_t n)
 {
-    fc_obj_t o;
-    if (fc_obj_find(p, &o) != 0 || o.kind == FC_RESERVE) /* reserved but unmapped: no storage */
-        return 0;
-    return p + n <= o.key + o.span;
+    uint64_t end = p + n;
+    for (;;) {
+        fc_obj_t o;
+        if (fc_obj_find(p, &o) != 0 || o.kind == FC_RESERVE) /* reserved but unmapped: no storage */
+            return 0;
+        if (end <= o.key + o.span)
+            return 1;
+        if (o.kind != FC_MAPPED)
+            return 0;
+        p = o.key + o.span;
+    }
 }
 
 CUresult fc_copy(CUstream s, void *dst, const void *src, size_t n)

@@ -3,7 +3,7 @@
  * Built with gcc against a PyPI cudart wheel's headers and linked to its libcudart.so.N, so the real
  * runtime's initialisation, dark-API checks and driver calls run unchanged.
  *
- * usage: cudart_probe <step>...; steps: init, props, memory, streams, async, graph, hold. Each step prints
+ * usage: cudart_probe <step>...; steps: init, props, memory, streams, async, graph, reset, hold. Each step prints
  * "key value" lines; a failing call prints "FAIL <step> <call> <error name>" and the program exits 1.
  */
 #include <stdint.h>
@@ -188,6 +188,29 @@ static void step_graph(void)
     CK(cudaStreamDestroy(s));
 }
 
+/* cudaDeviceReset resets the primary context (context local storage destructors run); the runtime then
+ * builds its state again on the next call. Also the third device (a T4 in the tests). */
+static void step_reset(void)
+{
+    void *d;
+    size_t free_b, total;
+    CK(cudaSetDevice(0));
+    CK(cudaMalloc(&d, 1 << 20));
+    CK(cudaDeviceReset());
+    CK(cudaMalloc(&d, 1 << 20));
+    CK(cudaMemset(d, 7, 1 << 20));
+    unsigned char b = 0;
+    CK(cudaMemcpy(&b, (char *)d + 12345, 1, cudaMemcpyDeviceToHost));
+    printf("after_reset %d\n", b == 7);
+    CK(cudaFree(d));
+    CK(cudaSetDevice(2));
+    CK(cudaMemGetInfo(&free_b, &total));
+    printf("dev2_total %zu\n", total);
+    int dev = -1;
+    CK(cudaGetDevice(&dev));
+    printf("current %d\n", dev);
+}
+
 /* Holds 96 MiB on device 0 until killed (other processes look at it through NVML). */
 static void step_hold(void)
 {
@@ -217,6 +240,8 @@ int main(int argc, char **argv)
             step_async();
         else if (!strcmp(argv[i], "graph"))
             step_graph();
+        else if (!strcmp(argv[i], "reset"))
+            step_reset();
         else if (!strcmp(argv[i], "hold"))
             step_hold();
         else {

@@ -110,6 +110,18 @@ def test_captured_graph_replays_memsets_and_copies(probe: Path):
     assert out["replayed"] == "1"
 
 
+def test_device_reset_and_other_devices(probe: Path):
+    out = run_probe(probe, ["reset"], fake_env(GPUS))
+    assert out["after_reset"] == "1", "the runtime works again after cudaDeviceReset"
+    assert int(out["dev2_total"]) == 15360 * MIB and out["current"] == "2"
+
+
+@pytest.mark.parametrize("loading", ["EAGER", "LAZY"])
+def test_module_loading_modes(probe: Path, loading: str):
+    out = run_probe(probe, ["init", "memory"], fake_env(GPUS, CUDA_MODULE_LOADING=loading))
+    assert out["count"] == "3" and out["roundtrip"] == "1"
+
+
 def test_other_processes_see_the_memory_through_nvml(probe: Path, tmp_path: Path):
     """The runtime's allocations land in the shared accounting NVML reports (CARVE_FAKE_STATE)."""
     state = tmp_path / "state"
