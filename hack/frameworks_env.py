@@ -51,7 +51,7 @@ def build(target: Path, requirements: Path) -> None:
     if target.exists():
         shutil.rmtree(target)  # a build cut short: no stamp, never reused
     start = time.monotonic()
-    print(f"frameworks env: building {target} from {requirements.relative_to(REPO)}", file=sys.stderr)
+    print(f"frameworks env: building {target} from {requirements}", file=sys.stderr)
     run("creating the venv", sys.executable, "-m", "venv", str(target))
     py = str(target / "bin" / "python")
     pip = (py, "-m", "pip", "install", "-q", "--disable-pip-version-check")
