@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cuda_driver_snippets import MODULES, PRELUDE, RESOLVE, TIMING, VMM
+from cuda_driver_snippets import GRAPHS, MODULES, PRELUDE, RESOLVE, TIMING, VMM
 from cuda_runtime_support import fake_env, nvrtc12
 from fakes_support import NATIVE
 
@@ -77,6 +77,18 @@ def test_kernel_time_is_modelled_in_events_streams_and_graph_replays(fake_cuda):
     assert 39.9 <= r["graph_ms"] <= 42.0, "the replay charges both captured kernels"
     assert r["graph_memset"], "the captured memset ran at replay"
     assert r["bad_stream"] == INVALID_HANDLE and r["bad_event"] == INVALID_HANDLE
+
+
+def test_graphs_built_node_by_node_replay_and_update(fake_cuda):
+    r = run(GRAPHS, NVRTC=str(nvrtc12()), CARVE_FAKE_QUEUE_NS="1000000000")
+    assert r["types"] == [0, 2, 1]  # CU_GRAPH_NODE_TYPE_KERNEL, MEMSET, MEMCPY
+    assert 5.9 <= r["ms"] <= 7.0, "2 waves of 3 ms"
+    assert r["memset"] and r["memcpy"]
+    assert 5.9 <= r["ms_before_update"] <= 7.0, "an executable graph is a snapshot"
+    assert r["update"] == 0 and 11.9 <= r["ms_after_update"] <= 13.0
+    assert 2.9 <= r["ms_exec_set"] <= 4.0
+    assert r["update_topology"] == 910 and r["update_result"] == 2  # GRAPH_EXEC_UPDATE_FAILURE, TOPOLOGY_CHANGED
+    assert r["destroyed"] == INVALID_VALUE
 
 
 def test_vmm_and_pools_as_pytorch_uses_them(fake_cuda, tmp_path: Path):
