@@ -124,11 +124,20 @@ def test_every_entry_point_resolves_to_its_exported_function(fake_cuda):
 
 
 def test_generated_table_is_current():
-    """symbols_gen.h is what gen_cuda_symbols.py makes of the installed headers (rerun it on change)."""
+    """symbols_gen.h is what gen_cuda_symbols.py makes of the installed headers, when they are the version it
+    was generated from; headers of another version (a toolkit in CUDA_HOME) must name nothing it lacks."""
     proc = subprocess.run([sys.executable, str(GEN)], capture_output=True, text=True, check=True)
-    assert proc.stdout == TABLE.read_text(), (
-        "native/fakes/cuda/symbols_gen.h is stale: python3 native/fakes/gen_cuda_symbols.py > "
-        "native/fakes/cuda/symbols_gen.h")
+    committed = TABLE.read_text()
+    version = re.search(r"from cuda.h (\d+)", proc.stdout)
+    stale = ("native/fakes/cuda/symbols_gen.h is stale: python3 native/fakes/gen_cuda_symbols.py > "
+             "native/fakes/cuda/symbols_gen.h")
+    assert version, proc.stdout[:200]
+    if f"from cuda.h {version.group(1)} " in committed:
+        assert proc.stdout == committed, stale
+    else:
+        # names, not versions: older headers lack some typedefs, whose version the generator then guesses
+        installed = set(re.findall(r"X\((\w+), \w+, \d+, \d\)", proc.stdout))
+        assert installed <= {row[0] for row in table_rows()}, stale
 
 
 def test_loading_mode_follows_cuda_module_loading(fake_cuda):
