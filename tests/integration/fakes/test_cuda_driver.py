@@ -1,10 +1,10 @@
 """The fake libcuda.so.1's driver API as frameworks use it, driven through ctypes.
 
-Modules hold what real images name: cubins and PTX compiled by the real NVRTC (the nvidia-cuda-nvrtc-cu12
-wheel, on the CPU), wrapped in fatbins and __fatBinC_Wrapper_t as cudart registers them, and compressed with
-the system's liblz4/libzstd as framework fatbins are. Kernels do not run; their modelled time shows in events
-and stream queries, and graphs replay it. Every entry point cuda.h names resolves through cuGetProcAddress
-to the same function dlsym finds.
+Modules hold what real images name: cubins and PTX compiled by the real NVRTC 12.9 (committed under
+images/, rebuilt by images/make_images.py), wrapped in fatbins and __fatBinC_Wrapper_t as cudart registers
+them, and compressed with the system's liblz4/libzstd as framework fatbins are. Kernels do not run; their
+modelled time shows in events and stream queries, and graphs replay it. Every entry point cuda.h names
+resolves through cuGetProcAddress to the same function dlsym finds.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 from cuda_driver_snippets import GRAPHS, MODULES, PRELUDE, RESOLVE, TIMING, VMM
-from cuda_runtime_support import fake_env, nvrtc12
+from cuda_runtime_support import fake_env
 from fakes_support import NATIVE
 
 NOT_FOUND, NOT_READY, INVALID_VALUE, INVALID_HANDLE, NOT_SUPPORTED = 500, 600, 1, 400, 801
 MIB = 1 << 20
 GEN = NATIVE / "fakes" / "gen_cuda_symbols.py"
+IMAGES = Path(__file__).resolve().parent / "images"  # real NVRTC 12.9 output (images/make_images.py)
 TABLE = NATIVE / "fakes" / "cuda" / "symbols_gen.h"
 
 
@@ -41,8 +42,8 @@ def run(code: str, gpus: str = "1xA100-80GB", state: Path | None = None, **extra
 
 
 def test_modules_know_the_names_of_real_images(fake_cuda):
-    r = run(MODULES, NVRTC=str(nvrtc12()))
-    assert r["elf"], "NVRTC gave a cubin"
+    r = run(MODULES, IMAGES=str(IMAGES))
+    assert r["elf"] == [True, 0x50], "an sm_80 cubin of CUDA 12 (SM in e_flags' low byte)"
     assert r["scale"] == 0 and r["unknown"] == NOT_FOUND
     assert r["mangled"] == 0, "C++ names are looked up mangled"
     assert r["same_handle"]
@@ -65,7 +66,7 @@ def test_modules_know_the_names_of_real_images(fake_cuda):
 
 def test_kernel_time_is_modelled_in_events_streams_and_graph_replays(fake_cuda):
     # 5 waves of 4 ms: 20 ms per launch
-    r = run(TIMING, NVRTC=str(nvrtc12()), CARVE_FAKE_NS_PER_WAVE="4000000", CARVE_FAKE_QUEUE_NS="1000000000")
+    r = run(TIMING, IMAGES=str(IMAGES), CARVE_FAKE_NS_PER_WAVE="4000000", CARVE_FAKE_QUEUE_NS="1000000000")
     assert r["stream_query_pending"] == NOT_READY
     assert r["event_query_pending"] == NOT_READY
     assert r["elapsed_pending"] == NOT_READY
@@ -80,7 +81,7 @@ def test_kernel_time_is_modelled_in_events_streams_and_graph_replays(fake_cuda):
 
 
 def test_graphs_built_node_by_node_replay_and_update(fake_cuda):
-    r = run(GRAPHS, NVRTC=str(nvrtc12()), CARVE_FAKE_QUEUE_NS="1000000000")
+    r = run(GRAPHS, IMAGES=str(IMAGES), CARVE_FAKE_QUEUE_NS="1000000000")
     assert r["types"] == [0, 2, 1]  # CU_GRAPH_NODE_TYPE_KERNEL, MEMSET, MEMCPY
     assert 5.9 <= r["ms"] <= 7.0, "2 waves of 3 ms"
     assert r["memset"] and r["memcpy"]
