@@ -205,7 +205,7 @@ static CUresult integrity_check(unsigned version, unsigned long long unix_second
         return CUDA_SUCCESS;
     }
     int driver = 0, count = fc_device_count();
-    cuDriverGetVersion(&driver);
+    fc_impl_cuDriverGetVersion(&driver); /* internal: never an interposer's */
     size_t len = sizeof(integrity_head_t) + (size_t)count * sizeof(integrity_dev_t);
     uint8_t msg[sizeof(integrity_head_t) + FAKE_MAX_GPUS * sizeof(integrity_dev_t)];
     integrity_head_t h = {

@@ -190,5 +190,13 @@ CUresult cuGraphInstantiate_v2(CUgraphExec *phExec, CUgraph hGraph, CUgraphNode 
  * exported names (as the real driver's internal table does). */
 #define FC_ALIAS(name) extern __typeof__(name) fc_impl_##name __attribute__((alias(#name), visibility("hidden")));
 
+/* The fake's own entry points, for calls from one group to another: never the exported names, which a
+ * preloaded interposer (the limiter) may replace. */
+extern __typeof__(cuDriverGetVersion) fc_impl_cuDriverGetVersion __attribute__((visibility("hidden")));
+extern __typeof__(cuMemcpy3D_v2) fc_impl_cuMemcpy3D_v2 __attribute__((visibility("hidden")));
+extern __typeof__(cuMemFree_v2) fc_impl_cuMemFree_v2 __attribute__((visibility("hidden")));
+extern __typeof__(cuGraphGetNodes) fc_impl_cuGraphGetNodes __attribute__((visibility("hidden")));
+extern __typeof__(cuModuleGetFunctionCount) fc_impl_cuModuleGetFunctionCount __attribute__((visibility("hidden")));
+
 
 #endif

@@ -283,10 +283,19 @@ CUresult fc_image_parse(const void *image, uint64_t len, int sm, fc_image_t *img
     }
     if (!memcmp(p, ELFMAG, SELFMAG)) {
         if (!len) {
-            /* the ELF's extent: its section headers end it */
+            /* the ELF's extent: the furthest of its section header table and its sections */
             Elf64_Ehdr eh;
             memcpy(&eh, p, sizeof eh);
-            len = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
+            if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > MAX_IMAGE)
+                return CUDA_ERROR_INVALID_IMAGE;
+            len = eh.e_shoff + (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr);
+            for (unsigned i = 0; i < eh.e_shnum; i++) {
+                Elf64_Shdr sh;
+                memcpy(&sh, p + eh.e_shoff + (uint64_t)i * sizeof sh, sizeof sh);
+                if (sh.sh_type != SHT_NOBITS && sh.sh_offset <= MAX_IMAGE && sh.sh_size <= MAX_IMAGE &&
+                    sh.sh_offset + sh.sh_size > len)
+                    len = sh.sh_offset + sh.sh_size;
+            }
         }
         return parse_elf(p, len, img) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
     }

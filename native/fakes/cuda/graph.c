@@ -10,6 +10,7 @@
  * While a stream captures, launches, memsets and copies on it become nodes of its graph instead of running;
  * an event recorded on it lets another stream join the capture (event.c).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,27 +102,36 @@ static void graph_free(fc_graph_t *g)
     free(g);
 }
 
+/* Streams of one capture may be driven from several threads: appending to a graph is serialised. */
+static pthread_mutex_t g_graph_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static fc_gnode_t *node_add(fc_graph_t *g, int type)
 {
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 16;
-        fc_gnode_t **n = realloc(g->nodes, cap * sizeof *n);
-        if (!n)
-            return NULL;
-        g->nodes = n;
-        g->cap = cap;
-    }
     fc_gnode_t *node = calloc(1, sizeof *node);
-    if (node && fc_handle_add(node, FC_H_NODE) != 0) {
+    if (!node)
+        return NULL;
+    if (fc_handle_add(node, FC_H_NODE) != 0) {
         free(node);
         return NULL;
     }
-    if (!node)
-        return NULL;
     node->magic = FC_NODE_MAGIC;
     node->type = type;
     node->graph = g;
+    pthread_mutex_lock(&g_graph_lock);
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 16;
+        fc_gnode_t **n = realloc(g->nodes, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&g_graph_lock);
+            fc_handle_del(node, FC_H_NODE);
+            free(node);
+            return NULL;
+        }
+        g->nodes = n;
+        g->cap = cap;
+    }
     g->nodes[g->n++] = node;
+    pthread_mutex_unlock(&g_graph_lock);
     return node;
 }
 
@@ -345,7 +355,7 @@ FAKE_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t 
 FAKE_EXPORT CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
     FC_CALLED("cuGraphGetRootNodes");
-    return cuGraphGetNodes(hGraph, nodes, numNodes); /* no edges kept: every node is a root */
+    return fc_impl_cuGraphGetNodes(hGraph, nodes, numNodes); /* no edges kept: every node is a root */
 }
 
 #define GRAPH_EDGES(name, ...)                                                                             \
@@ -836,7 +846,7 @@ static void replay(fc_stream_t *st, const fc_gnode_t *nodes, size_t n)
             fc_memset_now(x->ms.dst, x->ms.pitch, x->ms.value, x->ms.elem, x->ms.width, x->ms.height);
             break;
         case N_COPY: memmove(x->cp.dst, x->cp.src, x->cp.n); break;
-        case N_COPY3D: cuMemcpy3D_v2(&x->c3); break;
+        case N_COPY3D: fc_impl_cuMemcpy3D_v2(&x->c3); break;
         case N_HOST:
             fc_sleep_until(fc_stream_end(st));
             x->host.fn(x->host.userData);

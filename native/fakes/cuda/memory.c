@@ -340,7 +340,7 @@ static CUresult copy2d(CUstream s, const CUDA_MEMCPY2D *p)
     return copy3d(s, &q);
 }
 
-#define COPY2D(name, async)                                                                                \
+#define COPY2D(name)                                                                                       \
     FAKE_EXPORT CUresult name(const CUDA_MEMCPY2D *p)                                                      \
     {                                                                                                      \
         FC_CALLED(#name);                                                                                  \
@@ -364,10 +364,10 @@ static CUresult copy2d(CUstream s, const CUDA_MEMCPY2D *p)
         FC_CALLED(#name);                                                                                  \
         return copy3d(s, p);                                                                               \
     }
-COPY2D(cuMemcpy2D_v2, 0)
-COPY2D(cuMemcpy2D_v2_ptds, 0)
-COPY2D(cuMemcpy2DUnaligned_v2, 0)
-COPY2D(cuMemcpy2DUnaligned_v2_ptds, 0)
+COPY2D(cuMemcpy2D_v2)
+COPY2D(cuMemcpy2D_v2_ptds)
+COPY2D(cuMemcpy2DUnaligned_v2)
+COPY2D(cuMemcpy2DUnaligned_v2_ptds)
 COPY2D_ASYNC(cuMemcpy2DAsync_v2)
 COPY2D_ASYNC(cuMemcpy2DAsync_v2_ptsz)
 COPY3D(cuMemcpy3D_v2)
@@ -596,10 +596,8 @@ static CUresult host_register(void *p, size_t bytes)
     fc_obj_t o;
     if (fc_obj_find(U(p), &o) == 0)
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    fc_obj_t r = {.key = U(p), .kind = FC_HOST, .ordinal = -1, .span = 0, .aux = (void *)(uintptr_t)bytes};
-    r.span = bytes;
-    r.bytes = 0;
-    r.aux = (void *)1; /* registered: not ours to unmap */
+    /* aux 1 marks registered memory: the caller's, never unmapped here */
+    fc_obj_t r = {.key = U(p), .kind = FC_HOST, .ordinal = -1, .span = bytes, .aux = (void *)1};
     return fc_obj_add(&r) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 

@@ -375,7 +375,7 @@ FAKE_EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibr
 FAKE_EXPORT CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary library)
 {
     FC_CALLED("cuLibraryGetKernelCount");
-    return cuModuleGetFunctionCount(count, (CUmodule)library);
+    return fc_impl_cuModuleGetFunctionCount(count, (CUmodule)library);
 }
 
 FAKE_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)

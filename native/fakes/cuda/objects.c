@@ -8,11 +8,88 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "fakecuda.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Address ranges sorted by base, for finding the allocation that holds an address in O(log n): one index
+ * for reservations (cuMemAddressReserve), which contain mapped ranges, one for everything else, whose
+ * ranges never overlap. Entries are copies of the table's objects, kept in step under g_lock. */
+typedef struct range_index {
+    fc_obj_t *v;
+    size_t n, cap;
+} range_index_t;
+static range_index_t g_ranges, g_reserves;
+
+static int is_range_kind(int kind)
+{
+    return kind == FC_MEM || kind == FC_HOST || kind == FC_RESERVE || kind == FC_POOLMEM || kind == FC_GLOBAL ||
+           kind == FC_MAPPED;
+}
+
+static range_index_t *index_of(int kind)
+{
+    return kind == FC_RESERVE ? &g_reserves : &g_ranges;
+}
+
+/* First entry whose base is above addr. */
+static size_t upper(const range_index_t *ix, uint64_t addr)
+{
+    size_t lo = 0, hi = ix->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix->v[mid].key <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int index_add(const fc_obj_t *o)
+{
+    range_index_t *ix = index_of(o->kind);
+    if (ix->n == ix->cap) {
+        size_t cap = ix->cap ? ix->cap * 2 : 256;
+        fc_obj_t *v = realloc(ix->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        ix->v = v;
+        ix->cap = cap;
+    }
+    size_t i = upper(ix, o->key);
+    memmove(&ix->v[i + 1], &ix->v[i], (ix->n - i) * sizeof *ix->v);
+    ix->v[i] = *o;
+    ix->n++;
+    return 0;
+}
+
+static void index_remove(uint64_t key, int kind)
+{
+    range_index_t *ix = index_of(kind);
+    for (size_t i = upper(ix, key); i-- > 0 && ix->v[i].key == key;)
+        if (ix->v[i].kind == kind) {
+            memmove(&ix->v[i], &ix->v[i + 1], (ix->n - i - 1) * sizeof *ix->v);
+            ix->n--;
+            return;
+        }
+}
+
+static int index_find(const range_index_t *ix, uint64_t addr, fc_obj_t *out)
+{
+    size_t i = upper(ix, addr);
+    if (i == 0)
+        return -1;
+    const fc_obj_t *o = &ix->v[i - 1];
+    if (addr - o->key >= (o->span ? o->span : 1))
+        return -1;
+    *out = *o;
+    return 0;
+}
+
 static fc_obj_t *g_objs;
 static uint64_t g_cap, g_used; /* slots, slots not empty (live + deleted) */
 static uint64_t g_next_handle = 0x10000000001ull;
@@ -53,6 +130,8 @@ int fc_obj_add(const fc_obj_t *o)
     int rc = 0;
     if ((g_used + 1) * 2 > g_cap && grow() != 0) {
         rc = -1;
+    } else if (is_range_kind(o->kind) && index_add(o) != 0) {
+        rc = -1;
     } else {
         uint64_t j = hash(o->key) & (g_cap - 1);
         while (g_objs[j].key > 1)
@@ -79,6 +158,8 @@ int fc_obj_remove(uint64_t key, int kind, fc_obj_t *out)
             if (g_objs[j].key == key && g_objs[j].kind == kind) {
                 if (out)
                     *out = g_objs[j];
+                if (is_range_kind(kind))
+                    index_remove(key, kind);
                 g_objs[j].key = 1;
                 rc = 0;
                 break;
@@ -116,29 +197,13 @@ int fc_obj_get(uint64_t key, int kind, fc_obj_t *out)
     return rc;
 }
 
-static int is_range_kind(int kind)
-{
-    return kind == FC_MEM || kind == FC_HOST || kind == FC_RESERVE || kind == FC_POOLMEM || kind == FC_GLOBAL ||
-           kind == FC_MAPPED;
-}
-
-/* The allocation holding `addr` (the innermost: a pool block or mapped range before its reservation). */
+/* The allocation holding `addr`: a device, pool, global, host or mapped range, else the reservation. */
 int fc_obj_find(uint64_t addr, fc_obj_t *out)
 {
-    int rc = -1;
     pthread_mutex_lock(&g_lock);
-    for (uint64_t j = 0; j < g_cap; j++) {
-        const fc_obj_t *o = &g_objs[j];
-        if (o->key <= 1 || !is_range_kind(o->kind))
-            continue;
-        uint64_t span = o->span ? o->span : 1;
-        if (addr >= o->key && addr - o->key < span) {
-            if (rc == 0 && out->kind != FC_RESERVE && o->kind == FC_RESERVE)
-                continue;
-            *out = *o;
-            rc = 0;
-        }
-    }
+    int rc = index_find(&g_ranges, addr, out);
+    if (rc != 0)
+        rc = index_find(&g_reserves, addr, out);
     pthread_mutex_unlock(&g_lock);
     return rc;
 }

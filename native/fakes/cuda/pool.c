@@ -213,7 +213,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
         pthread_mutex_unlock(&p->lock);
         return CUDA_SUCCESS;
     }
-    return cuMemFree_v2(dptr);
+    return fc_impl_cuMemFree_v2(dptr); /* the fake's own, not an interposer's (no double accounting) */
 }
 
 #define ASYNC_FREE(name)                                                                                   \

@@ -19,29 +19,11 @@ ctx = c_void_p()
 ck(CU.cuDevicePrimaryCtxRetain(byref(ctx), dev), "retain")
 ck(CU.cuCtxSetCurrent(ctx), "set current")
 
-def nvrtc_compile(src, arch, cubin=True):
-    nv = ctypes.CDLL(os.environ["NVRTC"])
-    prog = c_void_p()
-    ck(nv.nvrtcCreateProgram(byref(prog), src.encode(), b"k.cu", 0, None, None), "nvrtcCreateProgram")
-    opts = (c_char_p * 1)(f"--gpu-architecture={'sm' if cubin else 'compute'}_{arch}".encode())
-    rc = nv.nvrtcCompileProgram(prog, 1, opts)
-    if rc != 0:
-        n = c_size_t(); nv.nvrtcGetProgramLogSize(prog, byref(n))
-        log = ctypes.create_string_buffer(n.value); nv.nvrtcGetProgramLog(prog, log)
-        raise SystemExit(f"nvrtc: {log.value.decode()}")
-    n = c_size_t()
-    get_size, get = (nv.nvrtcGetCUBINSize, nv.nvrtcGetCUBIN) if cubin else (nv.nvrtcGetPTXSize, nv.nvrtcGetPTX)
-    ck(get_size(prog, byref(n)), "size")
-    buf = ctypes.create_string_buffer(n.value)
-    ck(get(prog, buf), "get")
-    return buf.raw
-
-SRC = r'''
-extern "C" __global__ void scale(float *x, float a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }
-__global__ void mangled(int *p) { *p = 1; }
-__device__ float table[37];
-extern "C" __global__ void use_table(float *o) { o[0] = table[threadIdx.x % 37]; }
-'''
+def image(name):
+    # real NVRTC 12.9 output committed under images/ (make_images.py): sm_80/sm_75 cubins and PTX of
+    # scale(float*, float, int), mangled(int*) = _Z7mangledPi, table (float[37]), use_table(float*)
+    with open(os.path.join(os.environ["IMAGES"], name), "rb") as f:
+        return f.read()
 
 def fatbin(payload, kind, sm, flags=0x11, usize=0):
     # fatbin entry: kind, version 0x101, header 64, payload size, compressed size, sm at 28, flags at 40,
@@ -60,8 +42,8 @@ def out(obj):
 
 MODULES = r"""
 res = {}
-cubin = nvrtc_compile(SRC, 80)
-res["elf"] = cubin[:4] == b"\x7fELF"
+cubin = image("kernels.sm_80.cubin")
+res["elf"] = [cubin[:4] == b"\x7fELF", cubin[0x30]]
 mod = c_void_p()
 ck(CU.cuModuleLoadData(byref(mod), cubin), "cuModuleLoadData")
 f = c_void_p()
@@ -96,7 +78,7 @@ ck(CU.cuModuleGetFunction(byref(f13), mod13, b"scale"), "function 13")
 ck(CU.cuFuncGetAttribute(byref(attr), 6, f13), "binary version 13")
 res["binary_version_abi8"] = attr.value
 
-ptx = nvrtc_compile(SRC, 80, cubin=False)
+ptx = image("kernels.ptx") + b"\0"
 lib = c_void_p()
 ck(CU.cuLibraryLoadData(byref(lib), ptx, None, None, 0, None, None, 0), "cuLibraryLoadData(ptx)")
 k = c_void_p()
@@ -112,7 +94,7 @@ ck(CU.cuLibraryGetModule(byref(m2), lib), "cuLibraryGetModule")
 res["module_of_library"] = CU.cuModuleGetFunction(byref(c_void_p()), m2, b"use_table")
 
 # a fatbin holding sm_75 and sm_80 cubins, inside a __fatBinC_Wrapper_t, as cudart registers it
-cubin75 = nvrtc_compile(SRC.replace("scale", "scale75"), 75)
+cubin75 = image("kernels.sm_75.cubin")
 body75 = fatbin(cubin75, 2, 75)[16:]
 body80 = fatbin(cubin, 2, 80)[16:]
 image = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body75) + len(body80)) + body75 + body80
@@ -151,7 +133,7 @@ out(res)
 
 TIMING = r"""
 res = {}
-cubin = nvrtc_compile(SRC, 80)
+cubin = image("kernels.sm_80.cubin")
 mod, f = c_void_p(), c_void_p()
 ck(CU.cuModuleLoadData(byref(mod), cubin), "load")
 ck(CU.cuModuleGetFunction(byref(f), mod, b"scale"), "function")
@@ -317,4 +299,84 @@ out({"rows": len(rows), "unresolved": unresolved, "unexported": unexported, "dif
      "empty": CU.cuGetProcAddress_v2(b"", byref(c_void_p()), 0, 0, byref(c_int())),
      "unknown": CU.cuGetProcAddress_v2(b"cuNoSuchThing", byref(c_void_p()), 13000, 0, byref(c_int())),
      "old_version": CU.cuGetProcAddress_v2(b"cuMemAlloc", byref(c_void_p()), 1000, 0, byref(c_int()))})
+"""
+
+GRAPHS = r"""
+# a graph built node by node: kernel, memset, memcpy; instantiated, launched, updated
+res = {}
+class KParams(ctypes.Structure):  # CUDA_KERNEL_NODE_PARAMS (v2)
+    _fields_ = [("func", c_void_p), ("gridDimX", c_uint), ("gridDimY", c_uint), ("gridDimZ", c_uint),
+                ("blockDimX", c_uint), ("blockDimY", c_uint), ("blockDimZ", c_uint), ("sharedMemBytes", c_uint),
+                ("kernelParams", c_void_p), ("extra", c_void_p), ("kern", c_void_p), ("ctx", c_void_p)]
+class MsParams(ctypes.Structure):  # CUDA_MEMSET_NODE_PARAMS
+    _fields_ = [("dst", c_uint64), ("pitch", c_size_t), ("value", c_uint), ("elementSize", c_uint),
+                ("width", c_size_t), ("height", c_size_t)]
+class Copy3D(ctypes.Structure):  # CUDA_MEMCPY3D
+    _fields_ = [("srcXInBytes", c_size_t), ("srcY", c_size_t), ("srcZ", c_size_t), ("srcLOD", c_size_t),
+                ("srcMemoryType", c_int), ("srcHost", c_void_p), ("srcDevice", c_uint64), ("srcArray", c_void_p),
+                ("reserved0", c_void_p), ("srcPitch", c_size_t), ("srcHeight", c_size_t),
+                ("dstXInBytes", c_size_t), ("dstY", c_size_t), ("dstZ", c_size_t), ("dstLOD", c_size_t),
+                ("dstMemoryType", c_int), ("dstHost", c_void_p), ("dstDevice", c_uint64), ("dstArray", c_void_p),
+                ("reserved1", c_void_p), ("dstPitch", c_size_t), ("dstHeight", c_size_t),
+                ("WidthInBytes", c_size_t), ("Height", c_size_t), ("Depth", c_size_t)]
+CU.carveFakeKernel.restype = c_void_p
+kernel = c_void_p(CU.carveFakeKernel(c_uint64(3000000)))  # a kernel handle whose waves take 3 ms
+sms = c_int()
+ck(CU.cuDeviceGetAttribute(byref(sms), 16, dev), "SMs")
+d = c_uint64()
+ck(CU.cuMemAlloc_v2(byref(d), 8192), "alloc")
+g = c_void_p()
+ck(CU.cuGraphCreate(byref(g), 0), "create")
+kn, mn, cn = c_void_p(), c_void_p(), c_void_p()
+kp = KParams(func=kernel, gridDimX=sms.value * 2, gridDimY=1, gridDimZ=1, blockDimX=128, blockDimY=1, blockDimZ=1)
+ck(CU.cuGraphAddKernelNode_v2(byref(kn), g, None, c_size_t(0), byref(kp)), "kernel node")
+ms = MsParams(dst=d.value, pitch=0, value=0xAB, elementSize=1, width=4096, height=1)
+ck(CU.cuGraphAddMemsetNode(byref(mn), g, byref(kn), c_size_t(1), byref(ms), ctx), "memset node")
+src = ctypes.create_string_buffer(b"graph-copy" * 10)
+cp = Copy3D(srcMemoryType=1, srcHost=ctypes.addressof(src), dstMemoryType=2, dstDevice=d.value + 4096,
+            WidthInBytes=100, Height=1, Depth=1)
+ck(CU.cuGraphAddMemcpyNode(byref(cn), g, byref(mn), c_size_t(1), byref(cp), ctx), "memcpy node")
+types = []
+for node in (kn, mn, cn):
+    t = c_int(); ck(CU.cuGraphNodeGetType(node, byref(t)), "type"); types.append(t.value)
+res["types"] = types
+ge = c_void_p()
+ck(CU.cuGraphInstantiateWithFlags(byref(ge), g, c_uint64(0)), "instantiate")
+s = c_void_p()
+ck(CU.cuStreamCreate(byref(s), 1), "stream")
+e0, e1 = c_void_p(), c_void_p()
+ck(CU.cuEventCreate(byref(e0), 0), "event"); ck(CU.cuEventCreate(byref(e1), 0), "event")
+def timed_launch():
+    ck(CU.cuEventRecord(e0, s), "record")
+    ck(CU.cuGraphLaunch(ge, s), "launch")
+    ck(CU.cuEventRecord(e1, s), "record")
+    ck(CU.cuStreamSynchronize(s), "sync")
+    ms_ = c_float()
+    ck(CU.cuEventElapsedTime(byref(ms_), e0, e1), "elapsed")
+    return ms_.value
+res["ms"] = timed_launch()
+back = ctypes.create_string_buffer(8192)
+ck(CU.cuMemcpyDtoH_v2(back, d, 8192), "DtoH")
+res["memset"] = back.raw[:4096] == b"\xab" * 4096
+res["memcpy"] = back.raw[4096:4196] == src.raw[:100]
+# the kernel's grid doubles in the graph; the executable graph takes it through cuGraphExecUpdate
+kp.gridDimX = sms.value * 4
+ck(CU.cuGraphKernelNodeSetParams_v2(kn, byref(kp)), "set params")
+res["ms_before_update"] = timed_launch()
+class UpdateInfo(ctypes.Structure):
+    _fields_ = [("result", c_int), ("errorNode", c_void_p), ("errorFromNode", c_void_p)]
+info = UpdateInfo()
+res["update"] = CU.cuGraphExecUpdate_v2(ge, g, byref(info))
+res["ms_after_update"] = timed_launch()
+kp.gridDimX = sms.value
+ck(CU.cuGraphExecKernelNodeSetParams_v2(ge, kn, byref(kp)), "exec set params")
+res["ms_exec_set"] = timed_launch()
+g2 = c_void_p()
+ck(CU.cuGraphCreate(byref(g2), 0), "create other")
+res["update_topology"] = CU.cuGraphExecUpdate_v2(ge, g2, byref(info))
+res["update_result"] = info.result
+ck(CU.cuGraphExecDestroy(ge), "exec destroy")
+ck(CU.cuGraphDestroy(g), "destroy")
+res["destroyed"] = CU.cuGraphGetNodes(g, None, byref(c_size_t()))
+out(res)
 """

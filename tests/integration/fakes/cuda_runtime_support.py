@@ -1,8 +1,8 @@
-"""The real CUDA runtimes and NVRTC for the fake-libcuda tests: PyPI wheels, built-against C programs.
+"""The real CUDA runtimes for the fake-libcuda tests: PyPI wheels and C programs built against them.
 
-cudart 13 comes with the venv (`make native` installs nvidia-cuda-runtime 13.x for cuda.h). cudart 12 and
-NVRTC 12 (CuPy's compiler, which builds cubins on the CPU) are installed on first use with pip into
-.venv/carve-test-wheels/ (about 80 MB, once), so CI pays nothing unless these tests run.
+cudart 13 comes with the venv (`make native` installs nvidia-cuda-runtime 13.x for cuda.h). cudart 12 (a 3 MB
+wheel) is installed on first use with pip into .venv/carve-test-wheels/, so CI pays little and only when
+these tests run. Device code comes from images/ (NVRTC output, committed), not from a compiler.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ PROBE_SRC = HERE / "cudart_probe.c"
 BUILD = NATIVE / "build" / "tests" / "cudart"
 
 CUDART12 = "nvidia-cuda-runtime-cu12==12.9.79"
-NVRTC12 = "nvidia-cuda-nvrtc-cu12==12.9.86"
 
 
 @dataclass(frozen=True)
@@ -70,11 +69,6 @@ def runtime13() -> Runtime:
             root = Path(lib).parent.parent
             return Runtime(13, root / "include", root / "lib")
     raise AssertionError("no libcudart.so.13 in the venv: `make native` installs nvidia-cuda-runtime 13")
-
-
-def nvrtc12() -> Path:
-    """libnvrtc.so.12 (NVRTC compiles CUDA C to PTX or a cubin on the CPU)."""
-    return pip_target(NVRTC12) / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12"
 
 
 def build_probe(rt: Runtime) -> Path:

@@ -1,10 +1,10 @@
 """The fake libcuda.so.1's driver API as frameworks use it, driven through ctypes.
 
-Modules hold what real images name: cubins and PTX compiled by the real NVRTC (the nvidia-cuda-nvrtc-cu12
-wheel, on the CPU), wrapped in fatbins and __fatBinC_Wrapper_t as cudart registers them, and compressed with
-the system's liblz4/libzstd as framework fatbins are. Kernels do not run; their modelled time shows in events
-and stream queries, and graphs replay it. Every entry point cuda.h names resolves through cuGetProcAddress
-to the same function dlsym finds.
+Modules hold what real images name: cubins and PTX compiled by the real NVRTC 12.9 (committed under
+images/, rebuilt by images/make_images.py), wrapped in fatbins and __fatBinC_Wrapper_t as cudart registers
+them, and compressed with the system's liblz4/libzstd as framework fatbins are. Kernels do not run; their
+modelled time shows in events and stream queries, and graphs replay it. Every entry point cuda.h names
+resolves through cuGetProcAddress to the same function dlsym finds.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from cuda_driver_snippets import MODULES, PRELUDE, RESOLVE, TIMING, VMM
-from cuda_runtime_support import fake_env, nvrtc12
+from cuda_driver_snippets import GRAPHS, MODULES, PRELUDE, RESOLVE, TIMING, VMM
+from cuda_runtime_support import fake_env
 from fakes_support import NATIVE
 
 NOT_FOUND, NOT_READY, INVALID_VALUE, INVALID_HANDLE, NOT_SUPPORTED = 500, 600, 1, 400, 801
 MIB = 1 << 20
 GEN = NATIVE / "fakes" / "gen_cuda_symbols.py"
+IMAGES = Path(__file__).resolve().parent / "images"  # real NVRTC 12.9 output (images/make_images.py)
 TABLE = NATIVE / "fakes" / "cuda" / "symbols_gen.h"
 
 
@@ -41,8 +42,8 @@ def run(code: str, gpus: str = "1xA100-80GB", state: Path | None = None, **extra
 
 
 def test_modules_know_the_names_of_real_images(fake_cuda):
-    r = run(MODULES, NVRTC=str(nvrtc12()))
-    assert r["elf"], "NVRTC gave a cubin"
+    r = run(MODULES, IMAGES=str(IMAGES))
+    assert r["elf"] == [True, 0x50], "an sm_80 cubin of CUDA 12 (SM in e_flags' low byte)"
     assert r["scale"] == 0 and r["unknown"] == NOT_FOUND
     assert r["mangled"] == 0, "C++ names are looked up mangled"
     assert r["same_handle"]
@@ -65,7 +66,7 @@ def test_modules_know_the_names_of_real_images(fake_cuda):
 
 def test_kernel_time_is_modelled_in_events_streams_and_graph_replays(fake_cuda):
     # 5 waves of 4 ms: 20 ms per launch
-    r = run(TIMING, NVRTC=str(nvrtc12()), CARVE_FAKE_NS_PER_WAVE="4000000", CARVE_FAKE_QUEUE_NS="1000000000")
+    r = run(TIMING, IMAGES=str(IMAGES), CARVE_FAKE_NS_PER_WAVE="4000000", CARVE_FAKE_QUEUE_NS="1000000000")
     assert r["stream_query_pending"] == NOT_READY
     assert r["event_query_pending"] == NOT_READY
     assert r["elapsed_pending"] == NOT_READY
@@ -77,6 +78,19 @@ def test_kernel_time_is_modelled_in_events_streams_and_graph_replays(fake_cuda):
     assert 39.9 <= r["graph_ms"] <= 42.0, "the replay charges both captured kernels"
     assert r["graph_memset"], "the captured memset ran at replay"
     assert r["bad_stream"] == INVALID_HANDLE and r["bad_event"] == INVALID_HANDLE
+
+
+def test_graphs_built_node_by_node_replay_and_update(fake_cuda):
+    r = run(GRAPHS, IMAGES=str(IMAGES), CARVE_FAKE_QUEUE_NS="1000000000")
+    assert r["types"] == [0, 2, 1]  # CU_GRAPH_NODE_TYPE_KERNEL, MEMSET, MEMCPY
+    assert 5.9 <= r["ms"] <= 7.0, "2 waves of 3 ms"
+    assert r["memset"] and r["memcpy"]
+    assert 5.9 <= r["ms_before_update"] <= 7.0, "an executable graph is a snapshot"
+    assert r["update"] == 0 and 11.9 <= r["ms_after_update"] <= 13.0
+    assert 2.9 <= r["ms_exec_set"] <= 4.0
+    # CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED
+    assert r["update_topology"] == 910 and r["update_result"] == 2
+    assert r["destroyed"] == INVALID_VALUE
 
 
 def test_vmm_and_pools_as_pytorch_uses_them(fake_cuda, tmp_path: Path):
@@ -111,11 +125,20 @@ def test_every_entry_point_resolves_to_its_exported_function(fake_cuda):
 
 
 def test_generated_table_is_current():
-    """symbols_gen.h is what gen_cuda_symbols.py makes of the installed headers (rerun it on change)."""
+    """symbols_gen.h is what gen_cuda_symbols.py makes of the installed headers, when they are the version it
+    was generated from; headers of another version (a toolkit in CUDA_HOME) must name nothing it lacks."""
     proc = subprocess.run([sys.executable, str(GEN)], capture_output=True, text=True, check=True)
-    assert proc.stdout == TABLE.read_text(), (
-        "native/fakes/cuda/symbols_gen.h is stale: python3 native/fakes/gen_cuda_symbols.py > "
-        "native/fakes/cuda/symbols_gen.h")
+    committed = TABLE.read_text()
+    version = re.search(r"from cuda.h (\d+)", proc.stdout)
+    stale = ("native/fakes/cuda/symbols_gen.h is stale: python3 native/fakes/gen_cuda_symbols.py > "
+             "native/fakes/cuda/symbols_gen.h")
+    assert version, proc.stdout[:200]
+    if f"from cuda.h {version.group(1)} " in committed:
+        assert proc.stdout == committed, stale
+    else:
+        # names, not versions: older headers lack some typedefs, whose version the generator then guesses
+        installed = set(re.findall(r"X\((\w+), \w+, \d+, \d\)", proc.stdout))
+        assert installed <= {row[0] for row in table_rows()}, stale
 
 
 def test_loading_mode_follows_cuda_module_loading(fake_cuda):

@@ -18,8 +18,12 @@ NOT_SUPPORTED = 3
 
 
 def test_generated_name_list_is_current():
+    """Every function the installed nvml.h declares is in the committed list (another nvidia-nvml-dev may
+    declare fewer: a list generated from newer headers is still current)."""
     proc = subprocess.run([sys.executable, str(GEN)], capture_output=True, text=True, check=True)
-    assert proc.stdout == TABLE.read_text(), (
+    installed = set(re.findall(r"X\((nvml\w+)\)", proc.stdout))
+    assert len(installed) > 400
+    assert installed <= set(re.findall(r"X\((nvml\w+)\)", TABLE.read_text())), (
         "native/fakes/nvml/symbols_gen.h is stale: python3 native/fakes/gen_nvml_symbols.py > "
         "native/fakes/nvml/symbols_gen.h")
 
