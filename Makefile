@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test unit demo lint bench bench-scale soak image e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
+.PHONY: all venv native protos test test-frameworks unit demo lint bench bench-scale soak image e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -46,8 +46,17 @@ test-runc:
 demo: native
 	$(VENV)/bin/carve demo
 
+# Real CUDA clients through the limiter (docs/limiter.md, "Real CUDA clients"): the cudart 12/13 program, CuPy
+# and PyTorch on the fake GPUs, with and without the limiter. Their wheels (2.8 GB) live in a venv cached
+# outside the repo, keyed by tests/frameworks/requirements.txt (hack/frameworks_env.py: cold about 2.5 min,
+# then reused by every clone on the machine); `make test` leaves tests/frameworks to this target.
+FRAMEWORKS_ENV = $(PY) hack/frameworks_env.py
+test-frameworks: native
+	@py=$$($(FRAMEWORKS_ENV)) && CARVE_FRAMEWORKS_PYTHON=$$py $(PY) -m pytest -q -p no:cacheprovider tests/frameworks
+
+# Every benchmark, with the framework environment: the limiter's figures through cudart, CuPy and PyTorch too.
 bench: native
-	$(PY) -m pytest -q -s -p no:cacheprovider tests/benchmarks
+	@py=$$($(FRAMEWORKS_ENV)) && CARVE_FRAMEWORKS_PYTHON=$$py $(PY) -m pytest -q -s -p no:cacheprovider tests/benchmarks
 
 # The 1,000-claim node (docs/reliability.md): the same benchmark `make test` runs with 200 claims.
 bench-scale: native

@@ -231,7 +231,8 @@ static int cmd_paths(const char *mode)
     CUdeviceptr p;
     size_t pitch = 0;
     CUstream s = NULL;
-    CUmemoryPool pool = (CUmemoryPool)(uintptr_t)0x1000;
+    CUmemoryPool pool = NULL;
+    CHECK(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS && pool, "cuDeviceGetDefaultMemPool failed");
 
     CHARGED(a.alloc(&p, 1 << 20), 1u << 20, "cuMemAlloc_v2", "cuMemAlloc");
     RELEASED(a.free(p), base, "cuMemFree_v2", "cuMemFree");

@@ -4,6 +4,7 @@
  */
 #include <ctype.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,23 +15,12 @@
 
 __thread const char *fc_last_call;
 
-#define FC_CTX_MAGIC 0x43545846u
-
-typedef struct fc_ctx {
-    uint32_t magic;
-    int ordinal;
-    int primary;
-    int refs;
-} fc_ctx_t;
-
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ok;                       /* topology parsed and at least one device visible */
 static int g_init;                     /* cuInit succeeded */
 static int g_count;
 static unsigned g_map[FAKE_MAX_GPUS];  /* ordinal -> fake GPU index */
 static const fake_gpu_t *g_gpus;
-static fc_ctx_t g_primary[FAKE_MAX_GPUS];
-static __thread fc_ctx_t *tls_ctx;
 
 uint64_t fc_env_u64(const char *name, uint64_t dflt)
 {
@@ -40,6 +30,26 @@ uint64_t fc_env_u64(const char *name, uint64_t dflt)
     char *end;
     unsigned long long x = strtoull(v, &end, 10);
     return *end ? dflt : (uint64_t)x;
+}
+
+int fc_trace(void)
+{
+    static int on = -1; /* read once; a benign race writes the same value */
+    if (on < 0) {
+        const char *v = getenv("CARVE_FAKE_CUDA_LOG");
+        on = v && *v && strcmp(v, "0") != 0;
+    }
+    return on;
+}
+
+void fc_log(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "fake libcuda: %s\n", line);
 }
 
 /* CUDA_VISIBLE_DEVICES: comma-separated indices or (prefixes of) UUIDs; parsing stops at the first
@@ -83,8 +93,7 @@ static void init_once(void)
         return;
     }
     parse_visible(total);
-    for (int i = 0; i < g_count; i++)
-        g_primary[i] = (fc_ctx_t){.magic = FC_CTX_MAGIC, .ordinal = i, .primary = 1};
+    fc_ctx_init_primary(g_count);
     g_ok = g_count > 0;
 }
 
@@ -98,17 +107,6 @@ const fake_gpu_t *fc_gpu(int ordinal)
     return &g_gpus[g_map[ordinal]];
 }
 
-int fc_current_ordinal(void) { return tls_ctx ? tls_ctx->ordinal : -1; }
-
-CUresult fc_check_ctx(int *ordinal)
-{
-    if (!g_init)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!tls_ctx)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *ordinal = tls_ctx->ordinal;
-    return CUDA_SUCCESS;
-}
 
 FAKE_EXPORT CUresult cuInit(unsigned int flags)
 {
@@ -162,20 +160,42 @@ FAKE_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
+void fc_device_uuid(int ordinal, uint8_t out[16])
 {
-    const fake_gpu_t *g = fc_gpu(dev);
+    memset(out, 0, 16);
+    const fake_gpu_t *g = fc_gpu(ordinal);
     if (!g)
-        return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+        return;
     const char *p = g->uuid + 4; /* "GPU-" */
     for (int i = 0; i < 16 && *p; i++) {
         if (*p == '-')
             p++;
         unsigned v = 0;
         sscanf(p, "%2x", &v);
-        uuid->bytes[i] = (char)v;
+        out[i] = (uint8_t)v;
         p += 2;
     }
+}
+
+/* From the NVML bus id "00000000:3B:00.0": the same domain, bus and device NVML reports. */
+void fc_device_pci(int ordinal, int32_t *domain, int32_t *bus, int32_t *device)
+{
+    unsigned d = 0, b = 0, s = 0, f = 0;
+    const fake_gpu_t *g = fc_gpu(ordinal);
+    if (g)
+        sscanf(g->pci_bus_id, "%x:%x:%x.%x", &d, &b, &s, &f);
+    *domain = (int32_t)d;
+    *bus = (int32_t)b;
+    *device = (int32_t)s;
+}
+
+static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
+{
+    if (!fc_gpu(dev))
+        return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_device_uuid(dev, (uint8_t *)uuid->bytes);
     return CUDA_SUCCESS;
 }
 
@@ -201,118 +221,153 @@ FAKE_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* CUDA 2.0's 32-bit variant: the size, saturated. */
+FAKE_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    FC_CALLED("cuDeviceTotalMem");
+    const fake_gpu_t *g = fc_gpu(dev);
+    if (!g)
+        return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    *bytes = g->model->memory_bytes > 0xffffffffull ? 0xffffffffu : (unsigned)g->model->memory_bytes;
+    return CUDA_SUCCESS;
+}
+
 FAKE_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     FC_CALLED("cuDeviceGetAttribute");
     const fake_gpu_t *g = fc_gpu(dev);
     if (!g)
-        return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
-    switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = (int)g->model->multiprocessors; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = g->model->cc_major; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = g->model->cc_minor; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: *pi = (int)fc_env_u64("CARVE_FAKE_PITCH_ALIGN", 512); break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = (int)g->minor; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
-    default: *pi = 0; break;
+        return fc_initialized() ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pi = fc_attribute(g, dev, attrib);
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
+{
+    FC_CALLED("cuDeviceGetProperties");
+    const fake_gpu_t *g = fc_gpu(dev);
+    if (!g)
+        return fc_initialized() ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    *prop = (CUdevprop){
+        .maxThreadsPerBlock = 1024,
+        .maxThreadsDim = {1024, 1024, 64},
+        .maxGridSize = {2147483647, 65535, 65535},
+        .sharedMemPerBlock = 49152,
+        .totalConstantMemory = 65536,
+        .SIMDWidth = 32,
+        .memPitch = 2147483647,
+        .regsPerBlock = 65536,
+        .clockRate = fc_attribute(g, dev, CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
+        .textureAlign = 512,
+    };
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+    FC_CALLED("cuDeviceComputeCapability");
+    const fake_gpu_t *g = fc_gpu(dev);
+    if (!g)
+        return fc_initialized() ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!major || !minor)
+        return CUDA_ERROR_INVALID_VALUE;
+    *major = g->model->cc_major;
+    *minor = g->model->cc_minor;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    FC_CALLED("cuDeviceGetPCIBusId");
+    const fake_gpu_t *g = fc_gpu(dev);
+    if (!g)
+        return fc_initialized() ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!pciBusId || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int32_t domain, bus, device;
+    fc_device_pci(dev, &domain, &bus, &device);
+    snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.0", (unsigned)domain, (unsigned)bus, (unsigned)device);
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+{
+    FC_CALLED("cuDeviceGetByPCIBusId");
+    if (!fc_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!dev || !pciBusId)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned d = 0, b = 0, s = 0, f = 0;
+    if (sscanf(pciBusId, "%x:%x:%x.%x", &d, &b, &s, &f) < 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < fc_device_count(); i++) {
+        int32_t domain, bus, device;
+        fc_device_pci(i, &domain, &bus, &device);
+        if ((unsigned)domain == d && (unsigned)bus == b && (unsigned)device == s) {
+            *dev = i;
+            return CUDA_SUCCESS;
+        }
     }
+    return CUDA_ERROR_INVALID_DEVICE;
+}
+
+FAKE_EXPORT CUresult cuDeviceGetLuid(char *luid, unsigned int *mask, CUdevice dev)
+{
+    FC_CALLED("cuDeviceGetLuid");
+    return CUDA_ERROR_NOT_SUPPORTED; /* Windows only */
+}
+
+FAKE_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
+{
+    FC_CALLED("cuDeviceCanAccessPeer");
+    if (!fc_gpu(dev) || !fc_gpu(peer))
+        return fc_initialized() ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!can)
+        return CUDA_ERROR_INVALID_VALUE;
+    *can = 0; /* no NVLink or P2P between fake GPUs */
     return CUDA_SUCCESS;
 }
 
-/* --- contexts ------------------------------------------------------------------------------------ */
-
-FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+FAKE_EXPORT CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice src, CUdevice dst)
 {
-    FC_CALLED("cuDevicePrimaryCtxRetain");
-    if (!fc_gpu(dev))
-        return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
-    __atomic_add_fetch(&g_primary[dev].refs, 1, __ATOMIC_RELAXED);
-    *pctx = (CUcontext)&g_primary[dev];
+    FC_CALLED("cuDeviceGetP2PAttribute");
+    if (!fc_gpu(src) || !fc_gpu(dst))
+        return fc_initialized() ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    *value = 0;
     return CUDA_SUCCESS;
 }
 
-FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+FAKE_EXPORT CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *w, CUarray_format fmt, unsigned n, CUdevice dev)
 {
-    FC_CALLED("cuDevicePrimaryCtxRelease_v2");
-    if (!fc_gpu(dev))
-        return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
-    __atomic_sub_fetch(&g_primary[dev].refs, 1, __ATOMIC_RELAXED);
+    FC_CALLED("cuDeviceGetTexture1DLinearMaxWidth");
+    if (!w)
+        return CUDA_ERROR_INVALID_VALUE;
+    *w = 1u << 28;
     return CUDA_SUCCESS;
 }
 
-static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
+FAKE_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    if (!fc_gpu(dev))
-        return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
-    fc_ctx_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *c = (fc_ctx_t){.magic = FC_CTX_MAGIC, .ordinal = dev, .refs = 1};
-    tls_ctx = c; /* a created context becomes current, as in the real driver */
-    *pctx = (CUcontext)c;
-    return CUDA_SUCCESS;
+    FC_CALLED("cuDeviceGetDefaultMemPool");
+    return fc_pool_default(pool, dev);
 }
 
-FAKE_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+FAKE_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    FC_CALLED("cuCtxCreate_v2");
-    return ctx_create(pctx, dev);
+    FC_CALLED("cuDeviceGetMemPool");
+    return fc_pool_current(pool, dev);
 }
 
-FAKE_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+FAKE_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
-    FC_CALLED("cuCtxCreate_v4");
-    return ctx_create(pctx, dev);
-}
-
-FAKE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
-{
-    FC_CALLED("cuCtxDestroy_v2");
-    fc_ctx_t *c = (fc_ctx_t *)ctx;
-    if (!c || c->magic != FC_CTX_MAGIC || c->primary)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (tls_ctx == c)
-        tls_ctx = NULL;
-    c->magic = 0;
-    free(c);
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
-{
-    FC_CALLED("cuCtxSetCurrent");
-    if (!g_init)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    fc_ctx_t *c = (fc_ctx_t *)ctx;
-    if (c && c->magic != FC_CTX_MAGIC)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    tls_ctx = c;
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
-{
-    FC_CALLED("cuCtxGetCurrent");
-    if (!g_init)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    *pctx = (CUcontext)tls_ctx;
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
-{
-    FC_CALLED("cuCtxGetDevice");
-    int ordinal;
-    CUresult rc = fc_check_ctx(&ordinal);
-    if (rc == CUDA_SUCCESS)
-        *device = ordinal;
-    return rc;
+    FC_CALLED("cuDeviceSetMemPool");
+    return fc_pool_set_current(dev, pool);
 }
 
 /* --- errors -------------------------------------------------------------------------------------- */
@@ -383,14 +438,18 @@ FC_ALIAS(cuDeviceGetName)
 FC_ALIAS(cuDeviceGetUuid)
 FC_ALIAS(cuDeviceGetUuid_v2)
 FC_ALIAS(cuDeviceTotalMem_v2)
+FC_ALIAS(cuDeviceTotalMem)
 FC_ALIAS(cuDeviceGetAttribute)
-FC_ALIAS(cuDevicePrimaryCtxRetain)
-FC_ALIAS(cuDevicePrimaryCtxRelease_v2)
-FC_ALIAS(cuCtxCreate_v2)
-FC_ALIAS(cuCtxCreate_v4)
-FC_ALIAS(cuCtxDestroy_v2)
-FC_ALIAS(cuCtxSetCurrent)
-FC_ALIAS(cuCtxGetCurrent)
-FC_ALIAS(cuCtxGetDevice)
+FC_ALIAS(cuDeviceGetProperties)
+FC_ALIAS(cuDeviceComputeCapability)
+FC_ALIAS(cuDeviceGetPCIBusId)
+FC_ALIAS(cuDeviceGetByPCIBusId)
+FC_ALIAS(cuDeviceGetLuid)
+FC_ALIAS(cuDeviceCanAccessPeer)
+FC_ALIAS(cuDeviceGetP2PAttribute)
+FC_ALIAS(cuDeviceGetTexture1DLinearMaxWidth)
+FC_ALIAS(cuDeviceGetDefaultMemPool)
+FC_ALIAS(cuDeviceGetMemPool)
+FC_ALIAS(cuDeviceSetMemPool)
 FC_ALIAS(cuGetErrorString)
 FC_ALIAS(cuGetErrorName)

@@ -34,6 +34,9 @@ static CUresult resolve(const char *symbol, void **pfn, int version, cuuint64_t 
             (s->per_thread == best->per_thread && s->version > best->version))
             best = s;
     }
+    if (fc_trace())
+        fc_log("cuGetProcAddress(%s, %d, flags %llu) -> %s", symbol, version, (unsigned long long)flags,
+               best ? best->name : "NOT_FOUND");
     if (!best) {
         *pfn = NULL;
         if (status)

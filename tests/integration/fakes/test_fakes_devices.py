@@ -117,7 +117,7 @@ def test_calls_before_init_are_uninitialized_and_missing_functions_do_not_exist(
             res["after_shutdown"] = type(e).__name__
         out(res)
         """)
-    assert result == {"count": "NVMLError_Uninitialized", "power": "NVMLError_FunctionNotFound",
+    assert result == {"count": "NVMLError_Uninitialized", "power": "NVMLError_NotSupported",
                       "after_shutdown": "NVMLError_Uninitialized"}
 
 

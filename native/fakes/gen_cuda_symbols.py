@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Generate fakes/cuda/symbols_gen.h: every driver entry point a real libcuda.so.1 knows, from cuda.h.
+
+The real CUDA runtime resolves ~360 names through cuGetProcAddress at init, CuPy, PyTorch and cuBLASLt dlsym
+older ABI names (cuDevicePrimaryCtxRelease, cuEventElapsedTime, cuMemcpyHtoD_v2, ...), and a NOT_FOUND from
+either path turns into a sticky runtime error (cuda-runtime-facts.md §3, §7). So the fake resolves and exports
+every variant the headers name, and the ones it does not emulate answer CUDA_ERROR_NOT_SUPPORTED.
+
+Sources, both from the installed headers (nvidia-cuda-runtime wheel or a toolkit):
+  - cudaTypedefs.h: one `PFN_<api>_v<version>[_ptds|_ptsz]` typedef per variant, also the old variants under
+    __CUDA_API_VERSION_INTERNAL: this gives (api name, version that introduced the variant, per-thread).
+  - cuda.h: `#define <api> <abi name>` maps each api to the ABI name of its newest variant.
+A variant's ABI name follows the driver's rule: the oldest variant is the bare api name, the next ones _v2,
+_v3, ... in version order, the newest is what cuda.h's #define says (cuGraphInstantiate -> WithFlags), and a
+per-thread variant is the ABI name of the newest legacy variant not newer than it plus _ptds/_ptsz.
+
+    python3 native/fakes/gen_cuda_symbols.py [include dir] > native/fakes/cuda/symbols_gen.h
+
+tests/integration/fakes/test_cuda_symbols.py checks that the committed file equals this script's output.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+from pathlib import Path
+
+PFN = re.compile(r"typedef\s+CUresult\s*\(CUDAAPI\s+\*PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\)\s*\(")
+DEFINE = re.compile(r"^\s*#define\s+(cu\w+)\s+(?:__CUDA_API_PT(?:DS|SZ)\((cu\w+)\)|(cu\w+))\s*$", re.M)
+DECL = re.compile(r"CUresult\s+CUDAAPI\s+(cu\w+)\s*\(")
+
+# The typedef headers: the driver api, and the interop/profiler apis a Linux driver exports too (cudart
+# resolves all of them at init).
+TYPEDEF_HEADERS = ["cudaTypedefs.h", "cudaGLTypedefs.h", "cudaEGLTypedefs.h", "cudaVDPAUTypedefs.h",
+                   "cudaProfilerTypedefs.h"]
+
+API_HEADERS = ["cuda.h", "cudaGL.h", "cudaEGL.h", "cudaVDPAU.h", "cudaProfiler.h"]
+
+# An api whose newest variant is another api's function (cuda.h: #define cuGraphInstantiate
+# cuGraphInstantiateWithFlags); the header does not say from which version: CUDA 12.0 changed it.
+ALIASES = {"cuGraphInstantiate": ("cuGraphInstantiateWithFlags", 12000)}
+
+# Entry points cudaTypedefs.h does not list but a driver exports (and cuda.h declares).
+EXTRA_DECLARED_VERSION = 2000
+
+
+def find_include() -> Path:
+    """The headers the build uses: the venv's nvidia-cuda-runtime wheel, else $CUDA_HOME (/usr/local/cuda)."""
+    venv = Path(__file__).resolve().parents[2] / ".venv"
+    candidates = sorted(glob.glob(str(venv / "lib/python3*/site-packages/nvidia/*/include")))
+    candidates.append(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include"))
+    for d in candidates:
+        if Path(d, "cudaTypedefs.h").exists():
+            return Path(d)
+    raise SystemExit("gen_cuda_symbols: no cudaTypedefs.h found; pass the include directory")
+
+
+def cuda_version(include: Path) -> int:
+    m = re.search(r"^#define CUDA_VERSION (\d+)", (include / "cuda.h").read_text(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+def rows(include: Path) -> list[tuple[str, str, int, int]]:
+    typedefs = "".join((include / f).read_text() for f in TYPEDEF_HEADERS if (include / f).exists())
+    cuda_h = "".join((include / f).read_text() for f in API_HEADERS if (include / f).exists())
+    variants: dict[str, list[tuple[int, str]]] = {}
+    for api, version, pt in PFN.findall(typedefs):
+        variants.setdefault(api, []).append((int(version), pt))
+    defines = {m[0]: m[1] or m[2] for m in DEFINE.findall(cuda_h)}
+    out: list[tuple[str, str, int, int]] = []
+    for api in sorted(variants):
+        legacy = sorted(v for v, pt in variants[api] if not pt)
+        names: dict[int, str] = {}
+        for i, v in enumerate(legacy):
+            names[v] = api if i == 0 else f"{api}_v{i + 1}"
+        target = defines.get(api, api)
+        if legacy and target not in names.values() and target not in variants:
+            names[legacy[-1]] = target
+        for v in legacy:
+            out.append((names[v], api, v, 0))
+        for v, pt in sorted(variants[api]):
+            if not pt:
+                continue
+            older = [lv for lv in legacy if lv <= v] or legacy
+            base = names[older[-1]] if older else api
+            out.append((f"{base}{pt}", api, v, 1))
+    for api, (name, version) in ALIASES.items():
+        out.append((name, api, version, 0))
+    known = {r[0] for r in out} | set(variants)
+    for name in sorted(set(DECL.findall(cuda_h)) - known):
+        out.append((name, name, EXTRA_DECLARED_VERSION, 0))
+    return out
+
+
+def render(include: Path) -> str:
+    lines = [
+        f"/* Generated by native/fakes/gen_cuda_symbols.py from cuda.h {cuda_version(include)} and its",
+        " * typedef headers; do not edit.",
+        " * X(exported ABI name, name given to cuGetProcAddress, version introducing the variant,",
+        " *   per-thread) */",
+        "#define FC_GEN_SYMBOLS(X) \\",
+    ]
+    for name, api, version, pt in rows(include):
+        lines.append(f"    X({name}, {api}, {version}, {pt}) \\")
+    lines.append("    /* end */")
+    lines.append("/* cuda.h's api -> ABI name macros, undone: every variant is defined by its name. */")
+    cuda_h = "".join((include / f).read_text() for f in API_HEADERS if (include / f).exists())
+    for api in sorted({m[0] for m in DEFINE.findall(cuda_h)}):
+        lines.append(f"#undef {api}")
+    lines.append("/* Each exported name once: X(name) */")
+    lines.append("#define FC_GEN_NAMES(X) \\")
+    for name in sorted({r[0] for r in rows(include)}):
+        lines.append(f"    X({name}) \\")
+    lines.append("    /* end */")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    include = Path(sys.argv[1]) if len(sys.argv) > 1 else find_include()
+    sys.stdout.write(render(include))
+
+
+if __name__ == "__main__":
+    main()
