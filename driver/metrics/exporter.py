@@ -123,6 +123,13 @@ class PluginMetrics:
             ["gpu_uuid", "index", "wanted", "strategy"],
             registry=r,
         )
+        self.gate_off = Gauge(
+            "carve_plugin_feature_gate_off",
+            "1 for a DRA feature gate the API server has off (its fields are dropped on write), so the node "
+            "offers whole GPUs and slot devices in place of soft slices, MIG and time-slicing.",
+            ["gate"],
+            registry=r,
+        )
         self.fallbacks = Counter(
             "carve_plugin_strategy_fallbacks",
             "GPUs put on --fallback-strategy since start (a GPU counts once per strategy it could not run).",
@@ -183,6 +190,10 @@ class PluginMetrics:
     def observe_fallback(self, gpu_uuid: str, index: int, wanted: str, strategy: str) -> None:
         self.fallback.labels(gpu_uuid, str(index), wanted, strategy).set(1)
         self.fallbacks.inc()
+
+    def observe_gates_off(self, gates: Iterable[str]) -> None:
+        for gate in gates:
+            self.gate_off.labels(gate).set(1)
 
     def observe_health(self, changes: Iterable, gpus: Iterable[tuple[str, int]], unhealthy: dict) -> None:
         """Health flips (policy.Change) and every GPU's health now (`unhealthy`: index -> cause)."""

@@ -259,7 +259,14 @@ class Plugin:
 
         self._build = build
 
-        self.publisher = Publisher(self.cluster, c.node_name, build, strategies, select=self._select_modes)
+        self.publisher = Publisher(
+            self.cluster,
+            c.node_name,
+            build,
+            strategies,
+            select=self._select_modes,
+            on_gates_off=self._gates_off,
+        )
         if c.health_monitor:
             # Before the first publish: a GPU found unhealthy (or remembered so) is never offered.
             self.node_health.start_monitor(
@@ -505,6 +512,17 @@ class Plugin:
         if self.registration.status == "refused":
             return f"registration refused by the kubelet: {self.registration.error}"
         return check_dra_socket(str(self.dra_socket))
+
+    def _gates_off(self, gates: set[str], changed: dict[int, str]) -> None:
+        """A gate the API server has off: the metric and a Node Event, besides the publisher's log line."""
+        self.metrics.observe_gates_off(gates)
+        what = ", ".join(f"GPU {i}: {c}" for i, c in sorted(changed.items())) or "no GPU's strategy changed"
+        self.strategies.node_event(
+            "FeatureGatesOff",
+            f"the API server has {', '.join(sorted(gates))} off (it drops their fields): soft slices run as "
+            f"slots, MIG and time-slicing as whole GPUs ({what}); turn the gates on (docs/install.md, "
+            '"Feature gates per Kubernetes version")',
+        )
 
     def status(self) -> dict:
         return {
