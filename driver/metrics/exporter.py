@@ -12,10 +12,12 @@ import platform
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import Metric
 from prometheus_client.exposition import start_http_server
+from prometheus_client.registry import Collector
 
 from driver import __version__
 from driver.metrics.collector import GpuState, PluginState, StateCollector
@@ -68,10 +70,36 @@ def claim_result(error: str) -> str:
     return "internal_error" if error.startswith(INTERNAL_ERROR_PREFIX) else "error"
 
 
+class NodeLabelled(Collector):
+    """Another registry's metrics, with `node="<node>"` added to every series of a GPU (carve_gpu*, and
+    any with a `gpu_uuid` label): a GPU UUID alone does not say where the GPU is, and dashboards and alerts
+    filter and group by node. Set by the exporter, so it holds however Prometheus scrapes (ServiceMonitor,
+    PodMonitor, a static config)."""
+
+    def __init__(self, inner: CollectorRegistry, node: str):
+        self.inner = inner
+        self.node = node
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.inner.collect():
+            gpu_family = family.name.startswith("carve_gpu")  # carve_gpus, carve_gpu_info, carve_gpu_healthy
+            family.samples = [
+                s._replace(labels={**s.labels, "node": self.node})
+                if gpu_family or "gpu_uuid" in s.labels
+                else s
+                for s in family.samples
+            ]
+            yield family
+
+
 class PluginMetrics:
-    def __init__(self, state: Callable[[], PluginState]):
-        self.registry = CollectorRegistry(auto_describe=False)
-        r = self.registry
+    def __init__(self, state: Callable[[], PluginState], node: str = ""):
+        r = CollectorRegistry(auto_describe=False)
+        # Served: the metrics below, GPU series labelled with the node (none given: as they are).
+        self.registry = r
+        if node:
+            self.registry = CollectorRegistry(auto_describe=False)
+            self.registry.register(NodeLabelled(r, node))
         self.requests = Counter(
             "carve_plugin_requests",
             "NodePrepareResources / NodeUnprepareResources calls with at least one claim.",

@@ -142,7 +142,7 @@ class Plugin:
         self._wake = threading.Event()  # publish now: a GPU waiting for a mode change became idle
         self._servers: list[grpc.Server] = []
         self.health: HealthServer | None = None
-        self.metrics = PluginMetrics(lambda: plugin_state(self))
+        self.metrics = PluginMetrics(lambda: plugin_state(self), config.node_name)
         self.metrics_server: MetricsServer | None = None
         self.region_watcher: RegionWatcher | None = None
         self.strategies = NodeStrategies(
