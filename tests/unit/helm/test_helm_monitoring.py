@@ -150,3 +150,17 @@ def test_grafana_variables_become_what_all_selects_and_fixed_windows(tmp_path) -
 def test_a_variable_the_dashboard_does_not_define_names_the_panel(tmp_path) -> None:
     with pytest.raises(DashboardError, match=r"panel 'P' query A: .* uses \$cluster"):
         panel_queries(_dashboard(tmp_path, 'up{cluster="$cluster"}', []))
+
+
+def test_a_plugin_that_is_not_ready_stays_a_scrape_target() -> None:
+    # Issue 29 (alert for a plugin that is down): without this a crash-looping plugin leaves the
+    # endpoints and `up` has no series to be 0 on.
+    (svc,) = [o for o in render() if o["kind"] == "Service" and o["metadata"]["name"].endswith(
+        "-kubelet-plugin-metrics")]
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+
+
+def test_the_operators_alerts_exist() -> None:
+    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+    assert alerts >= {"CarvePrepareErrors", "CarveGPUModeChangePending", "CarvePluginDown",
+                      "CarvePluginPodsUnavailable", "CarveFeatureGateOff"}
