@@ -205,3 +205,17 @@ def test_a_gate_the_api_server_has_off_is_a_series():
     r = m.registry
     assert r.get_sample_value("carve_plugin_feature_gate_off", {"gate": "DRAConsumableCapacity"}) == 1
     assert r.get_sample_value("carve_plugin_feature_gate_off", {"gate": "DRADeviceTaints"}) is None
+
+
+def test_every_prepared_device_maps_its_pod_to_a_gpu_whatever_its_type():
+    state = PluginState(
+        registered=True, claims=[claim("a", type_="gpu"), claim("b", type_="mig"), claim("c", STATE_STARTED)],
+        claims_dir=Path("/nonexistent"), pods=lambda record: [("ml", f"pod-{record.uid}")],
+    )
+    r = PluginMetrics(lambda: state, node="n1").registry
+    for uid, type_ in (("a", "gpu"), ("b", "mig")):
+        labels = {"claim_namespace": "ml", "claim_name": f"c-{uid}", "claim_uid": uid, "pod_namespace": "ml",
+                  "pod": f"pod-{uid}", "device": "gpu-0", "gpu_uuid": "GPU-0", "type": type_, "node": "n1"}
+        assert r.get_sample_value("carve_claim_device_info", labels) == 1
+    infos = [s for f in r.collect() if f.name == "carve_claim_device_info" for s in f.samples]
+    assert sorted(s.labels["claim_uid"] for s in infos) == ["a", "b"]  # not the claim still preparing
