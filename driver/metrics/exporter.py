@@ -158,6 +158,13 @@ class PluginMetrics:
             ["gate"],
             registry=r,
         )
+        self.toolkit_unsafe = Gauge(
+            "carve_plugin_toolkit_unsafe",
+            "1 for a setting of the node's NVIDIA container toolkit that hands containers GPUs past carve "
+            "(driver/plugin/toolkit.py).",
+            ["setting", "path"],
+            registry=r,
+        )
         self.fallbacks = Counter(
             "carve_plugin_strategy_fallbacks",
             "GPUs put on --fallback-strategy since start (a GPU counts once per strategy it could not run).",
@@ -218,6 +225,9 @@ class PluginMetrics:
     def observe_fallback(self, gpu_uuid: str, index: int, wanted: str, strategy: str) -> None:
         self.fallback.labels(gpu_uuid, str(index), wanted, strategy).set(1)
         self.fallbacks.inc()
+
+    def observe_toolkit_finding(self, setting: str, path: str) -> None:
+        self.toolkit_unsafe.labels(setting, path).set(1)
 
     def observe_gates_off(self, gates: Iterable[str]) -> None:
         for gate in gates:

@@ -60,3 +60,26 @@ def test_empty_affinity_without_node_selector_is_refused_with_the_way_out():
 def test_empty_affinity_is_fine_where_the_admin_said_where(args):
     pod = plugin_pod(*args)
     assert "affinity" not in pod or not pod["affinity"]
+
+
+TOOLKIT_DIRS = ("/etc/nvidia-container-runtime", "/usr/local/nvidia/toolkit/.config/nvidia-container-runtime")
+
+
+def test_the_toolkit_configs_are_mounted_read_only_for_the_plugins_check():
+    # Issue 29: toolkit nodes were neither detected nor guarded; the plugin reads the configs there.
+    pod = plugin_pod()
+    (plugin,) = [c for c in pod["containers"] if c["name"] == "plugin"]
+    env = {e["name"]: e.get("value") for e in plugin["env"]}
+    assert env["CARVE_TOOLKIT_ROOT"] == "/host-toolkit"
+    mounts = {m["mountPath"]: m for m in plugin["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for host_dir in TOOLKIT_DIRS:
+        mount = mounts[f"/host-toolkit{host_dir}"]
+        assert mount["readOnly"] is True and volumes[mount["name"]]["hostPath"]["path"] == host_dir
+
+
+def test_fake_gpus_have_no_toolkit_to_check():
+    pod = plugin_pod("--set", "plugin.gpus=fake:1xT4")
+    (plugin,) = [c for c in pod["containers"] if c["name"] == "plugin"]
+    assert {e["name"]: e.get("value") for e in plugin["env"]}["CARVE_TOOLKIT_ROOT"] == ""
+    assert not any("toolkit" in v["name"] for v in pod["volumes"])
