@@ -163,7 +163,7 @@ def test_a_plugin_that_is_not_ready_stays_a_scrape_target() -> None:
 def test_the_operators_alerts_exist() -> None:
     alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
     assert alerts >= {"CarvePrepareErrors", "CarveGPUModeChangePending", "CarvePluginDown",
-                      "CarvePluginPodsUnavailable", "CarveFeatureGateOff"}
+                      "CarvePluginPodsUnavailable", "CarveFeatureGateOff", "CarveContainerToolkitUnsafe"}
 
 
 def test_the_dashboard_filters_by_node_namespace_and_pod_and_maps_pods_to_gpus() -> None:
