@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test test-frameworks unit demo lint bench bench-scale soak image e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
+.PHONY: all venv native protos test test-frameworks unit demo lint bench bench-scale soak image release e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -67,6 +67,12 @@ bench-scale: native
 # pulls the Dockerfile's own default. IMAGE names the result (default localhost/carve).
 image:
 	./hack/build_image.sh
+
+# Every artifact of a release, versioned (pyproject's version), into dist/ (docs/install.md, "Installing from
+# a release"): the image archive (as `make image`), the chart .tgz (values schema checked against the plugin's
+# validation), the CLI wheel with the native build inside, and carve-<version>.sha256 over them.
+release: native tools
+	nice -n $(NICE) ./hack/release.sh
 
 # The e2e on a local control plane built from the Kubernetes Go modules (docs/e2e.md).
 # K8S picks the minor (e2e/cluster/<minor>/go.mod pins the patch); GATES=off runs it without consumable capacity,

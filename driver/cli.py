@@ -24,7 +24,7 @@ import yaml
 from driver import __version__
 
 # Defined outside this module so `python -m driver.cli` and `driver.cli` share one class.
-from driver.errors import CliError, yaml_error
+from driver.errors import CliError, not_text, yaml_error
 
 __all__ = ["LOG_LEVELS", "CliError", "main"]
 
@@ -172,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except yaml.YAMLError as e:
         print(f"carve {args.command}: {yaml_error('input', e)}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError as e:  # any other file read as text (a kubeconfig, a node config, stdin)
+        print(f"carve {args.command}: {not_text('input', e)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         _quiet_stdout()

@@ -20,6 +20,7 @@ import grpc
 
 from api.grpc import dra_v1_pb2, dra_v1_pb2_grpc, pluginregistration_pb2, pluginregistration_pb2_grpc
 from driver import names
+from driver.resources import deviceclasses_dir, native_dir
 
 GPUS = "fake:2xA100-80GB,1xT4"
 NODE = "demo-node"
@@ -72,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _device_classes() -> list[dict]:
     import yaml
 
-    return [yaml.safe_load((REPO / "deviceclasses" / f"{c}.yaml").read_text()) for c in names.DEVICE_CLASSES]
+    return [yaml.safe_load((deviceclasses_dir() / f"{c}.yaml").read_text()) for c in names.DEVICE_CLASSES]
 
 
 def _fake_driver_root(root: Path) -> Path:
@@ -83,7 +84,7 @@ def _fake_driver_root(root: Path) -> Path:
     lib = root / "usr/lib64"
     lib.mkdir(parents=True)
     for so in ("libcuda.so", "libnvidia-ml.so"):
-        built = REPO / "native/build/fakes" / f"{so}.1"
+        built = native_dir() / "fakes" / f"{so}.1"
         if built.exists():
             # A copy, not a link: a link out of the driver root would point nowhere on a real host.
             shutil.copy2(built, lib / f"{so}.{FAKE_DRIVER_VERSION}")
@@ -92,7 +93,7 @@ def _fake_driver_root(root: Path) -> Path:
 
 
 def _limiter_dir(tmp: Path) -> Path:
-    built = REPO / names.LIMITER_BUILD_PATH
+    built = native_dir() / names.LIMITER_LIBRARY
     if built.exists():
         return built.parent
     placeholder = tmp / "limiter"

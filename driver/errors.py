@@ -15,3 +15,11 @@ def yaml_error(label: str, error: Exception) -> str:
     if mark is None:
         return f"{label}: invalid YAML: {problem}"
     return f"{label}:{mark.line + 1}:{mark.column + 1}: invalid YAML: {problem}"
+
+
+def not_text(label: str, error: UnicodeDecodeError) -> str:
+    """`trace.yaml: not UTF-8 text: byte 0xff at offset 0`: YAML and JSON input is UTF-8 (a binary file, an
+    export in another encoding)."""
+    bad = error.object[error.start : error.start + 1] if isinstance(error.object, bytes) else b""
+    byte = f"byte 0x{bad.hex()}" if bad else "a byte"
+    return f"{label}: not UTF-8 text: {byte} at offset {error.start}"

@@ -29,6 +29,7 @@ from driver.allocator.allocator import Allocator, Unallocatable
 from driver.allocator.model import ModelError, object_name, read_claim, read_class, read_slice
 from driver.cli import CliError
 from driver.cluster.decode import MAX_DEPTH, DecodeError, decode_list, too_deep
+from driver.errors import not_text
 from driver.names import ALLOCATE_REASON_ANNOTATION, DRIVER_NAME
 from driver.plugin.claims.catalog import catalog_from_slices
 from driver.plugin.claims.plan import ClaimRef, PrepareError, plan_claim
@@ -79,6 +80,8 @@ def documents(path: str) -> Iterator[tuple[str, dict]]:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
     except OSError as e:
         raise CliError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise CliError(not_text(path, e)) from None
     try:
         if text.lstrip().startswith(("{", "[")):
             try:

@@ -368,6 +368,9 @@ def _request(raw: Mapping[str, Any], base: str, sub: str | None, what: str, admi
             caps = tuple((str(n), q.units(v)) for n, v in asked.items())
         except (q.QuantityError, TypeError, ValueError) as e:
             raise ModelError(f"{what}: capacity.requests: {e}") from None
+        for n, units in caps:
+            if units < 0:  # it would give capacity back to the device (the API server refuses it too)
+                raise ModelError(f"{what}: capacity.requests.{n}: {asked[n]!r} is negative")
     tolerations = _list(raw.get("tolerations"), f"{what}: tolerations")
     for i, t in enumerate(tolerations):
         _map(t, f"{what}: tolerations[{i}]")

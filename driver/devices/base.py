@@ -32,6 +32,11 @@ class ModelError(ValueError):
     """
 
 
+# Bounds of Settings.split_count (the chart's values schema is checked against them: hack/values_schema.py).
+SPLIT_COUNT_MIN = 1
+SPLIT_COUNT_MAX = 100
+
+
 @dataclass(frozen=True)
 class Settings:
     """Knobs of the device model (flags today, Helm values later; same names in snake_case).
@@ -60,8 +65,10 @@ class Settings:
     def __post_init__(self) -> None:
         # Slots get cores = 100 / split_count percent each, so more than 100 would give slots no cores;
         # the per-slice device limit (128) is the other bound that matters, and 100 is below it.
-        if not 1 <= self.split_count <= 100:
-            raise ModelError(f"settings.split_count: {self.split_count} is not in 1..100")
+        if not SPLIT_COUNT_MIN <= self.split_count <= SPLIT_COUNT_MAX:
+            raise ModelError(
+                f"settings.split_count: {self.split_count} is not in {SPLIT_COUNT_MIN}..{SPLIT_COUNT_MAX}"
+            )
         if self.soft_context_reserve < 0:
             raise ModelError(f"settings.soft_context_reserve: {self.soft_context_reserve} is negative")
         if self.soft_memory_step <= 0 or self.soft_memory_step % MI:

@@ -107,6 +107,10 @@ def fake_gpu(
     )
 
 
+# GPUs one fake node may have: the fake NVML's own table (native/fakes/common: FAKE_MAX_GPUS).
+MAX_FAKE_GPUS = 16
+
+
 def parse_fake_spec(spec: str) -> list[str]:
     """'2xA100-80GB,1xT4' -> ['A100-80GB', 'A100-80GB', 'T4'] (canonical keys); ModelError names the token."""
     keys: list[str] = []
@@ -117,6 +121,9 @@ def parse_fake_spec(spec: str) -> list[str]:
         count = int(m.group(1) or 1)
         if count < 1:
             raise ModelError(f"fake GPU spec {spec!r}: {token!r}: count must be at least 1")
+        if len(keys) + count > MAX_FAKE_GPUS:
+            # Checked before the list is built: `99999999999999999999xT4` must be an error, not a MemoryError.
+            raise ModelError(f"fake GPU spec {spec!r}: more than {MAX_FAKE_GPUS} GPUs on one node")
         try:
             key = model(m.group(2))["key"]
         except ModelError as e:

@@ -21,11 +21,12 @@ import pynvml
 
 from driver import names
 from driver.gpu.model import Gpu, InventoryError, MigInstance, MigPlacement, MigProfile
+from driver.resources import native_dir
 
 MI = 1024**2
 FAKE_LIBRARY = "libnvidia-ml.so.1"
 ENV_FAKE_LIB_DIR = "CARVE_FAKE_LIB_DIR"
-_REPO = Path(__file__).resolve().parents[2]
+
 T = TypeVar("T")
 
 # NVML architecture ids -> names, from pynvml's own NVML_DEVICE_ARCH_* constants (not a table of ours).
@@ -51,7 +52,7 @@ _lock = threading.RLock()
 
 def fake_library_path() -> Path:
     """Where `--gpus fake:...` loads the fake NVML from: $CARVE_FAKE_LIB_DIR, else the native build."""
-    base = os.environ.get(ENV_FAKE_LIB_DIR) or str(_REPO / "native" / "build" / "fakes")
+    base = os.environ.get(ENV_FAKE_LIB_DIR) or str(native_dir() / "fakes")
     return Path(base) / FAKE_LIBRARY
 
 

@@ -149,12 +149,20 @@ class StateCollector(Collector):
             "Always 1: one series per (prepared claim, consuming pod), for joins of shared claims.",
             labels=[*CLAIM_LABELS[:3], "pod_namespace", "pod"],
         )
+        device_info = GaugeMetricFamily(
+            "carve_claim_device_info",
+            "Always 1: one series per device of a prepared claim, whatever its type (whole GPU, MIG, slice), "
+            "with the physical GPU it is on: the dashboard's pod -> GPU table.",
+            labels=[*DEVICE_LABELS, "type"],
+        )
         for record in state.claims:
             if record.state != STATE_COMPLETED:
                 continue
             pods = state.pods(record)
             for pod_ns, pod in pods:
                 pod_info.add_metric([record.namespace, record.name, record.uid, pod_ns, pod], 1)
+            for dev in record.devices:
+                device_info.add_metric([*_claim_values(state, record), dev.device, dev.gpu_uuid, dev.type], 1)
             if not is_limited(record):
                 continue
             usage = self._read(state, record)
@@ -176,6 +184,7 @@ class StateCollector(Collector):
         yield from families.values()
         yield processes
         yield pod_info
+        yield device_info
         errors = CounterMetricFamily(
             "carve_metrics_region_errors",
             "Scrapes that skipped a claim because its region file was missing or unreadable.",

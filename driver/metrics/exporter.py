@@ -12,10 +12,12 @@ import platform
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import Metric
 from prometheus_client.exposition import start_http_server
+from prometheus_client.registry import Collector
 
 from driver import __version__
 from driver.metrics.collector import GpuState, PluginState, StateCollector
@@ -68,10 +70,36 @@ def claim_result(error: str) -> str:
     return "internal_error" if error.startswith(INTERNAL_ERROR_PREFIX) else "error"
 
 
+class NodeLabelled(Collector):
+    """Another registry's metrics, with `node="<node>"` added to every series of a GPU (carve_gpu*, and
+    any with a `gpu_uuid` label): a GPU UUID alone does not say where the GPU is, and dashboards and alerts
+    filter and group by node. Set by the exporter, so it holds however Prometheus scrapes (ServiceMonitor,
+    PodMonitor, a static config)."""
+
+    def __init__(self, inner: CollectorRegistry, node: str):
+        self.inner = inner
+        self.node = node
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.inner.collect():
+            gpu_family = family.name.startswith("carve_gpu")  # carve_gpus, carve_gpu_info, carve_gpu_healthy
+            family.samples = [
+                s._replace(labels={**s.labels, "node": self.node})
+                if gpu_family or "gpu_uuid" in s.labels
+                else s
+                for s in family.samples
+            ]
+            yield family
+
+
 class PluginMetrics:
-    def __init__(self, state: Callable[[], PluginState]):
-        self.registry = CollectorRegistry(auto_describe=False)
-        r = self.registry
+    def __init__(self, state: Callable[[], PluginState], node: str = ""):
+        r = CollectorRegistry(auto_describe=False)
+        # Served: the metrics below, GPU series labelled with the node (none given: as they are).
+        self.registry = r
+        if node:
+            self.registry = CollectorRegistry(auto_describe=False)
+            self.registry.register(NodeLabelled(r, node))
         self.requests = Counter(
             "carve_plugin_requests",
             "NodePrepareResources / NodeUnprepareResources calls with at least one claim.",
@@ -121,6 +149,20 @@ class PluginMetrics:
             "carve_plugin_gpu_strategy_fallback",
             "1 for a GPU that runs --fallback-strategy because it cannot run the strategy its rule gives.",
             ["gpu_uuid", "index", "wanted", "strategy"],
+            registry=r,
+        )
+        self.gate_off = Gauge(
+            "carve_plugin_feature_gate_off",
+            "1 for a DRA feature gate the API server has off (its fields are dropped on write), so the node "
+            "offers whole GPUs and slot devices in place of soft slices, MIG and time-slicing.",
+            ["gate"],
+            registry=r,
+        )
+        self.toolkit_unsafe = Gauge(
+            "carve_plugin_toolkit_unsafe",
+            "1 for a setting of the node's NVIDIA container toolkit that hands containers GPUs past carve "
+            "(driver/plugin/toolkit.py).",
+            ["setting", "path"],
             registry=r,
         )
         self.fallbacks = Counter(
@@ -183,6 +225,13 @@ class PluginMetrics:
     def observe_fallback(self, gpu_uuid: str, index: int, wanted: str, strategy: str) -> None:
         self.fallback.labels(gpu_uuid, str(index), wanted, strategy).set(1)
         self.fallbacks.inc()
+
+    def observe_toolkit_finding(self, setting: str, path: str) -> None:
+        self.toolkit_unsafe.labels(setting, path).set(1)
+
+    def observe_gates_off(self, gates: Iterable[str]) -> None:
+        for gate in gates:
+            self.gate_off.labels(gate).set(1)
 
     def observe_health(self, changes: Iterable, gpus: Iterable[tuple[str, int]], unhealthy: dict) -> None:
         """Health flips (policy.Change) and every GPU's health now (`unhealthy`: index -> cause)."""

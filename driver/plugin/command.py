@@ -165,6 +165,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         help="write the claim's status.devices (conditions, GPU/MIG UUIDs, limits) after prepare",
     )
+    p.add_argument(
+        "--toolkit-root",
+        default="",
+        help="the host's / as the plugin sees it, to check the NVIDIA container toolkit's config for "
+        "settings that hand out GPUs past carve (a warning, a ContainerToolkitUnsafe Node Event, a metric); "
+        "'' = off",
+    )
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
@@ -294,6 +301,7 @@ def run(args: argparse.Namespace) -> int:
         memory_enforcement=args.memory_enforcement,
         mps_shm_dir=args.mps_shm_dir,
         health_monitor=args.health_monitor,
+        toolkit_root=Path(args.toolkit_root) if args.toolkit_root else None,
         health_taint_effect=args.health_taint_effect,
         health_lost_effect=args.health_lost_effect,
         health_recovery_s=args.health_recovery_seconds,

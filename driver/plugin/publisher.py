@@ -123,6 +123,7 @@ class Publisher:
         backoff_s: float = 0.1,
         sleep: Callable[[float], None] = time.sleep,
         select: Select | None = None,
+        on_gates_off: Callable[[set[str], dict[int, str]], None] | None = None,
     ):
         self.cluster = cluster
         self.node_name = node_name
@@ -138,6 +139,10 @@ class Publisher:
         self.generation = 0
         self.last_error = ""
         self._probed = False
+        # Told of every newly found disabled gate and the strategies it changed (index -> "soft->slots"): the
+        # plugin posts a Node Event and sets a metric, so a default 1.34/1.35 cluster is not silently served
+        # whole GPUs and slots only.
+        self.on_gates_off = on_gates_off
 
     def desired(self) -> list[dict]:
         """The slices for the applied strategies (what prepare's catalog is built from)."""
@@ -226,6 +231,8 @@ class Publisher:
             found_by=found_by,
             fallback=changed or "none",
         )
+        if self.on_gates_off is not None:
+            self.on_gates_off(set(gates), changed)
 
     def _reconcile(self) -> tuple[list[dict], list[dict]]:
         started = time.monotonic()

@@ -63,6 +63,7 @@ from driver.plugin.service import DraV1, DraV1beta1, Registration, RegistrationS
 from driver.plugin.state.checkpoint import Checkpoint, read_boot_id
 from driver.plugin.state.recovery import recover
 from driver.plugin.strategies import NodeStrategies
+from driver.plugin.toolkit import toolkit_findings
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,9 @@ class PluginConfig:
     memory_enforcement: str = names.MEMORY_ENFORCEMENT_AUTO  # auto | driver | limiter (docs/enforcement.md)
     mps_shm_dir: str = ""  # host directory that is the MPS daemons' /dev/shm; "" = clients keep their own
     health_monitor: bool = True  # NVML health -> taints/withdrawal, Events, metrics, the kubelet's stream
+    # The host's / as the plugin sees it, for the NVIDIA container toolkit's config
+    # (driver/plugin/toolkit.py); None: not checked.
+    toolkit_root: Path | None = None
     health_taint_effect: str = "NoSchedule"
     health_lost_effect: str = "NoSchedule"
     health_recovery_s: float = 300.0
@@ -142,7 +146,7 @@ class Plugin:
         self._wake = threading.Event()  # publish now: a GPU waiting for a mode change became idle
         self._servers: list[grpc.Server] = []
         self.health: HealthServer | None = None
-        self.metrics = PluginMetrics(lambda: plugin_state(self))
+        self.metrics = PluginMetrics(lambda: plugin_state(self), config.node_name)
         self.metrics_server: MetricsServer | None = None
         self.region_watcher: RegionWatcher | None = None
         self.strategies = NodeStrategies(
@@ -225,6 +229,8 @@ class Plugin:
             driver_memory=self.driver_memory,
         )
         strategies, pinned = self.strategies.resolve(self.gpus)
+        if c.toolkit_root is not None:
+            self._check_toolkit(c.toolkit_root)
         if c.partitioning and isinstance(self.cluster, ObjectApi):
             # The NodePartitioning (or a change recorded in progress) overrides the flag, GPU by GPU.
             self.partitioning = NodePartitioningApplier(
@@ -259,7 +265,14 @@ class Plugin:
 
         self._build = build
 
-        self.publisher = Publisher(self.cluster, c.node_name, build, strategies, select=self._select_modes)
+        self.publisher = Publisher(
+            self.cluster,
+            c.node_name,
+            build,
+            strategies,
+            select=self._select_modes,
+            on_gates_off=self._gates_off,
+        )
         if c.health_monitor:
             # Before the first publish: a GPU found unhealthy (or remembered so) is never offered.
             self.node_health.start_monitor(
@@ -505,6 +518,28 @@ class Plugin:
         if self.registration.status == "refused":
             return f"registration refused by the kubelet: {self.registration.error}"
         return check_dra_socket(str(self.dra_socket))
+
+    def _check_toolkit(self, host_root: Path) -> None:
+        """Toolkit settings that hand out GPUs past carve: a warning, a Node Event, a metric each."""
+        for f in toolkit_findings(host_root):
+            event(log, logging.WARNING, "toolkit.unsafe", setting=f.setting, path=f.path, detail=f.detail)
+            self.metrics.observe_toolkit_finding(f.setting, f.path)
+            self.strategies.node_event(
+                "ContainerToolkitUnsafe",
+                f"NVIDIA container toolkit {f.path}: {f.setting}: {f.detail} (docs/install.md, \"Nodes with "
+                'the NVIDIA container toolkit and the GPU Operator")',
+            )
+
+    def _gates_off(self, gates: set[str], changed: dict[int, str]) -> None:
+        """A gate the API server has off: the metric and a Node Event, besides the publisher's log line."""
+        self.metrics.observe_gates_off(gates)
+        what = ", ".join(f"GPU {i}: {c}" for i, c in sorted(changed.items())) or "no GPU's strategy changed"
+        self.strategies.node_event(
+            "FeatureGatesOff",
+            f"the API server has {', '.join(sorted(gates))} off (it drops their fields): soft slices run as "
+            f"slots, MIG and time-slicing as whole GPUs ({what}); turn the gates on (docs/install.md, "
+            '"Feature gates per Kubernetes version")',
+        )
 
     def status(self) -> dict:
         return {

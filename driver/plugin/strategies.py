@@ -27,6 +27,7 @@ from driver.gpu.model import Gpu
 from driver.metrics import PluginMetrics
 from driver.plugin.events import node_event
 from driver.plugin.logfmt import event
+from driver.plugin.toolkit import mig_manager
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,15 @@ class NodeStrategies:
                 self._warn_unused(rules, where, gpus)
         strategies: dict[int, str] = {}
         pinned: set[int] = set()
+        mig_managed = mig_manager(self._node_labels())
         for gpu in gpus:
             r = resolve([gpu], chart, annotation)[gpu.index]
             self.rules[gpu.index] = r.rule
             if r.pinned:
                 pinned.add(gpu.index)
             why = can_run(gpu, r.strategy)
+            if not why and r.strategy == names.STRATEGY_MIG:
+                why = mig_managed  # the GPU Operator's MIG manager would undo carve's MIG changes
             if why:
                 strategies[gpu.index] = self.fallback_strategy
                 self.sources[gpu.index] = SOURCE_FALLBACK
@@ -106,6 +110,13 @@ class NodeStrategies:
             event(
                 log, logging.WARNING, "strategy.event-failed", reason=reason, error=f"{type(e).__name__}: {e}"
             )
+
+    def _node_labels(self) -> dict[str, str]:
+        try:
+            obj = self.cluster.get_object("nodes", self.node_name)  # type: ignore[attr-defined]
+        except Exception:  # no API server, no RBAC, a file cluster without the Node: no labels known
+            return {}
+        return dict((obj.get("metadata") or {}).get("labels") or {})
 
     def _annotation_rules(self) -> StrategyRules | None:
         """The node's `gpu.carve.dev/strategy` annotation as rules; None when absent, unreadable or invalid

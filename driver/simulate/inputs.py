@@ -19,7 +19,7 @@ from driver.allocator.model import ModelError, read_claim
 from driver.allocator.quantity import QuantityError
 from driver.allocator.quantity import of as quantity_of
 from driver.cluster.decode import MAX_DEPTH, too_deep
-from driver.errors import yaml_error
+from driver.errors import not_text, yaml_error
 
 STRATEGY_NAMES = (
     names.STRATEGY_EXCLUSIVE,
@@ -30,6 +30,10 @@ STRATEGY_NAMES = (
     names.STRATEGY_MPS,
 )
 GENERATOR_KINDS = ("inference-mix", "inference", "notebook", "training")
+# A node's GPUs, at most: the largest servers carry 16; this bounds the work a typo (8000xA100) makes.
+MAX_GPUS_PER_NODE = 64
+# Seconds, at most, for any time in a trace (arrival, duration, mean interarrival): ten years.
+MAX_SECONDS = 10 * 365 * 86400.0
 _GPUS_ITEM = re.compile(r"^\s*(\d+)\s*x\s*([A-Za-z0-9][A-Za-z0-9-]*)\s*$")
 
 
@@ -77,7 +81,8 @@ class TracePod:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and nan are numbers to YAML (.inf, .nan) and to Python's float(), never a time or an amount here.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class NodeGroupModel(_Strict):
@@ -89,10 +94,14 @@ class NodeGroupModel(_Strict):
     @field_validator("gpus")
     @classmethod
     def _gpus_syntax(cls, value: str) -> str:
+        total = 0
         for item in value.split(","):
             m = _GPUS_ITEM.match(item)
             if not m or int(m.group(1)) < 1:
                 raise ValueError(f"{item.strip()!r} is not <count>x<model>, e.g. 8xA100-80GB")
+            total += int(m.group(1))
+            if total > MAX_GPUS_PER_NODE:
+                raise ValueError(f"more than {MAX_GPUS_PER_NODE} GPUs on one node ({value.strip()!r})")
         return value
 
 
@@ -131,8 +140,8 @@ class DemandModel(_Strict):
 
 class PodModel(_Strict):
     name: str = Field(min_length=1, max_length=253)
-    arrival: float = Field(ge=0)
-    duration: float = Field(gt=0)
+    arrival: float = Field(ge=0, le=MAX_SECONDS)
+    duration: float = Field(gt=0, le=MAX_SECONDS)
     claims: list[dict[str, Any]] = Field(min_length=1, max_length=32)
     demand: DemandModel | None = None
 
@@ -176,7 +185,9 @@ class GenerateModel(_Strict):
     kind: Literal["inference-mix", "inference", "notebook", "training"] = "inference-mix"
     pods: int = Field(ge=1, le=1_000_000)
     seed: int = 0
-    interarrival_s: float = Field(default=30.0, gt=0, description="mean seconds between arrivals")
+    interarrival_s: float = Field(
+        default=30.0, gt=0, le=MAX_SECONDS, description="mean seconds between arrivals"
+    )
 
 
 class TraceModel(_Strict):
@@ -217,6 +228,8 @@ def _read_yaml(path: Path) -> tuple[str, Any]:
         text = path.read_text()
     except OSError as e:
         raise SimulateError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise SimulateError(not_text(label, e)) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -43,3 +43,15 @@ app.kubernetes.io/component: legacy-scheduler
 {{- define "carve.legacyFakeGpus" -}}
 {{- if hasPrefix "fake:" .Values.legacy.devicePlugin.gpus -}}true{{- end -}}
 {{- end -}}
+
+{{/* The second scheduler's image: legacy.scheduler.image, else registry.k8s.io/kube-scheduler at the cluster's
+own version (vMAJOR.MINOR.PATCH of the API server helm talks to; a vendor suffix such as -gke.100 or +k3s1
+dropped, as registry.k8s.io tags only upstream releases), so the scheduler follows the control plane. */}}
+{{- define "carve.schedulerImage" -}}
+{{- if .Values.legacy.scheduler.image -}}
+{{- .Values.legacy.scheduler.image -}}
+{{- else -}}
+{{- $v := regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version | trimPrefix "v" -}}
+{{- printf "%s:v%s" .Values.legacy.scheduler.repository $v -}}
+{{- end -}}
+{{- end -}}

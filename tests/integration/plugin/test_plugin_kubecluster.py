@@ -27,8 +27,18 @@ def test_gates_off_fall_back_and_prepare_reads_the_claim_over_http(node, kubelet
             assert "event=publish.retry" in log
             assert "event=publish.gate-off" in log and "DRAConsumableCapacity" in log
             assert "found_by=" in log and "dry-run" in log
+            # Not only a log line: a Node Event and a metric say so (issue 29).
+            events = [e for e in server.objects.list("events") if e.get("reason") == "FeatureGatesOff"]
+            assert len(events) == 1, events
+            assert events[0]["involvedObject"]["kind"] == "Node" and events[0]["type"] == "Warning"
+            message = events[0]["message"]
+            assert "DRAConsumableCapacity" in message and "GPU 1: soft->slots" in message
             dry_runs = [r for r in server.requests if r.method == "POST" and r.query.get("dryRun") == ["All"]]
-            writes = [r.body for r in server.requests if r.method in ("POST", "PUT") and r not in dry_runs]
+            writes = [
+                r.body
+                for r in server.requests
+                if r.method in ("POST", "PUT") and r not in dry_runs and "/resourceslices" in r.path
+            ]
             assert dry_runs and writes
             for body in writes:  # the scheduler never saw a device the node cannot serve
                 assert not body["spec"].get("sharedCounters")

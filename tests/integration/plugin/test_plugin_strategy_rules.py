@@ -64,3 +64,32 @@ def test_a_malformed_annotation_is_ignored_with_an_event(node, plugin_factory):
     assert _types(node) == {"0": {"vgpu"}, "1": {"vgpu"}, "2": {"vgpu"}}
     [bad] = [e for e in _events(node) if e["reason"] == "StrategyAnnotationInvalid"]
     assert "'2=turbo': unknown strategy 'turbo'" in bad["message"]
+
+
+def _label(node, labels: dict[str, str]) -> None:
+    path = node.cluster_dir / "nodes" / f"{node.node_name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"name": node.node_name, "resourceVersion": "1", "labels": labels}
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": meta}))
+
+
+def test_a_node_whose_mig_the_gpu_operator_manages_keeps_mig_off(node, plugin_factory):
+    # Issue 29: the GPU Operator's MIG manager applies its own layout (label nvidia.com/mig.config) and
+    # undid carve's MIG changes; carve now leaves MIG to it and runs the fallback, saying why.
+    _label(node, {"nvidia.com/mig.config": "all-disabled"})
+    plugin = plugin_factory("mig")
+    plugin.wait_for_log(r"event=strategy\.fallback gpu=gpu-1")
+    assert _types(node) == {"0": {"vgpu"}, "1": {"vgpu"}, "2": {"vgpu"}}
+    messages = [e["message"] for e in _events(node) if e["reason"] == "StrategyFallback"]
+    assert any("MIG manager" in m and "GPU 0" in m for m in messages), messages
+
+
+def test_toolkit_settings_that_hand_out_gpus_are_reported(node, plugin_factory, tmp_path):
+    host = tmp_path / "host"
+    config = host / "etc/nvidia-container-runtime/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[nvidia-container-runtime]\nmode = "auto"\n')  # the toolkit's defaults apply
+    plugin = plugin_factory("soft", extra=("--toolkit-root", str(host)))
+    plugin.wait_for_log(r"event=toolkit\.unsafe setting=accept-nvidia-visible-devices-envvar-when")
+    unsafe = [e for e in _events(node) if e["reason"] == "ContainerToolkitUnsafe"]
+    assert len(unsafe) == 1 and "/etc/nvidia-container-runtime/config.toml" in unsafe[0]["message"]

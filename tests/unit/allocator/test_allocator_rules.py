@@ -378,3 +378,11 @@ def test_a_fully_qualified_attribute_overrides_its_bare_twin_in_cached_results()
     with pytest.raises(Unallocatable):
         allocate(claim("c", exactly("r", count=2)), slices, CLASSES)
     assert devices_of(allocate(claim("c", exactly("r", cls="mig")), slices, CLASSES)) == [("r", "n1", "a")]
+
+
+@pytest.mark.parametrize("amount", ["-1Gi", "-1"])
+def test_a_negative_capacity_request_is_refused_not_allocated(amount):
+    # Issue 29: -1Gi was allocated as consumedCapacity -1Gi, giving memory back to the shared device.
+    slices = [slice_("a", [dev("v0", "vgpu", memory="8Gi", multi=True, policy=SOFT_POLICY)])]
+    with pytest.raises(Unallocatable, match=r"capacity\.requests\.memory: '-1(Gi)?' is negative"):
+        allocate(claim("c", exactly("r", cls="vgpu", capacity={"memory": amount})), slices, CLASSES)

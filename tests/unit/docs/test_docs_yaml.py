@@ -106,6 +106,8 @@ def check_fragment(doc: dict) -> None:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": doc["status"]}
         kubernetes_validate.validate(pod, "1.36.0", strict=True)
+    elif set(doc) <= {"devicePlugin", "migManager", "toolkit"}:  # GPU Operator values (install.md)
+        check_gpu_operator_values(doc)
     else:
         pytest.fail(f"no check for this YAML block (keys {sorted(doc)}): add one to {__file__}")
 
@@ -149,3 +151,25 @@ def test_the_checks_catch_a_bad_example() -> None:
         check_object({**template, "spec": {"spec": {"devices": {"requests": [{"nam": "x"}]}}}})
     with pytest.raises(pytest.fail.Exception):
         check_object({"something": "else"})
+
+
+# The GPU Operator's toolkit container writes each of these env vars as the config.toml key beside it.
+TOOLKIT_ENV_KEYS = {
+    name: name.lower().replace("_", "-")
+    for name in (
+        "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED",
+        "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS",
+    )
+}
+
+
+def check_gpu_operator_values(doc: dict) -> None:
+    """The recipe leaves carve the only device plugin and MIG's only manager, and the toolkit config it
+    yields has nothing the plugin's toolkit check (driver/plugin/toolkit.py) reports."""
+    from driver.plugin.toolkit import check_config
+
+    assert doc["devicePlugin"] == {"enabled": False} and doc["migManager"] == {"enabled": False}, doc
+    env = {e["name"]: e["value"] for e in doc["toolkit"]["env"]}
+    assert set(env) == set(TOOLKIT_ENV_KEYS), env
+    toml = "".join(f"{TOOLKIT_ENV_KEYS[name]} = {value}\n" for name, value in env.items())
+    assert check_config(toml, "config.toml") == [], toml

@@ -329,3 +329,33 @@ def test_claims_without_carve_config_pass_untouched(policies):
         "UPDATE", "resource.k8s.io", "v1", "resourceclaims/status", "scheduler", object={}
     )
     assert not policies["carve-claim-policy"].matches_rules(status)
+
+
+# --- Events: every Node Event reason the plugin posts is one the events policy lets through ------------
+
+
+def _node_event_reasons() -> set[str]:
+    """Reasons the plugin's code posts about its Node (strategies.node_event("<Reason>", ...) and the
+    health monitor's node events), read from the code so a new one cannot be forgotten here."""
+    import re
+    from pathlib import Path
+
+    found: set[str] = set()
+    for path in (Path(__file__).resolve().parents[3] / "driver" / "plugin").rglob("*.py"):
+        found |= set(re.findall(r'node_event\(\s*"([A-Z]\w+)"', path.read_text()))
+    return found
+
+
+def test_every_node_event_the_plugin_posts_is_admitted(policies):
+    from driver.plugin.events import node_event
+
+    reasons = _node_event_reasons() | {"GpuUnhealthy", "GpuHealthy"}
+    assert {"StrategyFallback", "FeatureGatesOff", "ContainerToolkitUnsafe"} <= reasons  # the scan works
+    events = next(p for name, p in policies.items() if name.endswith("-events"))
+    for reason in [*sorted(reasons), "SomethingElse"]:
+        obj = node_event("node-a", reason, "m")
+        req = AdmissionRequest("CREATE", "", "v1", "events", PLUGIN_SA, extra={NODE_KEY: ["node-a"]},
+                               object=obj, name="e", namespace=obj["metadata"].get("namespace", "default"))
+        decision = events.admit(req)
+        assert decision.matched and not decision.errors, (reason, decision.errors)
+        assert decision.allowed == (reason != "SomethingElse"), (reason, decision.denials)

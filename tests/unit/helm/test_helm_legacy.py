@@ -166,3 +166,28 @@ def test_legacy_objects_are_valid_kubernetes_objects(args, kube_version):
             pytest.fail(f"{obj['kind']} {obj['metadata']['name']}: {e.message}")
     done = run_helm("lint", "--strict", str(CHART), *args)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _scheduler_image(*args: str, kube_version: str) -> str:
+    objects = render(*LEGACY_ONLY, *args, kube_version=kube_version)
+    pod = by_name(objects, "Deployment", "-legacy-scheduler")["spec"]["template"]["spec"]
+    return next(c for c in pod["containers"] if c["name"] == "kube-scheduler")["image"]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "tag"),
+    [
+        ("1.29.3", "v1.29.3"),
+        ("1.33.0", "v1.33.0"),
+        ("v1.31.2-gke.1200", "v1.31.2"),
+        ("v1.30.4+k3s1", "v1.30.4"),
+    ],
+)
+def test_second_scheduler_follows_the_clusters_version(cluster, tag):
+    # Issue 29: the image was pinned to one release (v1.33.4), whatever the control plane ran.
+    assert _scheduler_image(kube_version=cluster) == f"registry.k8s.io/kube-scheduler:{tag}"
+
+
+def test_second_scheduler_image_can_be_pinned():
+    pinned = "registry.example.com/kube-scheduler:v1.30.14"
+    assert _scheduler_image("--set", f"legacy.scheduler.image={pinned}", kube_version="1.33.0") == pinned

@@ -150,3 +150,38 @@ def test_grafana_variables_become_what_all_selects_and_fixed_windows(tmp_path) -
 def test_a_variable_the_dashboard_does_not_define_names_the_panel(tmp_path) -> None:
     with pytest.raises(DashboardError, match=r"panel 'P' query A: .* uses \$cluster"):
         panel_queries(_dashboard(tmp_path, 'up{cluster="$cluster"}', []))
+
+
+def test_a_plugin_that_is_not_ready_stays_a_scrape_target() -> None:
+    # Issue 29 (alert for a plugin that is down): without this a crash-looping plugin leaves the
+    # endpoints and `up` has no series to be 0 on.
+    (svc,) = [o for o in render() if o["kind"] == "Service" and o["metadata"]["name"].endswith(
+        "-kubelet-plugin-metrics")]
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+
+
+def test_the_operators_alerts_exist() -> None:
+    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+    assert alerts >= {"CarvePrepareErrors", "CarveGPUModeChangePending", "CarvePluginDown",
+                      "CarvePluginPodsUnavailable", "CarveFeatureGateOff", "CarveContainerToolkitUnsafe"}
+
+
+def test_the_dashboard_filters_by_node_namespace_and_pod_and_maps_pods_to_gpus() -> None:
+    # Issue 29: no filters, no pod -> GPU table, no physical memory or scheduling-failure panels.
+    dashboard = json.loads(DASHBOARD.read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert {"node", "namespace", "pod"} <= set(variables)
+    panels = {p["title"]: p for p in dashboard["panels"]}
+    assert {"GPU physical memory", "Scheduling failures", "Pods and their GPUs"} <= set(panels)
+    # Every per-pod panel narrows to the chosen pods, every per-GPU one to the chosen nodes.
+    for p in dashboard["panels"]:
+        for t in p["targets"]:
+            if "carve_claim_" in t["expr"] and "carve_controller" not in t["expr"]:
+                assert 'node=~"$node"' in t["expr"], (p["title"], t["expr"])
+            if "by (pod_namespace, pod)" in t["expr"]:
+                assert 'pod=~"$pod"' in t["expr"] and 'pod_namespace=~"$namespace"' in t["expr"], p["title"]
+    table = panels["Pods and their GPUs"]
+    assert table["type"] == "table" and table["targets"][0]["format"] == "table"
+    expr = table["targets"][0]["expr"]
+    assert "carve_gpu_info" in expr and "group_left (index, model)" in expr
+    assert "carve_gpu_memory_bytes" in panels["GPU physical memory"]["targets"][0]["expr"]

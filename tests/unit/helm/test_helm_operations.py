@@ -219,12 +219,12 @@ def test_a_strategy_with_a_stray_comma_is_refused_by_the_schema() -> None:
 def test_a_numeric_image_tag_is_taken_as_its_string() -> None:
     objects = render("--set", "image.tag=1")
     images = {c["image"] for w in _workloads(objects) for c in w["spec"]["template"]["spec"]["containers"]}
-    assert images == {"carve:1"}
+    assert images == {"localhost/carve:1"}
     assert {
         c["image"]
         for w in _workloads(render("--set", "image.tag=1.5"))
         for c in w["spec"]["template"]["spec"]["containers"]
-    } == {"carve:1.5"}
+    } == {"localhost/carve:1.5"}
 
 
 def test_notes_say_what_to_check_after_install() -> None:

@@ -175,3 +175,47 @@ def test_the_health_probes_empty_call_is_not_counted():
     labels = {"api_version": "v1", "operation": "prepare"}
     assert m.registry.get_sample_value("carve_plugin_requests_total", labels) == 0
     assert m.registry.get_sample_value("carve_plugin_request_duration_seconds_count", labels) == 0
+
+
+def test_gpu_series_carry_the_node_they_are_on():
+    # Issue 29: a GPU UUID alone does not say which node to look at; the dashboard filters by node.
+    state = PluginState(
+        registered=True, claims=[], claims_dir=Path("/nonexistent"),
+        gpus=[GpuState("GPU-a", 0, "Tesla T4", "soft", 16 << 30)],
+    )
+    m = PluginMetrics(lambda: state, node="gpu-node-7")
+    m.observe_health([], [("GPU-a", 0)], {})
+    m.observe_fallback("GPU-a", 0, "mig", "soft")
+    r = m.registry
+    node = {"node": "gpu-node-7"}
+    assert r.get_sample_value("carve_gpu_info", {**node, "gpu_uuid": "GPU-a", "index": "0",
+                                                 "model": "Tesla T4", "strategy": "soft"}) == 1
+    assert r.get_sample_value("carve_gpu_memory_bytes", {**node, "gpu_uuid": "GPU-a"}) == 16 << 30
+    assert r.get_sample_value("carve_gpus", {**node, "strategy": "soft", "model": "Tesla T4"}) == 1
+    assert r.get_sample_value("carve_gpu_healthy", {**node, "gpu_uuid": "GPU-a", "index": "0"}) == 1
+    fallback = {**node, "gpu_uuid": "GPU-a", "index": "0", "wanted": "mig", "strategy": "soft"}
+    assert r.get_sample_value("carve_plugin_gpu_strategy_fallback", fallback) == 1
+    # Node-wide series stay as they are (the scrape target says which node).
+    assert r.get_sample_value("carve_plugin_registered") == 1
+
+
+def test_a_gate_the_api_server_has_off_is_a_series():
+    m = metrics_for()
+    m.observe_gates_off({"DRAConsumableCapacity"})
+    r = m.registry
+    assert r.get_sample_value("carve_plugin_feature_gate_off", {"gate": "DRAConsumableCapacity"}) == 1
+    assert r.get_sample_value("carve_plugin_feature_gate_off", {"gate": "DRADeviceTaints"}) is None
+
+
+def test_every_prepared_device_maps_its_pod_to_a_gpu_whatever_its_type():
+    state = PluginState(
+        registered=True, claims=[claim("a", type_="gpu"), claim("b", type_="mig"), claim("c", STATE_STARTED)],
+        claims_dir=Path("/nonexistent"), pods=lambda record: [("ml", f"pod-{record.uid}")],
+    )
+    r = PluginMetrics(lambda: state, node="n1").registry
+    for uid, type_ in (("a", "gpu"), ("b", "mig")):
+        labels = {"claim_namespace": "ml", "claim_name": f"c-{uid}", "claim_uid": uid, "pod_namespace": "ml",
+                  "pod": f"pod-{uid}", "device": "gpu-0", "gpu_uuid": "GPU-0", "type": type_, "node": "n1"}
+        assert r.get_sample_value("carve_claim_device_info", labels) == 1
+    infos = [s for f in r.collect() if f.name == "carve_claim_device_info" for s in f.samples]
+    assert sorted(s.labels["claim_uid"] for s in infos) == ["a", "b"]  # not the claim still preparing

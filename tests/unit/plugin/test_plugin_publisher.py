@@ -82,6 +82,17 @@ def test_gates_off_fall_back_to_slots_and_whole_gpus():
     assert not any(s["spec"].get("sharedCounters") for s in stored)
 
 
+def test_gates_off_are_announced_once_with_the_strategies_they_changed():
+    # Issue 29: a default 1.34/1.35 cluster got whole GPUs and slots with only a log line to say so.
+    cluster = LocalCluster(drop_fields=fields_of_disabled_gates([GATE_CONSUMABLE, GATE_PARTITIONABLE]))
+    told: list[tuple[set[str], dict[int, str]]] = []
+    pub = make(cluster, {0: "mig", 1: "soft", 2: "exclusive"})
+    pub.on_gates_off = lambda gates, changed: told.append((gates, changed))
+    pub.publish()
+    pub.publish()
+    assert told == [({GATE_CONSUMABLE, GATE_PARTITIONABLE}, {0: "mig->exclusive", 1: "soft->slots"})]
+
+
 def test_gates_off_are_found_by_a_dry_run_so_the_pool_is_written_once():
     cluster = LocalCluster(drop_fields=fields_of_disabled_gates([GATE_CONSUMABLE, GATE_PARTITIONABLE]))
     written: list[dict] = []
