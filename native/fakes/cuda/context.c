@@ -445,6 +445,8 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
     FC_CALLED("cuCtxGetDevice");
     int ordinal;
     CUresult rc = fc_check_ctx(&ordinal);
+    if (rc == CUDA_SUCCESS && !device)
+        return CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS)
         *device = ordinal;
     return rc;

@@ -135,6 +135,8 @@ FAKE_EXPORT CUresult cuDeviceGetCount(int *count)
     FC_CALLED("cuDeviceGetCount");
     if (!g_init)
         return CUDA_ERROR_NOT_INITIALIZED;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
     *count = g_count;
     return CUDA_SUCCESS;
 }
@@ -146,6 +148,8 @@ FAKE_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!fc_gpu(ordinal))
         return CUDA_ERROR_INVALID_DEVICE;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
     *device = ordinal;
     return CUDA_SUCCESS;
 }
@@ -156,6 +160,8 @@ FAKE_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     const fake_gpu_t *g = fc_gpu(dev);
     if (!g)
         return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
     snprintf(name, (size_t)len, "%s", g->model->name);
     return CUDA_SUCCESS;
 }
@@ -217,6 +223,8 @@ FAKE_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     const fake_gpu_t *g = fc_gpu(dev);
     if (!g)
         return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
     *bytes = g->model->memory_bytes;
     return CUDA_SUCCESS;
 }
@@ -228,6 +236,8 @@ FAKE_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     const fake_gpu_t *g = fc_gpu(dev);
     if (!g)
         return g_init ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
     *bytes = g->model->memory_bytes > 0xffffffffull ? 0xffffffffu : (unsigned)g->model->memory_bytes;
     return CUDA_SUCCESS;
 }
@@ -386,6 +396,22 @@ static const struct {
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+     "the graph update was not performed because it included changes which violated constraints specific to "
+     "instantiated graph update"},
+    {CUDA_ERROR_MPS_SERVER_NOT_READY, "CUDA_ERROR_MPS_SERVER_NOT_READY", "MPS client failed to connect to the MPS "
+     "control daemon or the MPS server"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
 static int error_index(CUresult code)
