@@ -3,8 +3,9 @@
  *
  * With CARVE_FAKE_STATE set, the state is a file mapped MAP_SHARED by every process that names it, as
  * the driver's state is shared by every process of a real node. Each GPU's part is guarded by a POSIX
- * record lock on one byte of the file (kernel-released when a process dies, so a SIGKILLed holder never
- * wedges the others) plus a per-process mutex (record locks do not exclude threads of one process).
+ * lock on one byte of the file (an open-file-description lock, see file_lock; kernel-released when a
+ * process dies, so a SIGKILLed holder never wedges the others) plus a per-process mutex (the lock does not
+ * exclude threads that share the descriptor).
  * Without CARVE_FAKE_STATE the state is private memory of this process.
  *
  * A process slot's owner also holds a shared record lock on the slot's own byte while the slot is its:
@@ -36,6 +37,7 @@
 
 static fake_state_file_t *g_state;
 static int g_fd = -1;
+static char g_path[4096]; /* the state file, for a forked child to reopen */
 static const char *g_state_err;
 static char g_state_err_buf[512];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -62,10 +64,15 @@ FAKE_EXPORT void fake_warn_once(unsigned key, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+/* The init and GPU locks are open-file-description locks, not process-associated record locks: the fake
+ * libcuda and the fake NVML each link this file and open the state on their own descriptor, and both may
+ * initialise it at once inside one process (the limiter's NVML thread beside CUDA start-up). Process locks
+ * would let the second library in while the first one builds a new file, and truncate it under the first
+ * one's mapping (SIGBUS). A forked child reopens the file (fork_child) so its locks exclude its parent's. */
 static int file_lock(unsigned byte, int type)
 {
-    struct flock fl = {.l_type = (short)type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
-    while (fcntl(g_fd, F_SETLKW, &fl) != 0)
+    struct flock fl = {.l_type = (short)type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1, .l_pid = 0};
+    while (fcntl(g_fd, F_OFD_SETLKW, &fl) != 0)
         if (errno != EINTR)
             return -1;
     return 0;
@@ -112,6 +119,7 @@ static int state_error(const char *path, const char *what)
  * Returns 0 with the init lock held. */
 static int open_file(const char *path)
 {
+    snprintf(g_path, sizeof g_path, "%s", path);
     g_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (g_fd < 0)
         return state_error(path, strerror(errno));
@@ -159,13 +167,26 @@ static void fork_parent(void)
         pthread_mutex_unlock(&g_mutex[i]);
 }
 
+/* The child shares its parent's open file description, and so its OFD locks: give it one of its own. */
+static void fork_child(void)
+{
+    if (g_fd >= 0 && g_path[0]) {
+        int fd = open(g_path, O_RDWR | O_CLOEXEC);
+        if (fd >= 0) {
+            dup3(fd, g_fd, O_CLOEXEC);
+            close(fd);
+        }
+    }
+    fork_parent();
+}
+
 static void init_once(void)
 {
     for (unsigned i = 0; i < FAKE_MAX_GPUS; i++)
         pthread_mutex_init(&g_mutex[i], NULL);
-    /* Record locks are per process and are not inherited: a forked child takes its own. The mutexes are
-     * held across fork so the child never inherits one locked by a thread that does not exist there. */
-    pthread_atfork(fork_prepare, fork_parent, fork_parent);
+    /* The mutexes are held across fork so the child never inherits one locked by a thread that does not
+     * exist there (and so no GPU lock is held at the fork either). */
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
     struct stat sb;
     g_pidns = stat("/proc/self/ns/pid", &sb) == 0 ? (uint64_t)sb.st_ino : 0;
     const char *path = getenv("CARVE_FAKE_STATE");
