@@ -292,6 +292,7 @@ class Plugin:
             {k: v for k, v in os.environ.items() if k.startswith("CARVE_FAKE_")},
         )
         self.preparer.mps_pipe_dir = self.mps.pipe_dir
+        self.preparer.mps_state_dir = self.mps.state_dir
         if self.mps.control is not None:
             # MPS serves one uid per GPU: the hook refuses a container of another uid while it has clients.
             self.preparer.mps_user_check = MpsUserCheck(

@@ -129,6 +129,7 @@ class Preparer:
         # side of the driver-partition hook, and the MPS pipe directory of a GPU (None: no daemon).
         self.partition_host: PartitionHost | None = None
         self.mps_pipe_dir: Callable[[str], Path | None] = lambda _uuid: None
+        self.mps_state_dir: Callable[[str], Path | None] = lambda _uuid: None
         self.mps_shm_dir: Path | None = None  # --mps-shm-dir: the daemons' /dev/shm on the host
         self.mps_user_check: MpsUserCheck | None = None  # None: no mps-user hook (no control binary)
         # After a claim is prepared (not answered from the checkpoint): the claim status writer. Its
@@ -354,6 +355,7 @@ class Preparer:
                 memory=device_memory(ref, p)[1],
                 shm_dir=self.mps_shm_dir,
                 gpu_uuid=p.device.gpu_uuid,
+                state_dir=self.mps_state_dir(p.device.gpu_uuid),
             )
             mps = mps_edits(share, self.mps_user_check)
             edits = mps if edits is None else edits.merged(mps)
