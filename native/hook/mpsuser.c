@@ -354,8 +354,8 @@ static int daemon_refuses(const char *control_path, const char *pipe_dir, const 
                        ? parse_pids(reply, servers, MAX_SERVERS)
                        : -2;
     if (nservers < 0) {
-        hook_warn("mps-user: GPU %s: the MPS control daemon at %s %s; its word is not asked (MPS is "
-                  "fail-open: see the plugin's mps health)",
+        hook_warn("mps-user: GPU %s: the MPS control daemon at %s %s; the container starts unchecked by "
+                  "the daemon (MPS is fail-open: see the plugin's mps health)",
                   gpu, pipe_dir, nservers == -2 ? err : "gave an unreadable server list");
         free(reply);
         return 0;

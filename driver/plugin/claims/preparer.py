@@ -42,6 +42,7 @@ from driver.plugin.claims.plan import (
     memory_partitions,
     plan_claim,
 )
+from driver.plugin.container import regionfs
 from driver.plugin.container.claimfiles import LimiterMissing, write_claim_files
 from driver.plugin.container.edits import (
     ClaimDevice,
@@ -413,6 +414,7 @@ class Preparer:
     def remove_claim_dir(self, uid: str) -> None:
         root = self.claims_dir / uid
         if root.exists():
+            regionfs.release_under(root)
             shutil.rmtree(root)  # no fsync: per-boot state (driver/fsutil.py)
 
     def sync(self) -> None:

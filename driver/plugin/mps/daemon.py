@@ -190,7 +190,8 @@ class MpsDaemons:
         d.proc = None
         d.record.unlink(missing_ok=True)
         ran = time.monotonic() - d.started_at
-        d.backoff_s = BACKOFF_MIN_S if ran >= STABLE_S or not d.backoff_s else min(d.backoff_s * 2, BACKOFF_MAX_S)
+        stable = ran >= STABLE_S or not d.backoff_s
+        d.backoff_s = BACKOFF_MIN_S if stable else min(d.backoff_s * 2, BACKOFF_MAX_S)
         d.next_start = time.monotonic() + d.backoff_s
         with self._lock:
             was, d.healthy, d.error = d.healthy, False, f"exited with status {code}"
