@@ -44,12 +44,8 @@ class Unallocatable(Exception):
 
 
 class Allocator:
-    def __init__(
-        self,
-        slices: Iterable[Mapping[str, Any] | Slice],
-        classes: Iterable[Mapping[str, Any]],
-        cel_cache: bool = True,
-    ) -> None:
+    def __init__(self, slices: Iterable[Mapping[str, Any] | Slice], classes: Iterable[Mapping[str, Any]],
+                 cel_cache: bool = True) -> None:
         """`slices` are ResourceSlice objects (dicts), or already read with model.read_slice."""
         self._lock = threading.RLock()
         self.selectors = SelectorCache(enabled=cel_cache)
@@ -60,12 +56,8 @@ class Allocator:
         self.ledger = Ledger()
         self._pool_versions: dict[tuple[str, str], int] = {}  # bumped when a pool's holdings change
         self._claims: dict[str, list[tuple[tuple[str, str, str], dict[str, int] | None, bool]]] = {}
-        self._counts = {
-            "claims_allocated": 0,
-            "claims_unallocatable": 0,
-            "search_steps": 0,
-            "searches_skipped": 0,
-        }
+        self._counts = {"claims_allocated": 0, "claims_unallocatable": 0, "search_steps": 0,
+                        "searches_skipped": 0}
         self._set_slices(slices)
 
     # --- slices --------------------------------------------------------------------------------
@@ -75,8 +67,7 @@ class Allocator:
         self.pools = pools.gather(parsed)
         self.nodes = pools.nodes_of(self.pools)
         self.devices: dict[tuple[str, str, str], tuple[pools.Pool, Device]] = {
-            d.key: (p, d) for p in self.pools for s in p.slices for d in s.devices
-        }
+            d.key: (p, d) for p in self.pools for s in p.slices for d in s.devices}
         self._node_index = pools.node_index(self.pools)
         self._node_devices: dict[str | None, list[tuple[pools.Pool, Device]]] = {}
         self._node_pool_keys: dict[str | None, list[tuple[str, str]]] = {}
@@ -205,9 +196,8 @@ class Allocator:
                 if not self.selectors.matches(expr, dev):
                     return False
             except CelError as e:
-                return CelError(
-                    e.expression, f"class {dc.name}: selector #{i} on device {'/'.join(dev.key)}: {e.message}"
-                )
+                return CelError(e.expression, f"class {dc.name}: selector #{i} on device "
+                                              f"{'/'.join(dev.key)}: {e.message}")
         return True
 
     def _request_selection(self, req: Request, dev: Device, claim: Claim) -> bool | CelError:
@@ -216,10 +206,8 @@ class Allocator:
                 if not self.selectors.matches(expr, dev):
                     return False
             except CelError as e:
-                return CelError(
-                    e.expression,
-                    f"claim {claim.name}: selector #{i} on device {'/'.join(dev.key)}: {e.message}",
-                )
+                return CelError(e.expression, f"claim {claim.name}: selector #{i} on device "
+                                              f"{'/'.join(dev.key)}: {e.message}")
         return True
 
     def class_devices(self, dc: DeviceClass, node: str | None) -> Candidates:
@@ -263,9 +251,8 @@ class Allocator:
 
     # --- allocation ----------------------------------------------------------------------------
 
-    def allocate(
-        self, claim_obj: Mapping[str, Any], node: str | None = None, explain: bool = True, prune: bool = True
-    ) -> dict:
+    def allocate(self, claim_obj: Mapping[str, Any], node: str | None = None, explain: bool = True,
+                 prune: bool = True) -> dict:
         """The claim's status.allocation, or Unallocatable. With explain=False the reason only says
         the claim does not fit (the simulator and the controller retry, they do not read it); the
         explanation costs a pass over every device of every node tried. prune=False searches without
@@ -305,14 +292,8 @@ class Allocator:
                 self._counts["searches_skipped"] += 1
                 failures.append(target)
                 continue
-            search = Search(
-                claim,
-                self.ledger,
-                lambda r, t=target: self.candidates(r, t, claim),
-                self._pools_for(target),
-                prune,
-                twins,
-            )
+            search = Search(claim, self.ledger, lambda r, t=target: self.candidates(r, t, claim),
+                            self._pools_for(target), prune, twins)
             try:
                 picks = search.run()
             except SearchAborted as e:
@@ -377,13 +358,9 @@ def _shape(claim: Claim, prune: bool) -> tuple | None:
     return shape
 
 
-def allocate(
-    claim: Mapping[str, Any],
-    slices: Iterable[Mapping[str, Any]],
-    classes: Iterable[Mapping[str, Any]],
-    allocated: Iterable[Mapping[str, Any]] = (),
-    node: str | None = None,
-) -> dict:
+def allocate(claim: Mapping[str, Any], slices: Iterable[Mapping[str, Any]],
+             classes: Iterable[Mapping[str, Any]], allocated: Iterable[Mapping[str, Any]] = (),
+             node: str | None = None) -> dict:
     """Pure form: the claim's status.allocation, or Unallocatable."""
     a = Allocator(slices, classes)
     for c in allocated:

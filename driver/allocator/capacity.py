@@ -69,7 +69,8 @@ def violates_policy(amount: int, spec: CapacitySpec) -> bool:
 
 
 def allowed_by_policy(spec: CapacitySpec) -> str:
-    """What a request policy accepts, for messages: `must be 0..100`, `must be 256Mi..80Gi in steps of 256Mi`."""
+    """What a request policy accepts, for messages: `must be 0..100`, `must be 256Mi..80Gi in steps of 256Mi`.
+    """
     if spec.valid_values:
         return "must be one of " + ", ".join(_fmt(v, spec) for v in spec.valid_values)
     low = _fmt(spec.range_min or 0, spec)
@@ -78,8 +79,9 @@ def allowed_by_policy(spec: CapacitySpec) -> str:
     return f"must be {low}..{high}{step}"
 
 
-def capacity_shortfall(device: Device, wanted: Mapping[str, int], held: Mapping[str, int] | None) -> str:
-    """ "" if `wanted` fits next to what is `held`, else why not (for messages)."""
+def capacity_shortfall(device: Device, wanted: Mapping[str, int],
+                       held: Mapping[str, int] | None) -> str:
+    """"" if `wanted` fits next to what is `held`, else why not (for messages)."""
     for name, amount in wanted.items():
         spec = device.capacity[name]
         if violates_policy(amount, spec):
@@ -101,7 +103,6 @@ def format_consumed(device: Device, consumed: Mapping[str, int]) -> dict[str, st
 
 # --- taints --------------------------------------------------------------------------------------
 
-
 def tolerates(toleration: Mapping, taint: Mapping) -> bool:
     """core/v1 toleration semantics applied to a device taint."""
     effect = toleration.get("effect") or ""
@@ -122,8 +123,7 @@ def blocking_taint(device: Device, request: Request) -> Mapping | None:
     """The first NoSchedule/NoExecute taint the request does not tolerate (other effects never block)."""
     for taint in device.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
-            tolerates(t, taint) for t in request.tolerations
-        ):
+                tolerates(t, taint) for t in request.tolerations):
             return taint
     return None
 
@@ -142,15 +142,12 @@ def add_counters(into: Counters, device: Device, sign: int = 1) -> None:
 
 def oversubscribed(sets: Counters, used: Counters) -> bool:
     """Whether recorded allocations already exceed some counter of the pool."""
-    return any(
-        used.get(cs, {}).get(name, 0) > total
-        for cs, counters in sets.items()
-        for name, total in counters.items()
-    )
+    return any(used.get(cs, {}).get(name, 0) > total
+               for cs, counters in sets.items() for name, total in counters.items())
 
 
 def counter_shortfall(sets: Counters, used: Counters, extra: Counters, all_sets: bool = True) -> str:
-    """ "" if every counter of the pool stays within its set, else the first that does not.
+    """"" if every counter of the pool stays within its set, else the first that does not.
 
     The scheduler checks every set of the pool, so a pool that recorded allocations already
     oversubscribe takes no more counter-consuming devices; callers that know the pool is not
@@ -174,7 +171,5 @@ def _counter_text(cs: str, name: str, total: int, used: int, want: int) -> str:
     left = max(total - used, 0)
     # Counters carry no format of their own here; binary reads best for memory and prints small
     # counts (slices, engines) as plain numbers anyway.
-    return (
-        f"counter {cs}/{name}: {q.format_units(want, 'BinarySI')} needed, "
-        f"{q.format_units(left, 'BinarySI')} left"
-    )
+    return (f"counter {cs}/{name}: {q.format_units(want, 'BinarySI')} needed, "
+            f"{q.format_units(left, 'BinarySI')} left")

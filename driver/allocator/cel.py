@@ -90,9 +90,8 @@ def qualify(names: Mapping[str, Any] | None, driver: str) -> dict[tuple[str, str
     return {split_name(name, driver): raw for name, raw in (names or {}).items()}
 
 
-def device_value(
-    driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any], allow_multiple_allocations: bool
-) -> celtypes.MapType:
+def device_value(driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any],
+                 allow_multiple_allocations: bool) -> celtypes.MapType:
     """The `device` variable for one device, in the shape Kubernetes gives selectors."""
     attrs: dict[str, dict] = {}
     for (domain, ident), raw in qualify(attributes, driver).items():
@@ -100,18 +99,14 @@ def device_value(
     caps: dict[str, dict] = {}
     for (domain, ident), raw in qualify(capacity, driver).items():
         caps.setdefault(domain, {})[celtypes.StringType(ident)] = q.of(raw["value"])
-    return celtypes.MapType(
-        {
-            celtypes.StringType("driver"): celtypes.StringType(driver),
-            celtypes.StringType("attributes"): DomainMap(
-                {celtypes.StringType(d): celtypes.MapType(v) for d, v in attrs.items()}
-            ),
-            celtypes.StringType("capacity"): DomainMap(
-                {celtypes.StringType(d): celtypes.MapType(v) for d, v in caps.items()}
-            ),
-            celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(allow_multiple_allocations),
-        }
-    )
+    return celtypes.MapType({
+        celtypes.StringType("driver"): celtypes.StringType(driver),
+        celtypes.StringType("attributes"): DomainMap(
+            {celtypes.StringType(d): celtypes.MapType(v) for d, v in attrs.items()}),
+        celtypes.StringType("capacity"): DomainMap(
+            {celtypes.StringType(d): celtypes.MapType(v) for d, v in caps.items()}),
+        celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(allow_multiple_allocations),
+    })
 
 
 def _explain(err: BaseException) -> str:
@@ -178,9 +173,8 @@ class Program:
         if isinstance(result, celpy.CELEvalError):
             raise CelError(self.expression, f"CEL runtime error: {_explain(result)}")
         if not isinstance(result, (bool, celtypes.BoolType)):
-            raise CelError(
-                self.expression, f"CEL result must be a boolean, got {type(result).__name__} {result!r}"
-            )
+            raise CelError(self.expression,
+                           f"CEL result must be a boolean, got {type(result).__name__} {result!r}")
         return bool(result)
 
     def _metered(self, device: celtypes.MapType) -> Any:
@@ -274,11 +268,8 @@ def _compile(expression: str, compiled: bool) -> Program | CelError:
     if not isinstance(expression, str) or not expression.strip():
         return CelError(str(expression), "CEL expression is empty")
     if len(expression) > MAX_EXPRESSION_LENGTH:
-        return CelError(
-            expression,
-            f"CEL expression is {len(expression)} characters long, more than the "
-            f"limit of {MAX_EXPRESSION_LENGTH} (10 KiB)",
-        )
+        return CelError(expression, f"CEL expression is {len(expression)} characters long, more than the "
+                                    f"limit of {MAX_EXPRESSION_LENGTH} (10 KiB)")
     env = _environment(compiled)
     try:
         assert _PARSER is not None
@@ -291,11 +282,8 @@ def _compile(expression: str, compiled: bool) -> Program | CelError:
             env = _environment(False)
         cost = cel_cost.estimate(node).cost
         if cost > cel_cost.MAX_COST:
-            return CelError(
-                expression,
-                f"CEL expression too complex: worst-case cost {cost} exceeds the "
-                f"limit of {cel_cost.MAX_COST}",
-            )
+            return CelError(expression, f"CEL expression too complex: worst-case cost {cost} exceeds the "
+                                        f"limit of {cel_cost.MAX_COST}")
         runner = env.program(ast, functions=FUNCTIONS)
     except celpy.CELParseError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else "syntax error"
@@ -303,14 +291,8 @@ def _compile(expression: str, compiled: bool) -> Program | CelError:
     except Exception as e:  # the transpiler rejects some constructs the parser accepts
         return CelError(expression, f"CEL compile error: {type(e).__name__}: {e}")
     found = cel_ast.reads(node)
-    return Program(
-        expression,
-        runner,
-        compiled,
-        found,
-        cel_fast.compile_fast(node),
-        -1 if found is None else cel_ast.read_set_id(found),
-    )
+    return Program(expression, runner, compiled, found, cel_fast.compile_fast(node),
+                   -1 if found is None else cel_ast.read_set_id(found))
 
 
 def evaluate(expression: str, device: celtypes.MapType) -> bool:

@@ -36,15 +36,8 @@ Node = tuple
 
 _SIMPLE_STRING = re.compile(r'^(?:"([^"\\\n]*)"|\'([^\'\\\n]*)\')$')
 _DECIMAL_INT = re.compile(r"^-?[0-9]+$")
-_RELATIONS = {
-    "relation_eq": "==",
-    "relation_ne": "!=",
-    "relation_lt": "<",
-    "relation_le": "<=",
-    "relation_gt": ">",
-    "relation_ge": ">=",
-    "relation_in": "in",
-}
+_RELATIONS = {"relation_eq": "==", "relation_ne": "!=", "relation_lt": "<", "relation_le": "<=",
+              "relation_gt": ">", "relation_ge": ">=", "relation_in": "in"}
 _DEVICE_MAPS = {"attributes": "attr", "capacity": "cap"}
 _DEVICE_FIELDS = {"driver": ("driver",), "allowMultipleAllocations": ("multi",)}
 
@@ -56,21 +49,8 @@ def reduce(tree: Any) -> Node:
         # `device` there reads as "the whole device".
         return ("ident", str(tree)) if tree.type == "IDENT" else ("other", tree.type, (str(tree),))
     rule, ch = str(tree.data), tree.children
-    if (
-        rule
-        in (
-            "expr",
-            "conditionalor",
-            "conditionaland",
-            "relation",
-            "addition",
-            "multiplication",
-            "unary",
-            "member",
-            "primary",
-        )
-        and len(ch) == 1
-    ):
+    if rule in ("expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication",
+                "unary", "member", "primary") and len(ch) == 1:
         return reduce(ch[0])
     if rule == "conditionalor" and len(ch) == 2:
         return ("or", reduce(ch[0]), reduce(ch[1]))
@@ -128,13 +108,8 @@ def _device_access(node: Node) -> Node:
     kind, target, sel = node
     if target == ("ident", DEVICE) and kind == "dot" and sel in _DEVICE_FIELDS:
         return _DEVICE_FIELDS[sel]
-    if (
-        kind == "index"
-        and target[0] == "dot"
-        and target[1] == ("ident", DEVICE)
-        and target[2] in _DEVICE_MAPS
-        and _string_key(sel) is not None
-    ):
+    if (kind == "index" and target[0] == "dot" and target[1] == ("ident", DEVICE)
+            and target[2] in _DEVICE_MAPS and _string_key(sel) is not None):
         return ("domain", _DEVICE_MAPS[target[2]], _string_key(sel))
     if target[0] == "domain":
         name = sel if kind == "dot" else _string_key(sel)
@@ -148,7 +123,7 @@ class Read:
     """One thing a selector reads from a device: kind driver | multi | attr | cap | domain."""
 
     kind: str
-    map_kind: str = ""  # for domain: attr | cap
+    map_kind: str = ""    # for domain: attr | cap
     domain: str = ""
     name: str = ""
     qualified: str = field(default="", init=False, compare=False, repr=False)  # "domain/name"

@@ -103,11 +103,8 @@ def estimate(node: Node) -> Estimate:
     # Anything else (`+`, `?:`, indexing, conversions): its children, and a value no larger than
     # all of them together (string and list concatenation).
     children = [estimate(c) for c in _children(node)]
-    return Estimate(
-        1 + sum(c.cost for c in children),
-        max(1, sum(c.size for c in children)),
-        max((c.item for c in children), default=1),
-    )
+    return Estimate(1 + sum(c.cost for c in children), max(1, sum(c.size for c in children)),
+                    max((c.item for c in children), default=1))
 
 
 def _children(node: Node) -> list[Node]:

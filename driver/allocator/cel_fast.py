@@ -84,7 +84,6 @@ def _bool(node: Node) -> Fn:
         def negate(d: Any) -> Any:
             v = inner(d)
             return v if v is ERROR else celtypes.BoolType(not v)
-
         return negate
     value = _value(node)
 
@@ -93,7 +92,6 @@ def _bool(node: Node) -> Fn:
         if v is ERROR or type(v) is celtypes.BoolType:
             return v
         raise Defer
-
     return checked
 
 
@@ -106,7 +104,6 @@ def _and(left: Fn, right: Fn) -> Fn:
         if b is not ERROR and not b:
             return b
         return ERROR if a is ERROR or b is ERROR else a
-
     return both
 
 
@@ -119,7 +116,6 @@ def _or(left: Fn, right: Fn) -> Fn:
         if b is not ERROR and b:
             return b
         return ERROR if a is ERROR or b is ERROR else a
-
     return either
 
 
@@ -175,13 +171,8 @@ def _compare(op: str, left: Fn, right: Fn) -> Fn:
     ordered = op not in ("==", "!=")
     kinds = _ORDERED if ordered else _EQUATABLE
     test: Callable[[Any, Any], bool] = {
-        "==": lambda a, b: a == b,
-        "!=": lambda a, b: a != b,
-        "<": lambda a, b: a < b,
-        "<=": lambda a, b: a <= b,
-        ">": lambda a, b: a > b,
-        ">=": lambda a, b: a >= b,
-    }[op]
+        "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}[op]
 
     def compare(d: Any) -> Any:
         a = left(d)
@@ -193,7 +184,6 @@ def _compare(op: str, left: Fn, right: Fn) -> Fn:
         if type(a) is not type(b) or not isinstance(a, kinds):
             raise Defer
         return celtypes.BoolType(test(a, b))
-
     return compare
 
 
@@ -209,7 +199,6 @@ def _in(item_node: Node, container: Node) -> Fn:
             if type(key) is not celtypes.StringType:
                 raise Defer
             return celtypes.BoolType(str(key) in d.domain(map_kind, domain))
-
         return in_domain
     if container[0] != "list" or not container[1] or any(n[0] != "lit" for n in container[1]):
         raise NotFast("in")
@@ -226,7 +215,6 @@ def _in(item_node: Node, container: Node) -> Fn:
         if type(v) is not member_type:
             raise Defer
         return celtypes.BoolType(v in members)
-
     return in_list
 
 
@@ -252,5 +240,4 @@ def _method(node: Node) -> Fn:
         if name == "compareTo":
             return celtypes.IntType(c)
         return celtypes.BoolType(c > 0 if name == "isGreaterThan" else c < 0)
-
     return call

@@ -72,7 +72,6 @@ def _qty(value: Any, what: str) -> q.Quantity:
 
 # --- quantity library -------------------------------------------------------------------------
 
-
 @_soft
 def quantity(text: Any) -> q.Quantity:
     try:
@@ -128,7 +127,6 @@ def isInteger(value: Any) -> celtypes.BoolType:
 
 # --- semver library ---------------------------------------------------------------------------
 
-
 @_soft
 def semver(text: Any, normalize: Any = False) -> sv.Semver:
     try:
@@ -165,7 +163,6 @@ def patch(value: Any) -> celtypes.IntType:
 
 # --- shared comparison (quantity and semver) --------------------------------------------------
 
-
 def _cmp(left: Any, right: Any, what: str) -> int:
     if isinstance(left, q.Quantity):
         return left.cmp(_qty(right, what))
@@ -191,13 +188,12 @@ def isLessThan(left: Any, right: Any) -> celtypes.BoolType:
 
 # --- extended strings -------------------------------------------------------------------------
 
-
 @_soft
 def charAt(s: Any, i: Any) -> celtypes.StringType:
     text, index = _str(s, "charAt"), int(i)
     if not 0 <= index <= len(text):
         raise CelFunctionError(f"charAt: index out of range: {index}")
-    return celtypes.StringType(text[index : index + 1])
+    return celtypes.StringType(text[index:index + 1])
 
 
 @_soft
@@ -265,7 +261,7 @@ def split(s: Any, sep: Any, n: Any = -1) -> celtypes.ListType:
     if separator == "":
         parts = list(text)
         if limit > 0 and len(parts) > limit:
-            parts = [*parts[: limit - 1], "".join(parts[limit - 1 :])]
+            parts = [*parts[:limit - 1], "".join(parts[limit - 1:])]
     else:
         parts = text.split(separator, limit - 1 if limit > 0 else -1)
     return celtypes.ListType([celtypes.StringType(p) for p in parts])
@@ -343,7 +339,6 @@ def findAll(s: Any, pattern: Any, n: Any = -1) -> celtypes.ListType:
 
 # --- lists --------------------------------------------------------------------------------
 
-
 def _list(value: Any, what: str) -> list:
     if not isinstance(value, list):
         raise CelFunctionError(f"{what}: expected a list, got {type(value).__name__}")
@@ -391,36 +386,9 @@ def list_max(items: Any) -> Any:
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     f.__name__: f
     for f in (
-        quantity,
-        isQuantity,
-        add,
-        sub,
-        asInteger,
-        asApproximateFloat,
-        sign,
-        isInteger,
-        semver,
-        isSemver,
-        major,
-        minor,
-        patch,
-        compareTo,
-        isGreaterThan,
-        isLessThan,
-        charAt,
-        indexOf,
-        lastIndexOf,
-        lowerAscii,
-        upperAscii,
-        replace,
-        split,
-        substring,
-        trim,
-        join,
-        reverse,
-        matches,
-        find,
-        findAll,
-        isSorted,
+        quantity, isQuantity, add, sub, asInteger, asApproximateFloat, sign, isInteger,
+        semver, isSemver, major, minor, patch, compareTo, isGreaterThan, isLessThan,
+        charAt, indexOf, lastIndexOf, lowerAscii, upperAscii, replace, split, substring, trim,
+        join, reverse, matches, find, findAll, isSorted,
     )
 } | {"sum": list_sum, "min": list_min, "max": list_max}

@@ -45,29 +45,16 @@ YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     where = "file or directory, repeatable; other kinds in it are skipped"
-    parser.add_argument(
-        "--slices", action="append", required=True, metavar="PATH", help=f"ResourceSlices ({where})"
-    )
-    parser.add_argument(
-        "--classes", action="append", required=True, metavar="PATH", help=f"DeviceClasses ({where})"
-    )
-    parser.add_argument(
-        "--claims",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help=f"ResourceClaims or ResourceClaimTemplates to allocate, in order ({where})",
-    )
-    parser.add_argument(
-        "--allocated",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help=f"claims that already carry status.allocation ({where})",
-    )
-    parser.add_argument(
-        "--node", default=None, help="allocate on this node only (default: the first node that fits)"
-    )
+    parser.add_argument("--slices", action="append", required=True, metavar="PATH",
+                        help=f"ResourceSlices ({where})")
+    parser.add_argument("--classes", action="append", required=True, metavar="PATH",
+                        help=f"DeviceClasses ({where})")
+    parser.add_argument("--claims", action="append", required=True, metavar="PATH",
+                        help=f"ResourceClaims or ResourceClaimTemplates to allocate, in order ({where})")
+    parser.add_argument("--allocated", action="append", default=[], metavar="PATH",
+                        help=f"claims that already carry status.allocation ({where})")
+    parser.add_argument("--node", default=None,
+                        help="allocate on this node only (default: the first node that fits)")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format")
 
 
@@ -126,9 +113,8 @@ def _bounded(obj: dict) -> dict:
     if path is None:
         return obj
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    return _stand_in(
-        str(obj.get("kind") or ""), meta, f"{path.lstrip('.')[:120]}: nested deeper than {MAX_DEPTH} levels"
-    )
+    return _stand_in(str(obj.get("kind") or ""), meta,
+                     f"{path.lstrip('.')[:120]}: nested deeper than {MAX_DEPTH} levels")
 
 
 def _stand_in(kind: str, meta: dict, reason: str) -> dict:
@@ -177,25 +163,19 @@ class Loader:
             return
         listed = "; ".join(self.skipped[:shown])
         more = f"; {len(self.skipped) - shown} more" if len(self.skipped) > shown else ""
-        print(
-            f"carve allocate: skipped {len(self.skipped)} object(s) of kinds it does not read: "
-            f"{listed}{more}",
-            file=sys.stderr,
-        )
+        print(f"carve allocate: skipped {len(self.skipped)} object(s) of kinds it does not read: "
+              f"{listed}{more}", file=sys.stderr)
 
 
 def as_claim(obj: dict) -> dict:
     """A ResourceClaimTemplate becomes the claim it would create; a claim is copied."""
     if obj.get("kind") == "ResourceClaimTemplate":
         meta = obj.get("metadata") or {}
-        template = obj.get("spec") or {}
-        return {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {k: v for k, v in meta.items() if k in ("name", "namespace")}
-            | dict(template.get("metadata") or {}),
-            "spec": copy.deepcopy(template.get("spec") or {}),
-        }
+        template = (obj.get("spec") or {})
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {k: v for k, v in meta.items() if k in ("name", "namespace")}
+                | dict(template.get("metadata") or {}),
+                "spec": copy.deepcopy(template.get("spec") or {})}
     return copy.deepcopy(obj)
 
 
@@ -203,15 +183,8 @@ def as_claim(obj: dict) -> dict:
 # error, not a silent fallback to defaults (the API server prunes unknown fields; a claim written for
 # `kubectl apply` must not quietly lose its quota).
 _REQUEST_FIELDS = {"name", "exactly", "firstAvailable"}
-_EXACT_FIELDS = {
-    "deviceClassName",
-    "selectors",
-    "allocationMode",
-    "count",
-    "adminAccess",
-    "tolerations",
-    "capacity",
-}
+_EXACT_FIELDS = {"deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations",
+                 "capacity"}
 _SUB_FIELDS = (_EXACT_FIELDS - {"adminAccess"}) | {"name"}
 _CAPACITY_FIELDS = {"requests"}
 # HAMi counts `nvidia.com/gpumem` in MiB; a carve memory request is a Kubernetes quantity in bytes.
@@ -236,10 +209,8 @@ def check_request_fields(claim: dict) -> None:
             continue
         alternatives = [(f"{where}.exactly", req.get("exactly"), _EXACT_FIELDS)]
         subs = req.get("firstAvailable")
-        alternatives += [
-            (f"{where}.firstAvailable[{k}]", s, _SUB_FIELDS)
-            for k, s in enumerate(subs if isinstance(subs, list) else [])
-        ]
+        alternatives += [(f"{where}.firstAvailable[{k}]", s, _SUB_FIELDS)
+                         for k, s in enumerate(subs if isinstance(subs, list) else [])]
         for alt_where, alt, allowed in alternatives:
             _unknown(alt_where, alt, allowed)
             if isinstance(alt, dict):
@@ -265,11 +236,9 @@ def hami_memory_warnings(where: str, claim: dict) -> list[str]:
             except q.QuantityError:
                 continue  # read_claim reports it
             if 0 < amount < MIB:
-                out.append(
-                    f"{where}: spec.devices.requests[{i}].{name}.capacity.requests.memory: {value!r} "
-                    f"is {amount} bytes; HAMi's nvidia.com/gpumem counts MiB, carve takes a quantity: "
-                    f"write {value}Mi for {value} MiB"
-                )
+                out.append(f"{where}: spec.devices.requests[{i}].{name}.capacity.requests.memory: {value!r} "
+                           f"is {amount} bytes; HAMi's nvidia.com/gpumem counts MiB, carve takes a quantity: "
+                           f"write {value}Mi for {value} MiB")
     return out
 
 
@@ -286,17 +255,10 @@ def prepare_error(claim: dict, slices: list[dict]) -> str:
         one = copy.deepcopy(claim)
         one["metadata"]["uid"] = ref.uid
         devices = one["status"]["allocation"]["devices"]
-        devices["results"] = [
-            r for r in devices["results"] if r.get("driver") != DRIVER_NAME or r.get("pool") == pool
-        ]
-        catalog = catalog_from_slices(
-            [
-                s
-                for s in slices
-                if (s.get("spec") or {}).get("pool", {}).get("name") == pool
-                and s["spec"].get("driver") == DRIVER_NAME
-            ]
-        )
+        devices["results"] = [r for r in devices["results"]
+                              if r.get("driver") != DRIVER_NAME or r.get("pool") == pool]
+        catalog = catalog_from_slices([s for s in slices if (s.get("spec") or {}).get("pool", {})
+                                       .get("name") == pool and s["spec"].get("driver") == DRIVER_NAME])
         try:
             plan_claim(ref, one, pool, catalog)
         except PrepareError as e:
@@ -388,3 +350,4 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(yaml.dump(out, Dumper=YAML_DUMPER, sort_keys=False, width=1000), end="")
     return 2 if invalid else 1 if failed else 0
+

@@ -24,7 +24,7 @@ from driver.allocator.model import Claim, Request
 if TYPE_CHECKING:
     from driver.allocator.allocator import Allocator
 
-DETAIL = 3  # device reasons shown per request
+DETAIL = 3          # device reasons shown per request
 NODES_IN_DETAIL = 2
 
 
@@ -54,15 +54,10 @@ def on_node(a: Allocator, claim: Claim, node: str | None) -> str:
             all_fine = False
         lines.append(" / ".join(texts) if len(alts) > 1 and not fine else texts[-1])
     if all_fine:
-        kinds = ", ".join(
-            ("distinctAttribute " if c.distinct else "matchAttribute ") + c.attribute
-            for c in claim.constraints
-        )
-        reason = (
-            f"the constraints ({kinds}) rule out every combination"
-            if kinds
-            else "the requests compete for the same devices"
-        )
+        kinds = ", ".join(("distinctAttribute " if c.distinct else "matchAttribute ") + c.attribute
+                          for c in claim.constraints)
+        reason = (f"the constraints ({kinds}) rule out every combination" if kinds
+                  else "the requests compete for the same devices")
         return f"each request fits on its own, but not together: {reason}"
     return "; ".join(lines)
 
@@ -87,12 +82,10 @@ def _request(a: Allocator, claim: Claim, req: Request, node: str | None) -> tupl
             cel_errors.append(outcome)
         elif outcome:
             selected.append((pool, dev))
-    need = (
-        "all matching devices"
-        if req.all_devices
-        else ("1 device" if req.count == 1 else f"{req.count} devices")
-    )
-    head = f"request {req.name} needs {need}: {len(in_class)} of {len(devices)} devices match class {dc.name}"
+    need = "all matching devices" if req.all_devices else (
+        "1 device" if req.count == 1 else f"{req.count} devices")
+    head = (f"request {req.name} needs {need}: {len(in_class)} of {len(devices)} devices match class "
+            f"{dc.name}")
     if req.selectors:
         head += f", {len(selected)} also match the request's selectors"
     if cel_errors:
@@ -149,5 +142,6 @@ def _device(a: Allocator, req: Request, pool, dev) -> str:
             return short
     taint = blocking_taint(dev, req)
     if taint is not None:
-        return f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} is not tolerated"
+        return (f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} "
+                "is not tolerated")
     return ""

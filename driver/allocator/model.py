@@ -56,7 +56,6 @@ def share_id(uid: str, index: int) -> str:
 
 # --- slices --------------------------------------------------------------------------------------
 
-
 @dataclass(frozen=True, slots=True)
 class CapacitySpec:
     value: int
@@ -96,15 +95,9 @@ def _read_capacity(raw: Mapping[str, Any], what: str) -> CapacitySpec:
             return None if v is None else q.units(v)
 
         return CapacitySpec(
-            q.units(value),
-            opt(policy.get("default")),
+            q.units(value), opt(policy.get("default")),
             tuple(q.units(v) for v in policy.get("validValues") or ()),
-            opt(rng.get("min")),
-            opt(rng.get("max")),
-            opt(rng.get("step")),
-            True,
-            value.format,
-        )
+            opt(rng.get("min")), opt(rng.get("max")), opt(rng.get("step")), True, value.format)
     except (KeyError, TypeError, q.QuantityError) as e:
         raise ModelError(f"{what}: {e}") from None
 
@@ -118,8 +111,8 @@ class Device:
     pool: str
     generation: int
     slice_name: str
-    index: int  # position in its slice
-    node_name: str | None  # from the slice, or the device (perDeviceNodeSelection)
+    index: int                                  # position in its slice
+    node_name: str | None                       # from the slice, or the device (perDeviceNodeSelection)
     node_selector: dict | None
     attributes: dict[str, Any]
     capacity: dict[str, CapacitySpec]
@@ -145,10 +138,8 @@ class Device:
     def qualified(self) -> tuple[dict[tuple[str, str], Any], dict[tuple[str, str], Any]]:
         """Raw attributes and capacities by (domain, id), as selectors see them."""
         if self._qualified is None:
-            self._qualified = (
-                cel.qualify(self.attributes, self.driver),
-                cel.qualify(self.raw_capacity, self.driver),
-            )
+            self._qualified = (cel.qualify(self.attributes, self.driver),
+                               cel.qualify(self.raw_capacity, self.driver))
         return self._qualified
 
     def attribute(self, qualified: str) -> Any:
@@ -193,19 +184,8 @@ def read_slice(obj: Mapping[str, Any]) -> Slice:
             counter_sets[cs["name"]] = {c: q.units(v["value"]) for c, v in counters}
         except (KeyError, TypeError, q.QuantityError) as e:
             raise ModelError(f"{what}: spec.sharedCounters[{i}]: {e}") from None
-    s = Slice(
-        name,
-        driver,
-        pool_name,
-        generation,
-        count,
-        spec.get("nodeName") or None,
-        spec.get("nodeSelector"),
-        bool(spec.get("allNodes")),
-        per_device,
-        [],
-        counter_sets,
-    )
+    s = Slice(name, driver, pool_name, generation, count, spec.get("nodeName") or None,
+              spec.get("nodeSelector"), bool(spec.get("allNodes")), per_device, [], counter_sets)
     for i, d in enumerate(spec.get("devices") or ()):
         s.devices.append(_read_device(d, s, i, f"{what}: spec.devices[{i}]"))
     return s
@@ -267,31 +247,19 @@ def _read_device(d: Mapping[str, Any], s: Slice, index: int, what: str) -> Devic
     if s.per_device:
         node_name, node_selector = d.get("nodeName") or None, d.get("nodeSelector")
     dev = Device(
-        name=name,
-        driver=s.driver,
-        pool=s.pool,
-        generation=s.generation,
-        slice_name=s.name,
-        index=index,
-        node_name=node_name,
-        node_selector=node_selector,
-        attributes=attributes,
-        capacity=capacity,
-        allow_multiple=bool(d.get("allowMultipleAllocations")),
-        consumes=tuple(consumes),
-        taints=tuple(d.get("taints") or ()),
-        binds_to_node=bool(d.get("bindsToNode")),
+        name=name, driver=s.driver, pool=s.pool, generation=s.generation, slice_name=s.name, index=index,
+        node_name=node_name, node_selector=node_selector, attributes=attributes, capacity=capacity,
+        allow_multiple=bool(d.get("allowMultipleAllocations")), consumes=tuple(consumes),
+        taints=tuple(d.get("taints") or ()), binds_to_node=bool(d.get("bindsToNode")),
         binding_conditions=tuple(d.get("bindingConditions") or ()),
         binding_failure_conditions=tuple(d.get("bindingFailureConditions") or ()),
-        raw_capacity=raw_capacity,
-    )
+        raw_capacity=raw_capacity)
     dev.key = (s.driver, s.pool, name)
     dev.cel_key = (s.driver, s.pool, s.generation, name)
     return dev
 
 
 # --- classes -------------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True, slots=True)
 class DeviceClass:
@@ -305,9 +273,8 @@ def read_class(obj: Mapping[str, Any]) -> DeviceClass:
     if not name:
         raise ModelError("DeviceClass: metadata.name is missing")
     spec = obj.get("spec") or {}
-    return DeviceClass(
-        name, _selectors(spec.get("selectors"), f"DeviceClass {name}: spec"), tuple(spec.get("config") or ())
-    )
+    return DeviceClass(name, _selectors(spec.get("selectors"), f"DeviceClass {name}: spec"),
+                       tuple(spec.get("config") or ()))
 
 
 def _map(value: Any, where: str) -> Mapping[str, Any]:
@@ -345,13 +312,12 @@ def _selectors(raw: Any, what: str) -> tuple[str, ...]:
 
 # --- claims --------------------------------------------------------------------------------------
 
-
 @dataclass(unsafe_hash=True, slots=True)  # a value: never changed after read_claim builds it
 class Request:
     """A request with `exactly`, or one subrequest of `firstAvailable`."""
 
-    name: str  # as it appears in results: "req" or "req/sub"
-    base: str  # the top-level request name
+    name: str                 # as it appears in results: "req" or "req/sub"
+    base: str                 # the top-level request name
     sub: str | None
     class_name: str
     selectors: tuple[str, ...]
@@ -375,8 +341,8 @@ class Constraint:
 @dataclass(unsafe_hash=True, slots=True)  # a value: never changed after read_claim builds it
 class Claim:
     uid: str
-    name: str  # namespace/name, for messages
-    requests: tuple[tuple[Request, ...], ...]  # per top-level request: its alternatives in order
+    name: str                 # namespace/name, for messages
+    requests: tuple[tuple[Request, ...], ...]   # per top-level request: its alternatives in order
     constraints: tuple[Constraint, ...]
     config: tuple[dict, ...]
 
@@ -406,17 +372,9 @@ def _request(raw: Mapping[str, Any], base: str, sub: str | None, what: str, admi
     for i, t in enumerate(tolerations):
         _map(t, f"{what}: tolerations[{i}]")
     return Request(
-        name=f"{base}/{sub}" if sub else base,
-        base=base,
-        sub=sub,
-        class_name=cls,
-        selectors=_selectors(raw.get("selectors"), what),
-        all_devices=mode == "All",
-        count=count,
-        admin=bool(raw.get("adminAccess")) and admin_ok,
-        tolerations=tuple(tolerations),
-        capacity=caps,
-    )
+        name=f"{base}/{sub}" if sub else base, base=base, sub=sub, class_name=cls,
+        selectors=_selectors(raw.get("selectors"), what), all_devices=mode == "All", count=count,
+        admin=bool(raw.get("adminAccess")) and admin_ok, tolerations=tuple(tolerations), capacity=caps)
 
 
 def read_claim(obj: Mapping[str, Any]) -> Claim:
@@ -460,10 +418,8 @@ def read_claim(obj: Mapping[str, Any]) -> Claim:
         key = "matchAttribute" if c.get("matchAttribute") else "distinctAttribute"
         attribute = c[key]
         if not isinstance(attribute, str):
-            raise ModelError(
-                f"{where}.{key}: expected a qualified attribute name, got "
-                f"{type(attribute).__name__} {_brief(attribute)}"
-            )
+            raise ModelError(f"{where}.{key}: expected a qualified attribute name, got "
+                             f"{type(attribute).__name__} {_brief(attribute)}")
         names = _list(c.get("requests"), f"{where}.requests")
         if not all(isinstance(n, str) for n in names):
             raise ModelError(f"{where}.requests: expected a list of request names")

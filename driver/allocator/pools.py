@@ -44,10 +44,8 @@ class Pool:
         if not self.complete:
             have = len(self.slices)
             want = self.slices[0].slice_count if self.slices else 0
-            return (
-                f"pool {self.driver}/{self.name} is incomplete: generation {self.generation} has "
-                f"{have} of {want} slices"
-            )
+            return (f"pool {self.driver}/{self.name} is incomplete: generation {self.generation} has "
+                    f"{have} of {want} slices")
         return ""
 
 

@@ -117,10 +117,8 @@ def parse(text: str) -> Quantity:
         value = mantissa * Fraction(10) ** int(em.group(1))
         fmt = "DecimalExponent"
     else:
-        raise QuantityError(
-            f"{text!r} is not a quantity: unknown suffix {suffix!r} "
-            "(binary Ki..Ei, decimal n u m k M G T P E, or an exponent e3)"
-        )
+        raise QuantityError(f"{text!r} is not a quantity: unknown suffix {suffix!r} "
+                            "(binary Ki..Ei, decimal n u m k M G T P E, or an exponent e3)")
     if sign == "-":
         value = -value
     return Quantity(_round_nano(value), fmt)

@@ -20,12 +20,8 @@ from driver.allocator.search import Pick
 def build(claim: Claim, picks: list[Pick], classes: Mapping[str, DeviceClass], node: str | None) -> dict:
     results = []
     for i, p in enumerate(picks):
-        r: dict = {
-            "request": p.request.name,
-            "driver": p.device.driver,
-            "pool": p.device.pool,
-            "device": p.device.name,
-        }
+        r: dict = {"request": p.request.name, "driver": p.device.driver, "pool": p.device.pool,
+                   "device": p.device.name}
         if p.request.admin:
             r["adminAccess"] = True
         if p.request.tolerations:
@@ -79,26 +75,17 @@ def _config(claim: Claim, picks: list[Pick], classes: Mapping[str, DeviceClass])
         if wanted and all(names[base] & set(wanted) for base in order):
             del entry["requests"]
     # Keep a stable key order: source, requests, then the configuration itself.
-    return [
-        {k: e[k] for k in ("source", "requests") if k in e}
-        | {k: v for k, v in e.items() if k not in ("source", "requests")}
-        for e in out
-    ]
+    return [{k: e[k] for k in ("source", "requests") if k in e} | {k: v for k, v in e.items()
+                                                                   if k not in ("source", "requests")}
+            for e in out]
 
 
 def _node_selector(picks: list[Pick], node: str | None) -> dict | None:
     terms: dict[str, list] = {"matchFields": [], "matchExpressions": []}
     for p in picks:
         if p.device.node_name or p.device.binds_to_node:
-            return {
-                "nodeSelectorTerms": [
-                    {
-                        "matchFields": [
-                            {"key": "metadata.name", "operator": "In", "values": [p.device.node_name or node]}
-                        ]
-                    }
-                ]
-            }
+            return {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [p.device.node_name or node]}]}]}
         sel = p.device.node_selector
         if sel and len(sel.get("nodeSelectorTerms") or ()) == 1:
             term = sel["nodeSelectorTerms"][0]

@@ -118,30 +118,16 @@ def find_twins(claim: Claim) -> list[bool]:
         if len(prev) != 1 or len(cur) != 1 or prev[0].sub is not None or cur[0].sub is not None:
             continue
         a, b = prev[0], cur[0]
-        out[ri] = (
-            not a.all_devices
-            and not b.all_devices
-            and a.class_name == b.class_name
-            and a.selectors == b.selectors
-            and a.count == b.count
-            and a.admin == b.admin
-            and a.tolerations == b.tolerations
-            and a.capacity == b.capacity
-            and all(c.applies(a) == c.applies(b) for c in claim.constraints)
-        )
+        out[ri] = (not a.all_devices and not b.all_devices and a.class_name == b.class_name
+                   and a.selectors == b.selectors and a.count == b.count and a.admin == b.admin
+                   and a.tolerations == b.tolerations and a.capacity == b.capacity
+                   and all(c.applies(a) == c.applies(b) for c in claim.constraints))
     return out
 
 
 class Search:
-    def __init__(
-        self,
-        claim: Claim,
-        ledger: Ledger,
-        candidates: Callable[[Request], list[Candidate]],
-        all_pools: list[Pool],
-        prune: bool = True,
-        twins: list[bool] | None = None,
-    ) -> None:
+    def __init__(self, claim: Claim, ledger: Ledger, candidates: Callable[[Request], list[Candidate]],
+                 all_pools: list[Pool], prune: bool = True, twins: list[bool] | None = None) -> None:
         self.claim = claim
         self.ledger = ledger
         self._lookup = candidates
@@ -153,9 +139,8 @@ class Search:
         self.allocating_counters: dict[tuple[str, str], Counters] = {}
         self.constraints = [_ConstraintState(c) for c in claim.constraints]
         self.steps = 0
-        self.prune = prune and not any(
-            getattr(self.candidates(r), "has_errors", True) for alts in claim.requests for r in alts
-        )
+        self.prune = prune and not any(getattr(self.candidates(r), "has_errors", True)
+                                       for alts in claim.requests for r in alts)
         self.twins = (twins if twins is not None else find_twins(claim)) if self.prune else []
         # candidate position of each request's first pick (the twins rule reads it)
         self.first_index: list[int] = [0] * len(claim.requests)
@@ -196,10 +181,8 @@ class Search:
                 continue
             self.steps += 1
             if self.steps > MAX_STEPS:
-                raise SearchAborted(
-                    f"claim {self.claim.name}: gave up after trying {MAX_STEPS} devices "
-                    "(the scheduler would time out too); simplify the constraints"
-                )
+                raise SearchAborted(f"claim {self.claim.name}: gave up after trying {MAX_STEPS} devices "
+                                    "(the scheduler would time out too); simplify the constraints")
             if req.admin:
                 if dev.key in self.allocating:
                     continue
@@ -235,19 +218,13 @@ class Search:
         found = self._signatures.get(dev.key)
         if found is None:
             if self._members is None:
-                self._members = [
-                    {d.key for _, d, _ in self.candidates(r)} for alts in self.claim.requests for r in alts
-                ]
+                self._members = [{d.key for _, d, _ in self.candidates(r)}
+                                 for alts in self.claim.requests for r in alts]
             found = self._signatures[dev.key] = (
-                tuple(sorted(dev.capacity.items())),
-                dev.allow_multiple,
-                dev.taints,
-                dev.binds_to_node,
-                dev.binding_conditions,
-                dev.binding_failure_conditions,
+                tuple(sorted(dev.capacity.items())), dev.allow_multiple, dev.taints, dev.binds_to_node,
+                dev.binding_conditions, dev.binding_failure_conditions,
                 tuple(_typed(dev.attribute(c.attribute)) for c in self.claim.constraints),
-                tuple(dev.key in m for m in self._members),
-            )
+                tuple(dev.key in m for m in self._members))
         # Holdings change during a search only through picks, which _may_stand_for_others excludes.
         return (found, dev.key in self.ledger.in_use, sorted((self.ledger.shared.get(dev.key) or {}).items()))
 
@@ -309,20 +286,15 @@ class Search:
         consumed = consumption(req, dev)
         if consumed is None or capacity_shortfall(dev, consumed, self.held(dev)):
             return None
-        shared_already = multi and (
-            self.ledger.shares.get(dev.key, 0) > 0 or dev.key in self.allocating_capacity
-        )
+        shared_already = multi and (self.ledger.shares.get(dev.key, 0) > 0
+                                    or dev.key in self.allocating_capacity)
         counted = False
         if dev.consumes and not shared_already:
             mine = self.allocating_counters.setdefault(pool.key, {})
             add_counters(mine, dev)
             counted = True
-            if counter_shortfall(
-                pool.counter_sets,
-                self.ledger.counters.get(pool.key, {}),
-                mine,
-                all_sets=pool.key in self.ledger.oversubscribed,
-            ):
+            if counter_shortfall(pool.counter_sets, self.ledger.counters.get(pool.key, {}), mine,
+                                 all_sets=pool.key in self.ledger.oversubscribed):
                 add_counters(mine, dev, -1)
                 return None
         added = 0

@@ -79,12 +79,8 @@ class FastSafeLoader(_BASE):  # type: ignore[misc, valid-type]
                 try:
                     hash(key)
                 except TypeError:
-                    raise ConstructorError(
-                        "while constructing a mapping",
-                        node.start_mark,
-                        "found unhashable key",
-                        key_node.start_mark,
-                    ) from None
+                    raise ConstructorError("while constructing a mapping", node.start_mark,
+                                           "found unhashable key", key_node.start_mark) from None
                 mapping[key] = self._build(value_node)
             return mapping
         built = self.construct_object(node, deep=True)
@@ -96,13 +92,8 @@ class _Unusual(Exception):
     """Something the event builder leaves to FastSafeLoader (explicit tags, merge keys...)."""
 
 
-_PLAIN_TAGS = {
-    _STR,
-    "tag:yaml.org,2002:int",
-    "tag:yaml.org,2002:bool",
-    "tag:yaml.org,2002:null",
-    "tag:yaml.org,2002:float",
-}
+_PLAIN_TAGS = {_STR, "tag:yaml.org,2002:int", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null",
+               "tag:yaml.org,2002:float"}
 
 
 def _from_events(text: str) -> list[Any]:
@@ -113,7 +104,7 @@ def _from_events(text: str) -> list[Any]:
     try:
         constructors = loader.yaml_constructors
         docs: list[Any] = []
-        stack: list[Any] = []  # open containers; a dict carries its pending key next to it
+        stack: list[Any] = []      # open containers; a dict carries its pending key next to it
         keys: list[Any] = []
         anchors: dict[str, Any] = {}
         root: list[Any] = []

@@ -111,16 +111,17 @@ class ObjectApi(Protocol):
         """Every object (all namespaces; `metadata.name=<n>` selects one) and the list's resourceVersion."""
         ...
 
-    def watch_objects(
-        self, plural: str, resource_version: str, timeout_s: int, field_selector: str = ""
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
+    def watch_objects(self, plural: str, resource_version: str, timeout_s: int,
+                      field_selector: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
         """(ADDED|MODIFIED|DELETED, object) after `resource_version`, until the server ends the watch
         (at most `timeout_s`). Raises Expired when that version is gone."""
         ...
 
-    def get_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]: ...
+    def get_object(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
+        ...
 
-    def create_object(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]: ...
+    def create_object(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        ...
 
     def update_object(self, plural: str, obj: dict[str, Any], status: bool = False) -> dict[str, Any]:
         """Replace the object (its status subresource with status=True); Conflict on a stale

@@ -149,13 +149,8 @@ def _bad_from_value(item: Any, index: int, reason: str) -> BadObject:
     def text(v: Any) -> str:
         return v if isinstance(v, str) else ""
 
-    return BadObject(
-        text(item.get("kind")) if isinstance(item, dict) else "",
-        text(meta.get("namespace")),
-        text(meta.get("name")) or f"items[{index}]",
-        text(meta.get("uid")),
-        reason,
-    )
+    return BadObject(text(item.get("kind")) if isinstance(item, dict) else "", text(meta.get("namespace")),
+                     text(meta.get("name")) or f"items[{index}]", text(meta.get("uid")), reason)
 
 
 def _decode_by_item(text: str, limit: int) -> Decoded:
@@ -198,7 +193,7 @@ def _decode_by_item(text: str, limit: int) -> Decoded:
         raise DecodeError("list: not valid JSON (unbalanced brackets)")
     if meta_span is not None:
         try:
-            top["metadata"] = json.loads(text[meta_span[0] : meta_span[1]])
+            top["metadata"] = json.loads(text[meta_span[0]:meta_span[1]])
         except (RecursionError, ValueError):
             top["metadata"] = {}
     good: list[dict] = []
@@ -226,16 +221,11 @@ def _bad_from_text(piece: str, index: int, reason: str) -> BadObject:
     found = {k: "" for k in _FIELD}
     m = _META.search(piece)
     if m:
-        head = piece[m.end() : m.end() + 4096]
+        head = piece[m.end():m.end() + 4096]
         for k, pattern in _FIELD.items():
             f = pattern.search(head)
             if f:
                 found[k] = f.group(1)
     kind = _KIND.search(piece[:4096])
-    return BadObject(
-        kind.group(1) if kind else "",
-        found["namespace"],
-        found["name"] or f"items[{index}]",
-        found["uid"],
-        reason,
-    )
+    return BadObject(kind.group(1) if kind else "", found["namespace"], found["name"] or f"items[{index}]",
+                     found["uid"], reason)

@@ -256,9 +256,7 @@ class KubeCluster(KubeObjects):
             target = f"{kind} {namespace + '/' if namespace else ''}{name}".strip()
             raise ClusterError(
                 f"{target}: nested deeper than the decoder follows (carve reads at most {MAX_DEPTH} levels)",
-                kind,
-                name,
-                namespace,
+                kind, name, namespace,
             ) from None
 
 

@@ -89,16 +89,8 @@ class KubeObjects:
         """Log an object left out of a list or watch, and keep it for whoever reports on objects."""
         found = self.__dict__.setdefault("undecodable", {})
         found[(plural, bad.namespace, bad.name)] = bad
-        event(
-            log,
-            logging.WARNING,
-            "api.undecodable-object",
-            kind=bad.kind,
-            namespace=bad.namespace,
-            object=bad.name,
-            error=bad.reason,
-            action="left out; the rest of the list is used",
-        )
+        event(log, logging.WARNING, "api.undecodable-object", kind=bad.kind, namespace=bad.namespace,
+              object=bad.name, error=bad.reason, action="left out; the rest of the list is used")
 
     def watch_objects(
         self, plural: str, resource_version: str, timeout_s: int, field_selector: str = ""

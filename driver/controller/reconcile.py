@@ -248,24 +248,13 @@ class Reconciler:
             current.add(version)
             if version in self._reported:
                 continue
-            involved = {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaim",
-                "name": name,
-                "namespace": namespace,
-                "uid": version[0],
-            }
+            involved = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "name": name,
+                        "namespace": namespace, "uid": version[0]}
             self._event(f"{namespace}/{name}", involved, message, INVALID_REASON, "Warning")
         self._reported = current
 
-    def _event(
-        self,
-        key: str,
-        involved: dict[str, str],
-        message: str,
-        reason: str = EVENT_REASON,
-        kind: str = "Normal",
-    ) -> None:
+    def _event(self, key: str, involved: dict[str, str], message: str, reason: str = EVENT_REASON,
+               kind: str = "Normal") -> None:
         ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
         body = {
             "apiVersion": "v1",

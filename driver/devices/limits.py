@@ -370,7 +370,9 @@ def validate_slices(slices: Iterable[dict[str, Any]], limits: ApiLimits) -> None
         for s in members:
             where = f"slice {s.get('metadata', {}).get('name')!r}"
             spec = s["spec"]
-            _check_name(s.get("metadata", {}).get("name"), DNS_SUBDOMAIN, 253, where, "metadata.name", limits)
+            _check_name(
+                s.get("metadata", {}).get("name"), DNS_SUBDOMAIN, 253, where, "metadata.name", limits
+            )
             pool = spec.get("pool") or {}
             if pool.get("resourceSliceCount") != len(members):
                 raise _fail(

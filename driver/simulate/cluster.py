@@ -42,26 +42,17 @@ def device_classes() -> list[dict[str, Any]]:
             "apiVersion": "resource.k8s.io/v1",
             "kind": "DeviceClass",
             "metadata": {"name": cls},
-            "spec": {
-                "selectors": [
-                    {
-                        "cel": {
-                            "expression": (
-                                f'device.driver == "{names.DRIVER_NAME}" && '
-                                f'device.attributes["{names.DRIVER_NAME}"].type == "{kind}"'
-                            )
-                        }
-                    }
-                ]
-            },
+            "spec": {"selectors": [{"cel": {"expression": (
+                f'device.driver == "{names.DRIVER_NAME}" && '
+                f'device.attributes["{names.DRIVER_NAME}"].type == "{kind}"'
+            )}}]},
         }
         for cls, kind in types.items()
     ]
 
 
-def resolve_strategy(
-    gpu: Gpu, node_strategy: str | None, forced: str, auto_default: str = names.STRATEGY_SOFT
-) -> str:
+def resolve_strategy(gpu: Gpu, node_strategy: str | None, forced: str,
+                     auto_default: str = names.STRATEGY_SOFT) -> str:
     """The strategy of one GPU. `forced` (the --strategy flag) other than auto overrides the node's.
 
     A forced `mig` on a GPU without MIG gives `exclusive`: that is what such a GPU offers when its
@@ -161,14 +152,8 @@ def restrategize(node: SimNode, changes: dict[int, str], settings: Settings | No
     """Run other strategies on idle GPUs of `node`: new slices, a new allocator holding every running
     claim again (their devices are on GPUs that did not change), new device costs."""
     node.strategies = {**node.strategies, **changes}
-    node.slices = build_slices(
-        node.name,
-        node.gpu_list,
-        node.strategies,
-        settings or Settings(),
-        k8s_version=K8S_VERSION,
-        validate=False,
-    )
+    node.slices = build_slices(node.name, node.gpu_list, node.strategies, settings or Settings(),
+                               k8s_version=K8S_VERSION, validate=False)
     node.allocator = Allocator(node.slices, device_classes())
     for claim in node.claims.values():
         node.allocator.add_allocated(claim)
@@ -206,13 +191,8 @@ class SimCluster:
     strategies: dict[str, int]  # strategy -> number of GPUs under it
 
 
-def build_cluster(
-    groups: list[NodeGroup],
-    strategy: str = AUTO,
-    settings: Settings | None = None,
-    label: str = "cluster.yaml",
-    auto_default: str = names.STRATEGY_SOFT,
-) -> SimCluster:
+def build_cluster(groups: list[NodeGroup], strategy: str = AUTO, settings: Settings | None = None,
+                  label: str = "cluster.yaml", auto_default: str = names.STRATEGY_SOFT) -> SimCluster:
     """Every node of every group, with slices built by the real device model. Under `auto` a GPU starts
     with its node's strategy (pinned), else `auto_default` (the policy's default; soft where the GPU
     cannot run it) and the planner changes it as claims ask."""
@@ -255,9 +235,8 @@ def build_cluster(
     )
 
 
-def _node(
-    name: str, shape: int, slices: list[dict[str, Any]], gpus: list[Gpu], classes: list[dict[str, Any]]
-) -> SimNode:
+def _node(name: str, shape: int, slices: list[dict[str, Any]], gpus: list[Gpu],
+          classes: list[dict[str, Any]]) -> SimNode:
     return SimNode(
         name=name,
         shape=shape,

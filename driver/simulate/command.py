@@ -36,27 +36,15 @@ COMPARED = ("exclusive", "mig", "soft", "slots", "timeslice", AUTO)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", required=True, type=Path, help="cluster.yaml: nodes and their GPUs")
     parser.add_argument("--trace", required=True, type=Path, help="trace.yaml: pods, or a generator")
-    parser.add_argument(
-        "--strategy",
-        default=AUTO,
-        choices=(AUTO, *STRATEGY_NAMES),
-        help="strategy for every GPU; auto: each node's own, else mig where possible, else soft",
-    )
-    parser.add_argument(
-        "--node-policy",
-        default="kube",
-        choices=sorted(POLICIES),
-        help="kube: spread like the default scheduler; binpack: fullest node first",
-    )
-    parser.add_argument(
-        "--compare",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help=f"run the trace under {', '.join(COMPARED)} and print them side by side",
-    )
-    parser.add_argument(
-        "--split-count", type=int, default=Settings().split_count, help="soft shares / slots per GPU"
-    )
+    parser.add_argument("--strategy", default=AUTO, choices=(AUTO, *STRATEGY_NAMES),
+                        help="strategy for every GPU; auto: each node's own, else mig where possible, "
+                             "else soft")
+    parser.add_argument("--node-policy", default="kube", choices=sorted(POLICIES),
+                        help="kube: spread like the default scheduler; binpack: fullest node first")
+    parser.add_argument("--compare", action=argparse.BooleanOptionalAction, default=False,
+                        help=f"run the trace under {', '.join(COMPARED)} and print them side by side")
+    parser.add_argument("--split-count", type=int, default=Settings().split_count,
+                        help="soft shares / slots per GPU")
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"), help="output format")
     parser.add_argument(
         "--html",
@@ -67,16 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def simulate(
-    groups: list[NodeGroup],
-    pods: list[TracePod],
-    strategy: str = AUTO,
-    node_policy: str = "kube",
-    settings: Settings | None = None,
-    cluster_label: str = "cluster.yaml",
-    trace_label: str = "trace.yaml",
-    policy: PartitioningPolicySpec | None = None,
-) -> SimResult:
+def simulate(groups: list[NodeGroup], pods: list[TracePod], strategy: str = AUTO, node_policy: str = "kube",
+             settings: Settings | None = None, cluster_label: str = "cluster.yaml",
+             trace_label: str = "trace.yaml", policy: PartitioningPolicySpec | None = None) -> SimResult:
     """One run: a fresh cluster, the trace, the result."""
     policy = policy or PartitioningPolicySpec()
     rule = policy.rule_for({})
@@ -90,15 +71,11 @@ def _warn_never_fit(result: SimResult, shown: int = 3) -> None:
     """Name a few pods that no empty node could take, with the allocator's reason: usually a claim to fix."""
     items = list(result.never_fit_reasons.items())
     for pod, reason in items[:shown]:
-        print(
-            f"carve simulate: [{result.strategy}] pod {pod} fits on no node, even empty: {reason}",
-            file=sys.stderr,
-        )
+        print(f"carve simulate: [{result.strategy}] pod {pod} fits on no node, even empty: {reason}",
+              file=sys.stderr)
     if len(items) > shown:
-        print(
-            f"carve simulate: [{result.strategy}] ... and {len(items) - shown} more such pods",
-            file=sys.stderr,
-        )
+        print(f"carve simulate: [{result.strategy}] ... and {len(items) - shown} more such pods",
+              file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

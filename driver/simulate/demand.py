@@ -61,10 +61,8 @@ def _sized(alt: dict[str, Any], split_count: int) -> Demand | None:
     """One device of the alternative, or None when its size cannot be told."""
     asked = (alt.get("capacity") or {}).get("requests") or {}
     if asked:
-        return Demand(
-            math.ceil(quantity_of(asked.get("memory", 0)).value),
-            float(quantity_of(asked.get("cores", 0)).value),
-        )
+        return Demand(math.ceil(quantity_of(asked.get("memory", 0)).value),
+                      float(quantity_of(asked.get("cores", 0)).value))
     cls = alt.get("deviceClassName")
     if cls == names.CLASS_MIG:
         profile = _PROFILE.search(_selector_text(alt))
@@ -87,10 +85,8 @@ def request_demand(request: dict[str, Any], split_count: int = 10) -> Demand:
         if one is not None:
             n = _count(alt)
             return Demand(memory=one.memory * n, cores=one.cores * n)
-    whole = next(
-        (a for a in alternatives if a.get("deviceClassName") != names.CLASS_TIMESLICE),
-        alternatives[0] if alternatives else {},
-    )
+    whole = next((a for a in alternatives if a.get("deviceClassName") != names.CLASS_TIMESLICE),
+                 alternatives[0] if alternatives else {})
     n = _count(whole) if whole else 1
     return Demand(memory=math.ceil(_minimums(whole).get("memory", 0)) * n if whole else 0, cores=100.0 * n)
 

@@ -120,14 +120,8 @@ class _Running:
 class Simulation:
     """One run of one trace on one cluster under one node policy. Not reusable: the cluster is consumed."""
 
-    def __init__(
-        self,
-        cluster: SimCluster,
-        policy: NodePolicy,
-        strategy: str = "auto",
-        label: str = "trace.yaml",
-        auto: AutoPlanner | None = None,
-    ) -> None:
+    def __init__(self, cluster: SimCluster, policy: NodePolicy, strategy: str = "auto",
+                 label: str = "trace.yaml", auto: AutoPlanner | None = None) -> None:
         self.cluster = cluster
         self.policy = policy
         self.strategy = strategy
@@ -139,16 +133,8 @@ class Simulation:
 
     # ---- placement -------------------------------------------------------------------------------
 
-    def _try(
-        self,
-        node: SimNode,
-        index: int,
-        pod: TracePod,
-        claims: list[dict[str, Any]],
-        shape: int,
-        fallback_cores: float,
-        explain: bool = False,
-    ) -> _Running | None:
+    def _try(self, node: SimNode, index: int, pod: TracePod, claims: list[dict[str, Any]], shape: int,
+             fallback_cores: float, explain: bool = False) -> _Running | None:
         """Place every claim of the pod on `node`, or none. Reasons are worked out only when asked
         (the never-fits check keeps them for the user); the event loop just moves on to the next node."""
         if shape in node.failed:
@@ -194,9 +180,8 @@ class Simulation:
                 return True
         return False
 
-    def _replan(
-        self, now: float, nodes: list[SimNode], pending: list[int], asking: list[int], start
-    ) -> list[int]:
+    def _replan(self, now: float, nodes: list[SimNode], pending: list[int], asking: list[int],
+                start) -> list[int]:
         """Run the planner for the `asking` waiting pods over `nodes`; on each node it changed, the
         waiting pods retry, oldest first. Returns the pods still waiting."""
         assert self.auto is not None
@@ -207,9 +192,8 @@ class Simulation:
         still: list[int] = []
         for w in pending:
             for node in changed:
-                placed = self._try(
-                    node, w, self._pods[w], self._claim_sets[w], self._pod_shapes[w], self._fallback[w]
-                )
+                placed = self._try(node, w, self._pods[w], self._claim_sets[w], self._pod_shapes[w],
+                                   self._fallback[w])
                 if placed:
                     start(w, placed, now)
                     break
@@ -227,19 +211,11 @@ class Simulation:
         for i, pod in enumerate(pods):
             key = json.dumps(pod.claims, sort_keys=True)
             pod_shapes.append(shapes.setdefault(key, len(shapes)))
-            claim_sets.append(
-                [
-                    {
-                        "metadata": {
-                            "name": f"{pod.name}-{j}",
-                            "namespace": NAMESPACE,
-                            "uid": f"pod{i}-claim{j}",
-                        },
-                        "spec": spec,
-                    }
-                    for j, spec in enumerate(pod.claims)
-                ]
-            )
+            claim_sets.append([
+                {"metadata": {"name": f"{pod.name}-{j}", "namespace": NAMESPACE, "uid": f"pod{i}-claim{j}"},
+                 "spec": spec}
+                for j, spec in enumerate(pod.claims)
+            ])
             results_hint = sum(len((s.get("devices") or {}).get("requests") or []) for s in pod.claims)
             fallback.append(pod_demand(pod).cores / max(1, results_hint))
 
@@ -275,8 +251,7 @@ class Simulation:
             running[i] = run
             waits.append(now - pods[i].arrival)
             placements[pods[i].name] = Placement(
-                run.node.name, now, [f"{r['request']}={r['device']}" for r in results]
-            )
+                run.node.name, now, [f"{r['request']}={r['device']}" for r in results])
             heapq.heappush(events, (now + pods[i].duration, _DEPART, seq, i))
             seq += 1
 

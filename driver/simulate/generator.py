@@ -54,29 +54,21 @@ def small_claim(memory_gib: int, cores: int, split_count: int = 10, request: str
     memory = f"{memory_gib}Gi"
     alternatives: list[dict[str, Any]] = [
         {"name": "mig", "deviceClassName": names.CLASS_MIG, "selectors": _sel(_at_least("memory", memory))},
-        {
-            "name": "soft",
-            "deviceClassName": names.CLASS_VGPU,
-            "capacity": {"requests": {"memory": memory, "cores": str(cores)}},
-        },
+        {"name": "soft", "deviceClassName": names.CLASS_VGPU,
+         "capacity": {"requests": {"memory": memory, "cores": str(cores)}}},
     ]
     constraints = []
     for k in slot_counts(memory_gib, cores, split_count):
         # k slots of one GPU that together hold the share: each slot needs 1/k of it (rounded up).
         per_mem = f"{math.ceil(memory_gib * 1024 / k)}Mi"
         per_cores = str(math.ceil(cores / k))
-        alternatives.append(
-            {
-                "name": f"slots{k}",
-                "deviceClassName": names.CLASS_SLOT,
-                "count": k,
-                "selectors": _sel(f"{_at_least('memory', per_mem)} && {_at_least('cores', per_cores)}"),
-            }
-        )
+        alternatives.append({
+            "name": f"slots{k}", "deviceClassName": names.CLASS_SLOT, "count": k,
+            "selectors": _sel(f"{_at_least('memory', per_mem)} && {_at_least('cores', per_cores)}"),
+        })
         if k > 1:
-            constraints.append(
-                {"requests": [f"{request}/slots{k}"], "matchAttribute": f"{DOMAIN}/parentUUID"}
-            )
+            constraints.append({"requests": [f"{request}/slots{k}"],
+                                "matchAttribute": f"{DOMAIN}/parentUUID"})
     alternatives += [
         {"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE},
         {"name": "gpu", "deviceClassName": names.CLASS_GPU, "selectors": _sel(_at_least("memory", memory))},
@@ -100,25 +92,16 @@ def whole_gpus_claim(count: int, memory_gib: int, split_count: int) -> dict[str,
     request = "gpus"
     memory = f"{memory_gib}Gi"
     alternatives: list[dict[str, Any]] = [
-        {
-            "name": "gpu",
-            "deviceClassName": names.CLASS_GPU,
-            "count": count,
-            "selectors": _sel(_at_least("memory", memory)),
-        },
+        {"name": "gpu", "deviceClassName": names.CLASS_GPU, "count": count,
+         "selectors": _sel(_at_least("memory", memory))},
         # All of a soft GPU's compute, memory as the job needs it; 100% cores keeps two apart.
-        {
-            "name": "soft",
-            "deviceClassName": names.CLASS_VGPU,
-            "count": count,
-            "capacity": {"requests": {"memory": memory, "cores": "100"}},
-        },
+        {"name": "soft", "deviceClassName": names.CLASS_VGPU, "count": count,
+         "capacity": {"requests": {"memory": memory, "cores": "100"}}},
     ]
     constraints: list[dict[str, Any]] = []
     if count * split_count <= MAX_RESULTS:
-        alternatives.append(
-            {"name": "slots", "deviceClassName": names.CLASS_SLOT, "count": count * split_count}
-        )
+        alternatives.append({"name": "slots", "deviceClassName": names.CLASS_SLOT,
+                             "count": count * split_count})
         if count == 1:
             constraints.append({"requests": [f"{request}/slots"], "matchAttribute": f"{DOMAIN}/parentUUID"})
     alternatives.append({"name": "timeslice", "deviceClassName": names.CLASS_TIMESLICE, "count": count})
@@ -143,36 +126,18 @@ def _pod(rng: random.Random, kind: str, n: int, arrival: float, split_count: int
     if kind == "inference":
         mem, cores = _weighted(rng, INFERENCE_SIZES)
         duration = _lognormal_s(rng, 5400, 0.8, 600, 12 * 3600)
-        return TracePod(
-            f"inference-{n}",
-            arrival,
-            duration,
-            (small_claim(mem, cores, split_count),),
-            Demand(mem * GI, float(cores)),
-            kind,
-        )
+        return TracePod(f"inference-{n}", arrival, duration, (small_claim(mem, cores, split_count),),
+                        Demand(mem * GI, float(cores)), kind)
     if kind == "notebook":
         mem, cores = _weighted(rng, NOTEBOOK_SIZES)
         duration = float(rng.randrange(2 * 3600, 10 * 3600, 60))
-        return TracePod(
-            f"notebook-{n}",
-            arrival,
-            duration,
-            (small_claim(mem, cores, split_count),),
-            Demand(mem * GI, float(cores)),
-            kind,
-        )
+        return TracePod(f"notebook-{n}", arrival, duration, (small_claim(mem, cores, split_count),),
+                        Demand(mem * GI, float(cores)), kind)
     (gpus,) = _weighted(rng, TRAINING_GPUS)
     mem = rng.choice((12, 14))  # fits the smallest emulated GPU (T4, 15 GiB), so any node can train
     duration = _lognormal_s(rng, 3 * 3600, 0.9, 1200, 24 * 3600)
-    return TracePod(
-        f"training-{n}",
-        arrival,
-        duration,
-        (whole_gpus_claim(gpus, mem, split_count),),
-        Demand(gpus * mem * GI, 100.0 * gpus),
-        kind,
-    )
+    return TracePod(f"training-{n}", arrival, duration, (whole_gpus_claim(gpus, mem, split_count),),
+                    Demand(gpus * mem * GI, 100.0 * gpus), kind)
 
 
 def generate(spec: GenerateModel, settings: Settings | None = None) -> list[TracePod]:

@@ -143,16 +143,14 @@ class PodModel(_Strict):
         for i, spec in enumerate(claims):
             requests = (spec.get("devices") or {}).get("requests") if isinstance(spec, dict) else None
             if not isinstance(requests, list) or not requests:
-                raise ValueError(
-                    f"claims[{i}]: a ResourceClaim spec needs devices.requests (a non-empty list)"
-                )
+                raise ValueError(f"claims[{i}]: a ResourceClaim spec needs devices.requests "
+                                 "(a non-empty list)")
             for j, req in enumerate(requests):
                 if not isinstance(req, dict) or not req.get("name"):
                     raise ValueError(f"claims[{i}].devices.requests[{j}]: needs a name")
                 if ("exactly" in req) == ("firstAvailable" in req):
-                    raise ValueError(
-                        f"claims[{i}].devices.requests[{j}]: needs exactly one of exactly, firstAvailable"
-                    )
+                    raise ValueError(f"claims[{i}].devices.requests[{j}]: needs exactly one of "
+                                     "exactly, firstAvailable")
                 _check_capacities(f"claims[{i}].devices.requests[{j}]", req)
         return claims
 

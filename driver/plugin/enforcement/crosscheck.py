@@ -191,7 +191,9 @@ def cross_check(
             # A pod holding several claims on one GPU: its processes count for each of them, so they are
             # judged against the claims' quotas together, and reported once (on the first claim).
             pids = {p.pid for p in mine}
-            sharing = sorted((d for d in claims if d.pids & pids and gpu in d.gpus), key=lambda d: d.uid)
+            sharing = sorted(
+                (d for d in claims if d.pids & pids and gpu in d.gpus), key=lambda d: d.uid
+            )
             if sharing[0].uid != c.uid:
                 continue
             limits = [

@@ -112,6 +112,7 @@ class EventSink(Protocol):
     def create_event(self, namespace: str, body: dict[str, Any]) -> None: ...
 
 
+
 class Enforcer:
     """Reports (and with `kill`, kills) what cross_check finds; each finding is reported once."""
 
