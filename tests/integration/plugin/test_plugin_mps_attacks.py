@@ -12,6 +12,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -86,14 +87,25 @@ class Containers:
         return bundle, f"carve-attack-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
     def run(self, doc: dict, *args: str, uid: int = 0, hooks: bool = False, timeout: float = 90):
+        """`runc run` to its end; TimeoutExpired after `timeout` (runc and its hooks killed: output goes to
+        files, so a hook that outlives runc cannot hold the test)."""
         bundle, cid = self._bundle(doc, list(args), uid, hooks)
+        out, err = bundle / "stdout", bundle / "stderr"
         try:
-            return subprocess.run(
-                [RUNC, "--root", str(self.state), "run", "--bundle", str(bundle), cid],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
+            with open(out, "w") as o, open(err, "w") as e:
+                proc = subprocess.Popen(
+                    [RUNC, "--root", str(self.state), "run", "--bundle", str(bundle), cid],
+                    stdout=o,
+                    stderr=e,
+                    start_new_session=True,
+                )
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+            return subprocess.CompletedProcess(proc.args, proc.returncode, out.read_text(), err.read_text())
         finally:
             subprocess.run([RUNC, "--root", str(self.state), "delete", "--force", cid], capture_output=True)
 
