@@ -217,25 +217,31 @@ def test_mps_clients_get_the_daemons_shm_dir_at_dev_shm(node, kubelet, plugin_fa
 
 
 def test_a_dead_mps_daemon_is_restarted(node, plugin_factory):
+    """The plugin's own record names its daemon; a daemon that dies (waitpid) is replaced by one new daemon,
+    and the record follows it."""
     import os
     import signal
     import time
 
     plugin = plugin_factory("2=mps,exclusive")
-    pid_file = node.plugin_dir / "mps" / "gpu-2" / "pipe" / "nvidia-cuda-mps-control.pid"
-    first = int(pid_file.read_text())
+    record = node.plugin_dir / "mps" / "gpu-2" / "daemon"
+
+    def recorded() -> int:
+        try:
+            return int(record.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    first = recorded()
+    assert first and Path(f"/proc/{first}").exists()
     os.kill(first, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            now = int(pid_file.read_text())
-        except (OSError, ValueError):
-            now = first
-        if now != first:
-            break
+    while time.monotonic() < deadline and recorded() in (0, first):
         time.sleep(0.2)
-    assert now != first
+    now = recorded()
+    assert now not in (0, first)
     plugin.wait_for_log(r"mps\.daemon-died")
+    plugin.wait_for_log(r"mps\.daemon-started.*pid=" + str(now))
 
 
 @needs_cgroup_v2

@@ -241,6 +241,8 @@ def test_host_paths_are_mounted_at_the_same_path_in_the_container():
         == "/var/lib/kubelet/plugins/gpu.carve.dev"
     )
     assert volumes["plugins"]["type"] == "DirectoryOrCreate"
+    # The regions' tmpfs mounts the plugin makes there must reach the runtime on the host.
+    assert mounts["plugins"]["mountPropagation"] == "Bidirectional"
     all_mounts = [m["mountPath"] for c in _pod_containers(render()) for m in c.get("volumeMounts", [])]
     assert "/var/lib/kubelet/plugins" not in all_mounts
     assert volumes["cdi"]["path"] == mounts["cdi"]["mountPath"] == "/var/run/cdi"
