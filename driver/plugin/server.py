@@ -94,6 +94,7 @@ class PluginConfig:
     partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/mig/partitioning.py)
     memory_enforcement: str = names.MEMORY_ENFORCEMENT_AUTO  # auto | driver | limiter (docs/enforcement.md)
     mps_shm_dir: str = ""  # host directory that is the MPS daemons' /dev/shm; "" = clients keep their own
+    region_fs: str = "auto"  # each claim's region directory a tmpfs of its own: auto, on, off (regionfs.py)
     health_monitor: bool = True  # NVML health -> taints/withdrawal, Events, metrics, the kubelet's stream
     health_taint_effect: str = "NoSchedule"
     health_lost_effect: str = "NoSchedule"
@@ -299,6 +300,7 @@ class Plugin:
                 self.limiter_dir / names.HOOK_BINARY, layout.host_path(self.mps.control)
             )
         self.preparer.mps_shm_dir = Path(c.mps_shm_dir) if c.mps_shm_dir else None
+        self.preparer.region_fs = c.region_fs
         if c.claim_status and hasattr(self.cluster, "update_resource_claim_status"):
             writer = ClaimStatusWriter(self.cluster)
             self.preparer.after_prepare = lambda plan, record, limits: writer.write(

@@ -131,6 +131,7 @@ class Preparer:
         self.partition_host: PartitionHost | None = None
         self.mps_pipe_dir: Callable[[str], Path | None] = lambda _uuid: None
         self.mps_state_dir: Callable[[str], Path | None] = lambda _uuid: None
+        self.region_fs = "off"  # each region directory a tmpfs of its own: auto, on, off (regionfs.py)
         self.mps_shm_dir: Path | None = None  # --mps-shm-dir: the daemons' /dev/shm on the host
         self.mps_user_check: MpsUserCheck | None = None  # None: no mps-user hook (no control binary)
         # After a claim is prepared (not answered from the checkpoint): the claim status writer. Its
@@ -368,7 +369,9 @@ class Preparer:
             # The limits file's runtime (effective shares, high-priority neighbours) comes from the claims
             # already prepared on this node; the watcher keeps it current afterwards.
             runtime = claim_runtime(ref.uid, limits, self.state, self.claims_dir, self._claim_regions)
-            write_claim_files(files, Path(self.settings.limiter_dir), limits, runtime)
+            write_claim_files(
+                files, Path(self.settings.limiter_dir), limits, runtime, region_fs=self.region_fs
+            )
         except LimiterMissing as e:
             raise PrepareError(f"{ref}: {e}") from None
 

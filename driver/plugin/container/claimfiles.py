@@ -35,16 +35,22 @@ def check_limiter(limiter_dir: Path) -> None:
 
 
 def write_claim_files(
-    files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits, runtime: ClaimRuntime = ALONE
+    files: ClaimFiles,
+    limiter_dir: Path,
+    limits: ClaimLimits,
+    runtime: ClaimRuntime = ALONE,
+    region_fs: str = "off",
 ) -> None:
     """Check the limiter, create the claim directory, (re)create its region and write its limits file
     (`runtime`: the shares among the node's claims, as the DRA preparer computes them; the default is a
-    claim alone on its GPUs)."""
+    claim alone on its GPUs). `region_fs` (auto, on, off): whether the region's directory is a tmpfs of its
+    own (regionfs.py; the DRA plugin's --region-fs)."""
     check_limiter(limiter_dir)
     ensure_private_dir(files.root.parent)
     ensure_private_dir(files.root)
     files.region_dir.mkdir(mode=0o755, exist_ok=True)
-    regionfs.cap(files.region_dir)  # what a tenant allocates through its region stays in its own share
+    if region_fs != "off":  # what a tenant allocates through its region stays in its own share
+        regionfs.cap(files.region_dir, force=region_fs == "on")
     files.region_dir.chmod(0o755)
     create_region(files.region, limits)
     write_limits(files.limits, limits, runtime)

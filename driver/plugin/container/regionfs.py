@@ -29,16 +29,54 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _warned: list[bool] = []
 
 
-def cap(directory: Path) -> bool:
+def _mount_of(directory: Path) -> list[str] | None:
+    """The /proc/self/mountinfo fields of the mount holding `directory` (the longest mount point above it)."""
+    best: list[str] | None = None
+    target = str(directory.resolve())
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point = fields[4].encode().decode("unicode_escape")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[4])):
+            best = fields
+    return best
+
+
+def host_sees_mounts(directory: Path, proc: Path = Path("/proc")) -> bool:
+    """Would a mount made here at `directory` reach the container runtime? Yes when the plugin shares the
+    mount namespace of the node's init (a plugin run on the host; the chart runs it with hostPID), or when
+    the mount holding `directory` propagates (shared: the chart's Bidirectional mount of the plugin dir).
+    A mount the runtime does not see would hide the region from it: then the directory stays plain."""
+    try:
+        if os.stat(proc / "self/ns/mnt").st_ino == os.stat(proc / "1/ns/mnt").st_ino:
+            return True
+    except OSError:
+        pass
+    fields = _mount_of(directory)
+    if fields is None:
+        return False
+    optional = fields[6 : fields.index("-")]
+    return any(f.startswith("shared:") for f in optional)
+
+
+def cap(directory: Path, force: bool = False) -> bool:
     """Mount a size-capped tmpfs at `directory` (an empty directory of the plugin's, mode 0755) unless one
-    is there already. True when the directory is capped."""
+    is there already, where the container runtime will see it (`force`: --region-fs on, the operator says
+    it does). True when the directory is capped."""
     directory = Path(directory)
     if os.path.ismount(directory):
         return True
+    if not force and not host_sees_mounts(directory):
+        _warn(directory, "the plugin directory's mount does not propagate to the host (mountPropagation)")
+        return False
     options = f"size={FS_BYTES},nr_inodes=8,mode=0755".encode()
     if _libc.mount(b"tmpfs", bytes(directory), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) == 0:
         return True
-    err = ctypes.get_errno()
+    _warn(directory, os.strerror(ctypes.get_errno()))
+    return False
+
+
+def _warn(directory: Path, error: str) -> None:
     if not _warned:
         _warned.append(True)
         event(
@@ -46,10 +84,9 @@ def cap(directory: Path) -> bool:
             logging.WARNING,
             "regions.uncapped",
             dir=str(directory),
-            error=os.strerror(err),
+            error=error,
             detail="regions stay on the plugin's filesystem; blocks past their end are punched every pass",
         )
-    return False
 
 
 def release(directory: Path) -> None:

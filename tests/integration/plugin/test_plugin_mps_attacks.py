@@ -236,7 +236,8 @@ def test_fallocate_past_the_region_end_fills_only_the_claims_own_share(
 ):
     """Attack 5: fallocate(FALLOC_FL_KEEP_SIZE) on the read-write region allocates blocks past its end
     (st_size unchanged): the host must hold no more of them than the claim's own small share."""
-    plugin_factory("1=soft,exclusive")
+    # `on`: runc runs in this test's mount namespace (whether the node init's is readable or not here).
+    plugin_factory("1=soft,exclusive", extra=("--region-fs", "on"))
     claim = soft_claim(node, "s")
     assert kubelet.prepare([claim])[claim[2]]["error"] == ""
     doc = spec_of(node, claim[2])
