@@ -128,6 +128,7 @@ CUSTOM_VALUES = {
     "plugin.health.interval": (2.5, "health_interval", 2.5),
     "plugin.claimStatus": (False, "claim_status", False),
     "plugin.mpsShmDir": ("/run/shm-of-mps", "mps_shm_dir", "/run/shm-of-mps"),
+    "plugin.regionFs": ("on", "region_fs", "on"),
 }
 
 
