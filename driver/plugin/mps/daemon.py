@@ -43,6 +43,7 @@ STOP_TIMEOUT_S = 5.0
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 300.0
 STABLE_S = 600.0  # a daemon that ran this long resets the back-off
+MISSES_BEFORE_RESTART = 3
 RECORD_FILE = "daemon"  # "<pid> <start time>": the plugin's word on which process is the GPU's daemon
 PIPE_DIR = "pipe"
 LOG_DIR = "log"
@@ -69,6 +70,7 @@ class DaemonState:
     started_at: float = 0.0  # monotonic
     next_start: float = 0.0  # monotonic: no start before this (back-off)
     backoff_s: float = 0.0
+    misses: int = 0  # checks in a row the running daemon did not answer
 
     @property
     def pipe(self) -> Path:
@@ -121,6 +123,7 @@ class MpsDaemons:
                 event(log, logging.INFO, "mps.daemon-stopped", gpu=d.name, uuid=d.gpu_uuid)
             for d in todo:
                 if d.proc is not None and d.proc.poll() is None:
+                    self._check(d)
                     continue
                 if d.proc is not None:
                     self._died(d)
@@ -182,6 +185,26 @@ class MpsDaemons:
             return self._run(d, "get_server_list\n").returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             return False
+
+    def _check(self, d: DaemonState) -> None:
+        """A running daemon that stops answering for MISSES_BEFORE_RESTART passes in a row is stopped (and
+        started again after the back-off): one that hangs would hold every client's cuInit."""
+        if self._answers(d):
+            d.misses = 0
+            with self._lock:
+                d.healthy, d.error = True, ""
+            return
+        d.misses += 1
+        if d.misses < MISSES_BEFORE_RESTART:
+            return
+        event(log, logging.WARNING, "mps.daemon-hung", gpu=d.name, uuid=d.gpu_uuid, misses=d.misses)
+        with self._lock:
+            d.error = f"did not answer {d.misses} checks in a row"
+        self._stop(d)
+        d.misses = 0
+        d.restarts += 1
+        d.backoff_s = min(max(d.backoff_s * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
+        d.next_start = time.monotonic() + d.backoff_s
 
     def _died(self, d: DaemonState) -> None:
         """Our child exited (waitpid said so): reap it, count it, and back off before the next start."""

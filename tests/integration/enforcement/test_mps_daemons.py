@@ -5,7 +5,10 @@ daemon left by a crashed plugin is stopped through the plugin's own record."""
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,6 +23,7 @@ from driver.plugin.mps.daemon import RECORD_FILE, MpsDaemons, start_time
 def short_timeouts(monkeypatch):
     monkeypatch.setattr(daemon_module, "READY_TIMEOUT_S", 3.0)
     monkeypatch.setattr(daemon_module, "STOP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(daemon_module, "COMMAND_TIMEOUT_S", 1.0)
 
 
 def _control(tmp_path: Path, body: str) -> Path:
@@ -81,3 +85,28 @@ def test_an_orphan_of_a_crashed_plugin_is_stopped_before_ours_starts(tmp_path: P
             orphan.kill()
             orphan.wait()
     assert not os.path.exists(f"/proc/{orphan.pid}/status") or orphan.returncode is not None
+
+
+def test_a_daemon_that_hangs_is_replaced_after_three_checks(tmp_path: Path):
+    """The fake control daemon, stopped (SIGSTOP) once it runs: it keeps its pid but answers nothing. The
+    third unanswered check stops it (SIGKILL reaches a stopped process) and the next pass after the back-off
+    starts one new daemon."""
+    control = Path(__file__).resolve().parents[3] / "native/build/fakes/nvidia-cuda-mps-control"
+    pipe_base = Path(tempfile.mkdtemp(prefix="carve-hang-"))
+    daemons = MpsDaemons(control, pipe_base / "mps")
+    try:
+        daemons.ensure([("GPU-a", "gpu-0")])
+        first = daemons.daemons["GPU-a"].proc
+        assert first is not None and daemons.pipe_dir("GPU-a") is not None
+        os.kill(first.pid, signal.SIGSTOP)
+        for _ in range(3):
+            daemons.ensure([("GPU-a", "gpu-0")])
+        assert first.returncode is not None and daemons.pipe_dir("GPU-a") is None
+        daemons.daemons["GPU-a"].next_start = 0.0
+        daemons.ensure([("GPU-a", "gpu-0")])
+        now = daemons.daemons["GPU-a"].proc
+        assert now is not None and now.pid != first.pid and daemons.pipe_dir("GPU-a") is not None
+        assert daemons.health()["gpu-0"]["restarts"] == 1
+    finally:
+        daemons.stop()
+        shutil.rmtree(pipe_base, ignore_errors=True)
