@@ -75,10 +75,19 @@ _libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c
 
 def punch_past_end(fd: int, size: int) -> None:
     """Free the blocks a container allocated past the end of file (fallocate with FALLOC_FL_KEEP_SIZE leaves
-    st_size as it was, so only st_blocks shows them). Best effort: a filesystem without hole punching keeps
-    them (the region's own tmpfs caps them anyway, driver/plugin/container/regionfs.py)."""
+    st_size as it was, so only st_blocks shows them): a truncate to the same size, else hole punching past
+    the end. Best effort (the region's own tmpfs caps them anyway, driver/plugin/container/regionfs.py)."""
+    # A truncate to the same size drops what lies past the end on ext4 (whose hole punching stops at the
+    # end of file); the contents up to `size`, and every mapping of them, stay as they are.
+    os.ftruncate(fd, size)
+    if os.fstat(fd).st_blocks * 512 <= _PAGE * -(-size // _PAGE):
+        return
     start = _PAGE * -(-size // _PAGE)
-    _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, (1 << 62) - start)
+    # To the filesystem's largest file size, which the kernel does not say: the first length it accepts
+    # (EFBIG past it: ext4 stops at 16 TiB, xfs and tmpfs go further).
+    for bits in (62, 52, 46, 44, 42, 40):
+        if _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, (1 << bits) - start) == 0:
+            return
 
 
 class DeviceStruct(ctypes.Structure):

@@ -277,3 +277,23 @@ def test_a_forged_control_socket_neither_stalls_nor_refuses_another_tenant(
         assert took < 30, took
     finally:
         containers.finish(forger, cid)
+
+
+def test_blocks_past_the_region_end_are_punched_where_the_region_is_not_capped(
+    node, kubelet, plugin_factory, containers
+):
+    """Attack 5 where the plugin may not mount (`--region-fs off`): the region watcher frees what a tenant
+    allocated past the end within a pass or two."""
+    plugin_factory("1=soft,exclusive", extra=("--region-fs", "off", "--region-interval", "0.2"))
+    claim = soft_claim(node, "s")
+    assert kubelet.prepare([claim])[claim[2]]["error"] == ""
+    doc = spec_of(node, claim[2])
+    region = node.plugin_dir / "claims" / claim[2] / "region" / "region"
+    done = containers.run(doc, "fallocate", env_of(doc)["CARVE_REGION"], str(64 * MI))
+    assert "fallocate ok" in done.stdout, done.stdout  # the plain directory takes it...
+    page = os.sysconf("SC_PAGE_SIZE")
+    limit = -(-region.stat().st_size // page) * page
+    deadline = time.monotonic() + 10
+    while region.stat().st_blocks * 512 > limit and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert region.stat().st_blocks * 512 <= limit  # ...and the watcher gives it back
