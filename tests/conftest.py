@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.apiserver_standin import ApiServerStandIn
+from support.mounts import unmount_under
 
 REPO = Path(__file__).resolve().parents[1]
 # tests/frameworks runs real CUDA clients from the framework environment (2.8 GB of wheels, built and cached
@@ -61,3 +62,16 @@ def apiserver() -> Iterator[ApiServerStandIn]:
 def stub_cache(tmp_path_factory) -> Path:
     """Where tests/support/driverroot.py keeps the stub driver libraries it compiles (once per session)."""
     return tmp_path_factory.mktemp("driver-stubs")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def unmount_region_filesystems(tmp_path_factory) -> Iterator[None]:
+    """At the end of the session, the regions' tmpfs mounts that tests left (a plugin run as root mounts one
+    per prepared claim; tests that do not unprepare leave them): pytest's cleanup of old runs cannot remove
+    a mount point."""
+    yield
+    if os.geteuid() == 0:
+        base = tmp_path_factory.getbasetemp()
+        unmount_under(base)
+        for old in base.parent.glob("garbage-*"):  # earlier runs pytest could not remove (never a live run's)
+            unmount_under(old)

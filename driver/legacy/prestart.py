@@ -24,6 +24,7 @@ from driver.legacy.edits_adapter import allocation_spec
 from driver.legacy.identity import IdentityError, PodResourcesClient, resolve
 from driver.legacy.kubeapi import LegacyApi
 from driver.legacy.metrics import AllocationOwner, write_owner
+from driver.plugin.container import regionfs
 from driver.plugin.container.claimfiles import write_claim_files
 from driver.plugin.container.edits import ClaimFiles, HostLayout
 from driver.plugin.logfmt import event
@@ -123,6 +124,7 @@ class Allocations:
                     continue
                 self.specs.remove(uid)
                 if (self.root / uid).exists():
+                    regionfs.release_under(self.root / uid)
                     shutil.rmtree(self.root / uid)
                     fsync_dir(self.root)
                 removed += 1

@@ -59,10 +59,35 @@ def open_untrusted(
             os.ftruncate(fd, size)
         elif st.st_size != size:
             raise RegionError(f"{what} {path}: size is {st.st_size} bytes, expected {size}")
+        if cut_oversized and st.st_blocks * 512 > _PAGE * -(-size // _PAGE):
+            punch_past_end(fd, size)  # blocks a tenant allocated past the end (FALLOC_FL_KEEP_SIZE)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+
+
+def punch_past_end(fd: int, size: int) -> None:
+    """Free the blocks a container allocated past the end of file (fallocate with FALLOC_FL_KEEP_SIZE leaves
+    st_size as it was, so only st_blocks shows them): a truncate to the same size, else hole punching past
+    the end. Best effort (the region's own tmpfs caps them anyway, driver/plugin/container/regionfs.py)."""
+    # A truncate to the same size drops what lies past the end on ext4 (whose hole punching stops at the
+    # end of file); the contents up to `size`, and every mapping of them, stay as they are.
+    os.ftruncate(fd, size)
+    if os.fstat(fd).st_blocks * 512 <= _PAGE * -(-size // _PAGE):
+        return
+    start = _PAGE * -(-size // _PAGE)
+    # To the filesystem's largest file size, which the kernel does not say: the first length it accepts
+    # (EFBIG past it: ext4 stops at 16 TiB, xfs and tmpfs go further).
+    for bits in (62, 52, 46, 44, 42, 40):
+        if _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, (1 << bits) - start) == 0:
+            return
 
 
 class DeviceStruct(ctypes.Structure):

@@ -132,6 +132,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "none: clients keep their own /dev/shm (the plugin runs on the host, or fake GPUs)",
     )
     p.add_argument(
+        "--region-fs",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="mount each claim's region directory as a tmpfs of its own, so a tenant fills at most its own "
+        "share of the host (docs/security.md): auto = where the container runtime sees the mount (the "
+        "plugin shares the node init's mount namespace, or the plugin directory's mount is shared), on, off",
+    )
+    p.add_argument(
         "--health-monitor",
         default=True,
         action=argparse.BooleanOptionalAction,
@@ -300,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
         partitioning=args.node_partitioning,
         memory_enforcement=args.memory_enforcement,
         mps_shm_dir=args.mps_shm_dir,
+        region_fs=args.region_fs,
         health_monitor=args.health_monitor,
         toolkit_root=Path(args.toolkit_root) if args.toolkit_root else None,
         health_taint_effect=args.health_taint_effect,

@@ -95,6 +95,7 @@ class PluginConfig:
     partitioning: bool = True  # follow this node's NodePartitioning (driver/plugin/mig/partitioning.py)
     memory_enforcement: str = names.MEMORY_ENFORCEMENT_AUTO  # auto | driver | limiter (docs/enforcement.md)
     mps_shm_dir: str = ""  # host directory that is the MPS daemons' /dev/shm; "" = clients keep their own
+    region_fs: str = "auto"  # each claim's region directory a tmpfs of its own: auto, on, off (regionfs.py)
     health_monitor: bool = True  # NVML health -> taints/withdrawal, Events, metrics, the kubelet's stream
     # The host's / as the plugin sees it, for the NVIDIA container toolkit's config
     # (driver/plugin/toolkit.py); None: not checked.
@@ -305,12 +306,14 @@ class Plugin:
             {k: v for k, v in os.environ.items() if k.startswith("CARVE_FAKE_")},
         )
         self.preparer.mps_pipe_dir = self.mps.pipe_dir
+        self.preparer.mps_state_dir = self.mps.state_dir
         if self.mps.control is not None:
             # MPS serves one uid per GPU: the hook refuses a container of another uid while it has clients.
             self.preparer.mps_user_check = MpsUserCheck(
                 self.limiter_dir / names.HOOK_BINARY, layout.host_path(self.mps.control)
             )
         self.preparer.mps_shm_dir = Path(c.mps_shm_dir) if c.mps_shm_dir else None
+        self.preparer.region_fs = c.region_fs
         if c.claim_status and hasattr(self.cluster, "update_resource_claim_status"):
             writer = ClaimStatusWriter(self.cluster)
             self.preparer.after_prepare = lambda plan, record, limits: writer.write(

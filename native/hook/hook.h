@@ -53,6 +53,8 @@ char *container_root_from_state(int fd);
 /* The bundle's config.json (read whole, at most HOOK_MAX_CONFIG) from the OCI state document on `fd`;
  * *bundle (malloc'd) is the bundle's path. NULL after a message. */
 char *bundle_config_from_state(int fd, char **bundle, size_t *len);
+/* The same from an OCI state document already read (`state`, `state_len` bytes). */
+char *bundle_config_from_doc(const char *state, size_t state_len, char **bundle, size_t *len);
 /* Reads at most `max` bytes of a whole file; NULL (errno set) on error or when it is larger. */
 char *read_file_limited(int fd, size_t max, size_t *len);
 /* Closes every descriptor above stderr. */

@@ -74,14 +74,20 @@ char *read_file_limited(int fd, size_t max, size_t *len)
 
 char *bundle_config_from_state(int fd, char **bundle_out, size_t *len)
 {
-    static const char *const bundle_key[] = {"bundle", NULL};
     char *state = read_file_limited(fd, HOOK_MAX_STATE, len);
     if (!state) {
         hook_error("reading the OCI state from stdin: %s", strerror(errno));
         return NULL;
     }
-    char *bundle = json_string_at(state, *len, bundle_key);
+    char *config = bundle_config_from_doc(state, *len, bundle_out, len);
     free(state);
+    return config;
+}
+
+char *bundle_config_from_doc(const char *state, size_t state_len, char **bundle_out, size_t *len)
+{
+    static const char *const bundle_key[] = {"bundle", NULL};
+    char *bundle = json_string_at(state, state_len, bundle_key);
     if (!bundle || bundle[0] != '/') {
         hook_error("OCI state on stdin: no absolute \"bundle\" path");
         free(bundle);

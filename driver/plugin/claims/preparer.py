@@ -42,6 +42,7 @@ from driver.plugin.claims.plan import (
     memory_partitions,
     plan_claim,
 )
+from driver.plugin.container import regionfs
 from driver.plugin.container.claimfiles import LimiterMissing, write_claim_files
 from driver.plugin.container.edits import (
     ClaimDevice,
@@ -129,6 +130,8 @@ class Preparer:
         # side of the driver-partition hook, and the MPS pipe directory of a GPU (None: no daemon).
         self.partition_host: PartitionHost | None = None
         self.mps_pipe_dir: Callable[[str], Path | None] = lambda _uuid: None
+        self.mps_state_dir: Callable[[str], Path | None] = lambda _uuid: None
+        self.region_fs = "off"  # each region directory a tmpfs of its own: auto, on, off (regionfs.py)
         self.mps_shm_dir: Path | None = None  # --mps-shm-dir: the daemons' /dev/shm on the host
         self.mps_user_check: MpsUserCheck | None = None  # None: no mps-user hook (no control binary)
         # After a claim is prepared (not answered from the checkpoint): the claim status writer. Its
@@ -354,6 +357,7 @@ class Preparer:
                 memory=device_memory(ref, p)[1],
                 shm_dir=self.mps_shm_dir,
                 gpu_uuid=p.device.gpu_uuid,
+                state_dir=self.mps_state_dir(p.device.gpu_uuid),
             )
             mps = mps_edits(share, self.mps_user_check)
             edits = mps if edits is None else edits.merged(mps)
@@ -365,7 +369,9 @@ class Preparer:
             # The limits file's runtime (effective shares, high-priority neighbours) comes from the claims
             # already prepared on this node; the watcher keeps it current afterwards.
             runtime = claim_runtime(ref.uid, limits, self.state, self.claims_dir, self._claim_regions)
-            write_claim_files(files, Path(self.settings.limiter_dir), limits, runtime)
+            write_claim_files(
+                files, Path(self.settings.limiter_dir), limits, runtime, region_fs=self.region_fs
+            )
         except LimiterMissing as e:
             raise PrepareError(f"{ref}: {e}") from None
 
@@ -411,6 +417,7 @@ class Preparer:
     def remove_claim_dir(self, uid: str) -> None:
         root = self.claims_dir / uid
         if root.exists():
+            regionfs.release_under(root)
             shutil.rmtree(root)  # no fsync: per-boot state (driver/fsutil.py)
 
     def sync(self) -> None:

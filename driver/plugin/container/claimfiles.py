@@ -3,7 +3,8 @@ follow before a CDI spec may name the directory.
 
 The limiter and its ld.so.preload hook must exist (a spec that mounts a missing library would start the
 container without limits), then the claim directory (0700, under a 0700 parent), the shared region in it
-(usage accounting; its directory 0755: the claim's containers may run as any uid) and the plugin-owned
+(usage accounting; its directory 0755: the claim's containers may run as any uid; a tmpfs of its own,
+regionfs.py) and the plugin-owned
 limits file (what the limiter enforces; its directory is mounted read-only).
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from driver import names
 from driver.fsutil import ensure_private_dir
 from driver.limits import ClaimLimits, ClaimRuntime, create_region, write_limits
+from driver.plugin.container import regionfs
 from driver.plugin.container.edits import ClaimFiles
 
 ALONE = ClaimRuntime()  # the runtime of a claim alone on its GPUs
@@ -33,15 +35,22 @@ def check_limiter(limiter_dir: Path) -> None:
 
 
 def write_claim_files(
-    files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits, runtime: ClaimRuntime = ALONE
+    files: ClaimFiles,
+    limiter_dir: Path,
+    limits: ClaimLimits,
+    runtime: ClaimRuntime = ALONE,
+    region_fs: str = "off",
 ) -> None:
     """Check the limiter, create the claim directory, (re)create its region and write its limits file
     (`runtime`: the shares among the node's claims, as the DRA preparer computes them; the default is a
-    claim alone on its GPUs)."""
+    claim alone on its GPUs). `region_fs` (auto, on, off): whether the region's directory is a tmpfs of its
+    own (regionfs.py; the DRA plugin's --region-fs)."""
     check_limiter(limiter_dir)
     ensure_private_dir(files.root.parent)
     ensure_private_dir(files.root)
     files.region_dir.mkdir(mode=0o755, exist_ok=True)
+    if region_fs != "off":  # what a tenant allocates through its region stays in its own share
+        regionfs.cap(files.region_dir, force=region_fs == "on")
     files.region_dir.chmod(0o755)
     create_region(files.region, limits)
     write_limits(files.limits, limits, runtime)

@@ -7,11 +7,13 @@ hook with `--clear` zeroes the soft limit of the recorded cgroup if it is still 
 the claim's plugin-owned directory (<claim dir>/cgroups/<container id>).
 
 MPS: the claim's containers get the GPU's MPS pipe directory (the plugin's control daemon, driver/plugin/
-mps), the daemons' /dev/shm where --mps-shm-dir names it, and the client settings:
+mps) read-only (only the daemon writes there: docs/security.md, "MPS"), the daemons' /dev/shm where
+--mps-shm-dir names it, and the client settings:
 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the share's cores and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from its
 memory (the hard limit). MPS serves one uid per GPU at a time, and a container's uid is known only when the
 runtime creates it: a createRuntime hook, `carve-cdi-hook mps-user`, refuses to start a container while the
-GPU's server serves another uid's clients (the kubelet retries it), instead of letting it hang in cuInit.
+GPU is leased to another uid or its server serves another uid's clients (the kubelet retries it), instead
+of letting it hang in cuInit.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class MpsShare:
     memory: int  # bytes: the pinned device memory limit (the share's hard limit)
     shm_dir: Path | None = None  # the daemons' /dev/shm on the host (--mps-shm-dir); None: not shared
     gpu_uuid: str = ""
+    state_dir: Path | None = None  # <plugin-dir>/mps/<gpu>: the daemon record and the uid lease (no tenant's)
 
 
 def mps_edits(share: MpsShare, user_check: MpsUserCheck | None = None) -> ContainerEdits:
@@ -115,7 +118,7 @@ def mps_edits(share: MpsShare, user_check: MpsUserCheck | None = None) -> Contai
             Mount(
                 str(share.pipe_dir),
                 names.MPS_CONTAINER_PIPE_DIR,
-                ("rw", "nosuid", "nodev", "noexec", "bind"),
+                ("ro", "nosuid", "nodev", "noexec", "bind"),
             ),
             *shm,
         ),
@@ -132,6 +135,7 @@ def mps_edits(share: MpsShare, user_check: MpsUserCheck | None = None) -> Contai
                         str(share.pipe_dir),
                         "--gpu",
                         share.gpu_uuid,
+                        *(("--state-dir", str(share.state_dir)) if share.state_dir is not None else ()),
                     ),
                     hook_name="createRuntime",
                 ),

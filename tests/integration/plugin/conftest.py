@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.mounts import unmount_under
 from support.plugin_harness import PluginProcess
 
 
@@ -18,3 +19,4 @@ def plugin_factory(node):
     yield start
     for p in started:
         p.stop()
+    unmount_under(node.root)

@@ -180,6 +180,8 @@ def test_mps_gpu_gets_a_daemon_and_its_claims_the_client_setup(node, kubelet, pl
     assert "CARVE_CORES_LIMIT_0" not in env  # MPS partitions the SMs; the limiter does not throttle on top
     mounts = {m["containerPath"]: m for m in doc["containerEdits"]["mounts"]}
     assert mounts[names.MPS_CONTAINER_PIPE_DIR]["hostPath"] == str(pipe)
+    # Read-only: a tenant reaches the daemon's socket but cannot create, delete or replace anything there.
+    assert "ro" in mounts[names.MPS_CONTAINER_PIPE_DIR]["options"]
     assert names.MPS_CONTAINER_SHM_DIR not in mounts  # no --mps-shm-dir: the container keeps its own
     # MPS serves one uid per GPU: a createRuntime hook asks this GPU's daemon before the container starts.
     (check,) = [h for h in doc["containerEdits"]["hooks"] if "mps-user" in h["args"]]
@@ -188,6 +190,9 @@ def test_mps_gpu_gets_a_daemon_and_its_claims_the_client_setup(node, kubelet, pl
     assert args[args.index("--pipe-dir") + 1] == str(pipe)
     assert args[args.index("--gpu") + 1] == attribute(node, "gpu-2", "uuid")
     assert Path(args[args.index("--control") + 1]).name == "nvidia-cuda-mps-control"
+    # The uid lease and the daemon's record: the plugin's directory of the GPU, which no container sees.
+    assert args[args.index("--state-dir") + 1] == str(pipe.parent)
+    assert (pipe.parent.stat().st_mode & 0o777) == 0o700
     # A client with the claim's settings against the node's daemon: MPS holds its pinned memory.
     mps_env = {
         "CUDA_VISIBLE_DEVICES": "2",
@@ -217,25 +222,31 @@ def test_mps_clients_get_the_daemons_shm_dir_at_dev_shm(node, kubelet, plugin_fa
 
 
 def test_a_dead_mps_daemon_is_restarted(node, plugin_factory):
+    """The plugin's own record names its daemon; a daemon that dies (waitpid) is replaced by one new daemon,
+    and the record follows it."""
     import os
     import signal
     import time
 
     plugin = plugin_factory("2=mps,exclusive")
-    pid_file = node.plugin_dir / "mps" / "gpu-2" / "pipe" / "nvidia-cuda-mps-control.pid"
-    first = int(pid_file.read_text())
+    record = node.plugin_dir / "mps" / "gpu-2" / "daemon"
+
+    def recorded() -> int:
+        try:
+            return int(record.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    first = recorded()
+    assert first and Path(f"/proc/{first}").exists()
     os.kill(first, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            now = int(pid_file.read_text())
-        except (OSError, ValueError):
-            now = first
-        if now != first:
-            break
+    while time.monotonic() < deadline and recorded() in (0, first):
         time.sleep(0.2)
-    assert now != first
+    now = recorded()
+    assert now not in (0, first)
     plugin.wait_for_log(r"mps\.daemon-died")
+    plugin.wait_for_log(r"mps\.daemon-started.*pid=" + str(now))
 
 
 @needs_cgroup_v2

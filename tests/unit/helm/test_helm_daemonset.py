@@ -128,6 +128,7 @@ CUSTOM_VALUES = {
     "plugin.health.interval": (2.5, "health_interval", 2.5),
     "plugin.claimStatus": (False, "claim_status", False),
     "plugin.mpsShmDir": ("/run/shm-of-mps", "mps_shm_dir", "/run/shm-of-mps"),
+    "plugin.regionFs": ("on", "region_fs", "on"),
 }
 
 
@@ -241,6 +242,8 @@ def test_host_paths_are_mounted_at_the_same_path_in_the_container():
         == "/var/lib/kubelet/plugins/gpu.carve.dev"
     )
     assert volumes["plugins"]["type"] == "DirectoryOrCreate"
+    # The regions' tmpfs mounts the plugin makes there must reach the runtime on the host.
+    assert mounts["plugins"]["mountPropagation"] == "Bidirectional"
     all_mounts = [m["mountPath"] for c in _pod_containers(render()) for m in c.get("volumeMounts", [])]
     assert "/var/lib/kubelet/plugins" not in all_mounts
     assert volumes["cdi"]["path"] == mounts["cdi"]["mountPath"] == "/var/run/cdi"
