@@ -31,9 +31,12 @@ protos: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
+# Everything CI runs before the e2e: ruff, the suite, then the real CUDA runtimes, CuPy and PyTorch on the fake
+# GPUs in their cached environment (test-frameworks: 2.8 GB of wheels, downloaded once per machine).
 test: native tools test-runc test-deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(MAKE) test-frameworks
 
 # The hook's escape tests run it under real runc (tests/integration/hook/test_hook_runc.py): install
 # Debian's runc when missing and we may (root); otherwise those tests skip, naming the reason.
