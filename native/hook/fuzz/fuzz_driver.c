@@ -156,7 +156,7 @@ int main(int argc, char **argv)
     static uint8_t buf[2 * MAX_INPUT];
     long it = 0;
     for (; it < iterations; it++) {
-        if (stop_at && (it & 1023) == 0 && time(NULL) >= stop_at)
+        if (stop_at && (it & 63) == 0 && time(NULL) >= stop_at)
             break;
         const struct input *base = &corpus[next() % ncorpus];
         memcpy(buf, base->data, base->len);
