@@ -28,6 +28,7 @@ ITERATIONS = int(os.environ.get("CARVE_FUZZ_ITERATIONS", "2000000"))
         ("preload_fuzz", "preload"),  # the image's /etc/ld.so.preload (preload sub-command)
         ("ldcache_fuzz", "ldcache"),  # the ld.so.cache ldconfig wrote from the image's libraries
         ("mpsuser_fuzz", "mpsuser"),  # mps-user: the control's pid replies, /proc/<pid>/status and stat
+        ("memlimits_fuzz", "memlimits"),  # memory-limits: state pid, /proc/<pid>/cgroup, --limit sizes, id
     ],
 )
 def test_a_tenant_file_parser_survives_mutated_inputs(target, corpus, tmp_path):
