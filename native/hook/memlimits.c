@@ -146,12 +146,15 @@ static long state_pid(const char *doc, size_t len)
             return -1;
         p = skip_ws(p + 1, end);
         if (is_pid) {
-            char *num_end;
-            errno = 0;
-            long v = strtol(p, &num_end, 10);
-            if (num_end == p || errno || v <= 0 || v > INT_MAX)
+            /* Digits within [p, end): strtol would read on past `len` when the document is not terminated
+             * (found by hook/fuzz/memlimits_fuzz.c under ASan). */
+            long long v = 0;
+            const char *d = p;
+            while (d < end && *d >= '0' && *d <= '9' && v <= INT_MAX)
+                v = v * 10 + (*d++ - '0');
+            if (d == p || v <= 0 || v > INT_MAX || (d < end && *d >= '0' && *d <= '9'))
                 return -1;
-            pid = v;
+            pid = (long)v;
         }
         p = skip_value(p, end, 1);
         p = p ? skip_ws(p, end) : NULL;
