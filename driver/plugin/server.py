@@ -30,7 +30,7 @@ from driver.metrics import MetricsServer, PluginMetrics, plugin_state
 from driver.plugin.claims.catalog import NodeDevice, catalog_from_slices
 from driver.plugin.claims.plan import ClaimRef
 from driver.plugin.claims.preparer import Preparer, PreparerSettings
-from driver.plugin.claims.status import ClaimStatusWriter, device_statuses
+from driver.plugin.claims.status import ClaimStatusWriter, StatusQueue, device_statuses
 from driver.plugin.container.edits import DriverFilesError, HostLayout
 from driver.plugin.container.enforcement_edits import (
     MpsUserCheck,
@@ -156,7 +156,7 @@ class Plugin:
         self.refused: dict[str, str] = {}  # GPU uuid -> why NVML refused MIG mode (modes.py fallback)
         self.mps: MpsDaemons | None = None
         self.driver_memory: frozenset[str] = frozenset()
-        self._status_writer: ClaimStatusWriter | None = None
+        self._status_writer: StatusQueue | None = None
         self.node_health = NodeHealth(
             config.node_name,
             gpus,
@@ -315,7 +315,8 @@ class Plugin:
         self.preparer.mps_shm_dir = Path(c.mps_shm_dir) if c.mps_shm_dir else None
         self.preparer.region_fs = c.region_fs
         if c.claim_status and hasattr(self.cluster, "update_resource_claim_status"):
-            writer = ClaimStatusWriter(self.cluster)
+            # Reports go out from a thread of their own: the kubelet's answer never waits on them.
+            writer = StatusQueue(ClaimStatusWriter(self.cluster))
             self.preparer.after_prepare = lambda plan, record, limits: writer.write(
                 plan.ref, device_statuses(plan, record, limits)
             )
@@ -405,6 +406,8 @@ class Plugin:
             server.stop(grace_s).wait()
         if self.dra_socket.exists():
             self.dra_socket.unlink()
+        if self._status_writer is not None:
+            self._status_writer.close(grace_s)  # the reports of the last calls still go out
         if self.region_watcher:
             self.region_watcher.stop()
         if self.mps:

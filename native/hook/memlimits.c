@@ -146,12 +146,15 @@ static long state_pid(const char *doc, size_t len)
             return -1;
         p = skip_ws(p + 1, end);
         if (is_pid) {
-            char *num_end;
-            errno = 0;
-            long v = strtol(p, &num_end, 10);
-            if (num_end == p || errno || v <= 0 || v > INT_MAX)
+            /* Digits within [p, end): strtol would read on past `len` when the document is not terminated
+             * (found by hook/fuzz/memlimits_fuzz.c under ASan). */
+            long long v = 0;
+            const char *d = p;
+            while (d < end && *d >= '0' && *d <= '9' && v <= INT_MAX)
+                v = v * 10 + (*d++ - '0');
+            if (d == p || v <= 0 || v > INT_MAX || (d < end && *d >= '0' && *d <= '9'))
                 return -1;
-            pid = v;
+            pid = (long)v;
         }
         p = skip_value(p, end, 1);
         p = p ? skip_ws(p, end) : NULL;
@@ -293,24 +296,33 @@ static int set_one(const struct nvml *n, const struct limit *l, const char *cgro
 
 /* --- arguments and the two steps ------------------------------------------------------------------ */
 
+/* The --limit arguments' storage (file scope: the fuzz target starts each input afresh). */
+static char limit_buf[MAX_LIMITS][128];
+static int limit_used;
+
+/* A size: decimal digits only. strtoull alone would take "-1" (as 2^64-1, no limit at all), " 5" or "+5". */
+static int parse_size(const char *s, unsigned long long *out)
+{
+    if (*s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    *out = strtoull(s, &end, 10);
+    return errno || *end ? -1 : 0;
+}
+
 static int parse_limit(const char *arg, struct limit *l)
 {
-    static char buf[MAX_LIMITS][128];
-    static int used;
-    if (used >= MAX_LIMITS || strlen(arg) >= sizeof buf[0])
+    if (limit_used >= MAX_LIMITS || strlen(arg) >= sizeof limit_buf[0])
         return -1;
-    char *s = buf[used++];
+    char *s = limit_buf[limit_used++];
     strcpy(s, arg);
     char *c1 = strchr(s, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
     if (!c1 || !c2 || c1 == s)
         return -1;
     *c1 = *c2 = '\0';
-    char *e1, *e2;
-    errno = 0;
     l->uuid = s;
-    l->soft = strtoull(c1 + 1, &e1, 10);
-    l->hard = strtoull(c2 + 1, &e2, 10);
-    if (errno || *e1 || *e2 || e1 == c1 + 1 || e2 == c2 + 1 || l->hard == 0 || l->soft > l->hard)
+    if (parse_size(c1 + 1, &l->soft) != 0 || parse_size(c2 + 1, &l->hard) != 0 || l->hard == 0 || l->soft > l->hard)
         return -1;
     return 0;
 }

@@ -215,11 +215,21 @@ class Preparer:
                 record = self._record(plan)
                 record.pods = list(reserved_pods(claim))
                 try:
-                    return Prepared(devices=tuple(self._apply(plan, record)))
+                    devices, limits = self._apply(plan, record)
                 except BaseException:
                     # Roll back this claim only; the error goes to the kubelet, which retries later.
                     self._undo(record, inject=False)
                     raise
+            # The status report is two API round trips: made outside the node lock (the claim's own lock
+            # still orders it against this claim's unprepare), so concurrent prepares do not queue behind
+            # each other's API calls (docs/performance.md).
+            try:
+                self.after_prepare(plan, record, limits)
+            except Exception as e:  # the claim is prepared; its status is a report
+                event(
+                    log, logging.WARNING, "claim-status.failed", uid=ref.uid, error=f"{type(e).__name__}: {e}"
+                )
+            return Prepared(devices=tuple(devices))
 
     def _namespace(self, ref: ClaimRef) -> dict | None:
         try:
@@ -261,7 +271,8 @@ class Preparer:
             uid=ref.uid, namespace=ref.namespace, name=ref.name, state=STATE_STARTED, devices=devices
         )
 
-    def _apply(self, plan: ClaimPlan, record: ClaimRecord) -> list[DeviceRecord]:
+    def _apply(self, plan: ClaimPlan, record: ClaimRecord) -> tuple[list[DeviceRecord], object]:
+        """Prepare under the node lock: (the claim's devices, its limits for the status report)."""
         ref = plan.ref
         self.state[ref.uid] = record
         self._save(ref.uid)
@@ -318,11 +329,7 @@ class Preparer:
             limits=None if limits is None else [(d.memory_bytes, d.cores_percent) for d in limits.devices],
         )
         faults.reached("prepare-after-checkpoint-completed")
-        try:
-            self.after_prepare(plan, record, limits)
-        except Exception as e:  # the claim is prepared; its status is a report
-            event(log, logging.WARNING, "claim-status.failed", uid=ref.uid, error=f"{type(e).__name__}: {e}")
-        return record.devices
+        return record.devices, limits
 
     def _enforcement_edits(self, plan: ClaimPlan, files: ClaimFiles, limits):
         """The driver partition's hooks and the MPS client setup of a claim, or None when it has neither."""
@@ -378,18 +385,24 @@ class Preparer:
     # --- unprepare -------------------------------------------------------------------------------------
 
     def _unprepare_one(self, ref: ClaimRef) -> None:
-        with self.claim_locks.hold(ref.uid), self.node_lock.hold():
-            self.sync()
-            record = self.state.get(ref.uid)
-            if record is None:
-                # Unknown claim: nothing to do, but never leave a stray spec behind for it.
-                if self.specs.remove(ref.uid):
-                    event(log, logging.WARNING, "unprepare.stray-spec-removed", uid=ref.uid)
-                event(
-                    log, logging.INFO, "unprepare.unknown", claim=f"{ref.namespace}/{ref.name}", uid=ref.uid
-                )
-                return
-            self._undo(record, inject=True)
+        with self.claim_locks.hold(ref.uid):
+            with self.node_lock.hold():
+                self.sync()
+                record = self.state.get(ref.uid)
+                if record is None:
+                    # Unknown claim: nothing to do, but never leave a stray spec behind for it.
+                    if self.specs.remove(ref.uid):
+                        event(log, logging.WARNING, "unprepare.stray-spec-removed", uid=ref.uid)
+                    event(
+                        log,
+                        logging.INFO,
+                        "unprepare.unknown",
+                        claim=f"{ref.namespace}/{ref.name}",
+                        uid=ref.uid,
+                    )
+                    return
+                self._undo(record, inject=True)
+            # The status clear is API round trips: outside the node lock, under the claim's (as at prepare).
             self.after_unprepare(record)
             event(
                 log,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -159,3 +160,76 @@ class ClaimStatusWriter:
                     delay *= 2
         event(log, logging.WARNING, "claim-status.conflict", uid=ref.uid, attempts=self.attempts)
         return False
+
+
+class StatusQueue:
+    """Claim status reports off the kubelet's path: one thread applies them in order, latest per claim wins.
+
+    A report is two API round trips (read, write), made under no lock of the preparer, so a prepare answers
+    the kubelet without waiting for them (docs/performance.md). Per claim the order is kept: a clear queued
+    behind a write replaces it (the claim is gone before its report went out). A report is not durable: a
+    plugin that crashes before sending it leaves the claim without status.devices, as one that crashed
+    between the checkpoint and the status write always did; the claim itself is prepared.
+    """
+
+    def __init__(self, writer: ClaimStatusWriter, name: str = "claim-status"):
+        self.writer = writer
+        self._pending: dict[str, tuple[ClaimRef, list[dict] | None]] = {}  # uid -> entries, None: clear
+        self._cond = threading.Condition()
+        self._busy = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def write(self, ref: ClaimRef, entries: list[dict]) -> None:
+        self._put(ref, entries)
+
+    def clear(self, ref: ClaimRef) -> None:
+        self._put(ref, None)
+
+    def _put(self, ref: ClaimRef, entries: list[dict] | None) -> None:
+        with self._cond:
+            self._pending.pop(ref.uid, None)  # re-inserted last: dict order is the send order
+            self._pending[ref.uid] = (ref, entries)
+            self._cond.notify()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every queued report was sent (or given up); False when `timeout_s` ran out first."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._pending or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        self.flush(timeout_s)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if self._closed and not self._pending:
+                    return
+                uid = next(iter(self._pending))
+                ref, entries = self._pending.pop(uid)
+                self._busy = True
+            try:
+                if entries is None:
+                    self.writer.clear(ref)
+                else:
+                    self.writer.write(ref, entries)
+            except Exception as e:  # a report: logged, never the claim's error
+                event(
+                    log, logging.WARNING, "claim-status.failed", uid=ref.uid, error=f"{type(e).__name__}: {e}"
+                )
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()

@@ -8,6 +8,7 @@ files, hooks) comes from `HostLayout` (driver/plugin/container/hostlayout.py).
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +66,24 @@ class ClaimFiles:
         return self.limits_dir / LIMITS_FILE
 
 
+_LIMITS_SOURCES: dict[tuple, str] = {}
+
+
+def _limits_source(claims_dir: Path) -> str:
+    """limits_source(), remembered per claims directory and the filesystem it is on: mountinfo has a line
+    per claim's region tmpfs, so parsing it at every prepare grows with the claims on the node. A mount over
+    the directory (another filesystem) changes st_dev and so asks again."""
+    try:
+        st = os.stat(claims_dir)
+    except OSError:
+        return limits_source(claims_dir)  # not there yet: nothing to remember it by
+    key = (os.path.realpath(claims_dir), st.st_dev, st.st_ino)
+    found = _LIMITS_SOURCES.get(key)
+    if found is None:
+        found = _LIMITS_SOURCES[key] = limits_source(claims_dir)
+    return found
+
+
 def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> ContainerEdits:
     """Mounts, env and the preload hook that put the claim's processes under the limiter.
 
@@ -84,7 +103,7 @@ def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> 
             f"limiter_edits: {limits.region_path} is not under a directory named {files.root.name}"
         )
     try:
-        env[names.ENV_LIMITS_SOURCE] = limits_source(files.root.parent)
+        env[names.ENV_LIMITS_SOURCE] = _limits_source(files.root.parent)
     except MountError as e:
         # Without it the limiter trusts no limits file: the plugin's still holds among untrusted ones (the
         # tightest wins), but a read-only file of the pod's own could not be told from it.

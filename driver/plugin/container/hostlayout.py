@@ -20,7 +20,13 @@ from pathlib import Path
 
 from driver import names
 from driver.cdi.spec import ContainerEdits, DeviceNode, Hook, Mount
-from driver.plugin.container.driverfiles import DriverFiles, DriverFilesError, driver_version, scan_driver
+from driver.plugin.container.driverfiles import (
+    LIBRARY_SEARCH_DIRS,
+    DriverFiles,
+    DriverFilesError,
+    driver_version,
+    scan_driver,
+)
 from driver.plugin.mig.caps import MigCapsError, mig_cap_nodes
 
 # The toolkit's control nodes, in its order; the first two are optional (no display, no profiling).
@@ -50,6 +56,7 @@ class HostLayout:
     driver_required: bool = True
     _scans: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, hash=False, repr=False)
+    _version: list = field(default_factory=list, compare=False, hash=False, repr=False)  # [(stamp, version)]
     # driver_edits of the last scan: the same for every claim until the driver changes (a prepare's
     # largest pure cost otherwise: a mount per driver file, docs/reliability.md)
     _edits: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -121,7 +128,7 @@ class HostLayout:
     def driver_files(self) -> DriverFiles | None:
         """The driver's files, scanned again when the installed version changes; None without a driver
         (only when not `driver_required`)."""
-        version = driver_version(self.driver_root)
+        version = self._driver_version()
         if version is None and not self.driver_required:
             return None
         with self._lock:
@@ -136,6 +143,30 @@ class HostLayout:
                 self._scans.clear()  # one driver at a time: an old version's scan is stale
                 self._scans[version] = cached
             return cached
+
+    def _library_dirs_stamp(self) -> tuple:
+        # Installing or upgrading a driver adds, renames or removes library files, which changes the mtime
+        # of the directory they are in (or the ld cache that points to them).
+        stamp = []
+        for d in (*LIBRARY_SEARCH_DIRS, "etc/ld.so.cache"):
+            try:
+                st = os.stat(self.driver_root / d)
+                stamp.append((st.st_ino, st.st_mtime_ns))
+            except OSError:
+                stamp.append(None)
+        return tuple(stamp)
+
+    def _driver_version(self) -> str | None:
+        """driver_version() again only when a library directory changed: it globs and resolves every
+        search directory, the largest cost of a prepare under the node lock (docs/performance.md)."""
+        stamp = self._library_dirs_stamp()
+        with self._lock:
+            if self._version and self._version[0][0] == stamp:
+                return self._version[0][1]
+        version = driver_version(self.driver_root)
+        with self._lock:
+            self._version[:] = [(stamp, version)]
+        return version
 
     def _tool(self, name: str) -> str:
         if self.hook_dir is None:

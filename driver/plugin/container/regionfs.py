@@ -59,6 +59,24 @@ def host_sees_mounts(directory: Path, proc: Path = Path("/proc")) -> bool:
     return any(f.startswith("shared:") for f in optional)
 
 
+_SEES: dict[tuple[int, int], bool] = {}
+
+
+def _host_sees_mounts_cached(directory: Path) -> bool:
+    """host_sees_mounts, remembered per filesystem of the directory's parent and mount namespace: every
+    region directory of a node sits under the one claims directory, and mountinfo (read by
+    host_sees_mounts) grows a line per region tmpfs, so asking at every prepare costs O(claims) under the
+    node lock (docs/performance.md)."""
+    try:
+        key = (os.stat(directory.parent).st_dev, os.stat("/proc/self/ns/mnt").st_ino)
+    except OSError:
+        return host_sees_mounts(directory)
+    seen = _SEES.get(key)
+    if seen is None:
+        seen = _SEES[key] = host_sees_mounts(directory)
+    return seen
+
+
 def cap(directory: Path, force: bool = False) -> bool:
     """Mount a size-capped tmpfs at `directory` (an empty directory of the plugin's, mode 0755) unless one
     is there already, where the container runtime will see it (`force`: --region-fs on, the operator says
@@ -66,7 +84,7 @@ def cap(directory: Path, force: bool = False) -> bool:
     directory = Path(directory)
     if os.path.ismount(directory):
         return True
-    if not force and not host_sees_mounts(directory):
+    if not force and not _host_sees_mounts_cached(directory):
         _warn(directory, "the plugin directory's mount does not propagate to the host (mountPropagation)")
         return False
     options = f"size={FS_BYTES},nr_inodes=8,mode=0755".encode()

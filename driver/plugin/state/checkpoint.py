@@ -37,6 +37,7 @@ from driver.fsutil import PER_BOOT, fsync_dir, write_atomic
 VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1: one snapshot file, rewritten whole on every change
 COMPACT_MIN = 256
+MAX_UID_BYTES = 128  # a claim UID names files (its CDI spec: a prefix, the UID, .json) under NAME_MAX
 STATE_STARTED = "PrepareStarted"
 STATE_COMPLETED = "PrepareCompleted"
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
@@ -102,10 +103,39 @@ def _checksum(data: dict) -> str:
     return "sha256:" + hashlib.sha256(_canonical(data)).hexdigest()
 
 
+def _plain_name(what: str, value: object) -> str:
+    """A claim UID names files (claims/<uid>, the CDI spec) that recovery removes as root: a plain name."""
+    if not isinstance(value, str) or not value or value in (".", "..") or "/" in value or "\0" in value:
+        raise ValueError(f"{what}: {value!r} is not a plain file name")
+    if len(value.encode(errors="replace")) > MAX_UID_BYTES:
+        raise ValueError(f"{what[:60]}...: longer than {MAX_UID_BYTES} bytes (an API server UID has 36)")
+    return value
+
+
+def _typed(what: str, value: object, kind: type | tuple[type, ...]) -> object:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ValueError(f"{what}: {type(value).__name__} where {getattr(kind, '__name__', kind)} belongs")
+    return value
+
+
 def claim_from_json(uid: str, raw: dict) -> ClaimRecord:
+    """One claim of a checkpoint; ValueError (naming the field) for anything a save could not have written."""
+    _plain_name(f"claims.{uid!r}", uid)
+    _typed(f"claims.{uid}", raw, dict)
     devices = []
-    for d in raw.get("devices", []):
+    for i, d in enumerate(_typed(f"claims.{uid}.devices", raw.get("devices", []), list)):
+        at = f"claims.{uid}.devices[{i}]"
+        _typed(at, d, dict)
+        for key in ("request_names", "cdi_ids"):
+            if not all(isinstance(x, str) for x in _typed(f"{at}.{key}", d.get(key), list)):
+                raise ValueError(f"{at}.{key}: not a list of strings")
+        for key in ("pool", "device"):
+            _typed(f"{at}.{key}", d.get(key), str)
+        if d.get("share_id") is not None:
+            _typed(f"{at}.share_id", d["share_id"], str)
         mig = d.get("mig")
+        if mig is not None:
+            _typed(f"{at}.mig", mig, dict)
         devices.append(
             DeviceRecord(
                 request_names=list(d["request_names"]),
@@ -119,6 +149,8 @@ def claim_from_json(uid: str, raw: dict) -> ClaimRecord:
                 admin=d.get("admin") is True,
             )
         )
+    for key in ("namespace", "name"):
+        _typed(f"claims.{uid}.{key}", raw.get(key), str)
     if raw["state"] not in (STATE_STARTED, STATE_COMPLETED):
         raise ValueError(f"claims.{uid}.state: unknown state {raw['state']!r}")
     pods = raw.get("pods", [])

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -20,6 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_CORPUS 256
 
 static uint64_t rng;
+static const char *prog = "fuzz";
 
 static uint64_t next(void)
 {
@@ -106,7 +108,7 @@ static void save_current(void)
         fwrite(current, 1, current_len, f);
         fclose(f);
     }
-    fprintf(stderr, "json_fuzz: failing input (%zu bytes) saved to %s\n", current_len, path);
+    fprintf(stderr, "%s: failing input (%zu bytes) saved to %s\n", prog, current_len, path);
 }
 
 static void on_abort(int sig)
@@ -129,6 +131,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s <iterations> <seed> <corpus file>...\n", argv[0]);
         return 2;
     }
+    prog = argv[0];
     __sanitizer_set_death_callback(save_current);
     signal(SIGABRT, on_abort);
     long iterations = atol(argv[1]);
@@ -147,14 +150,21 @@ int main(int argc, char **argv)
         corpus[ncorpus++] = (struct input){data, n};
         run_one(data, n);
     }
+    /* $FUZZ_SECONDS: a time budget besides the count (make test runs each target on one) */
+    const char *budget = getenv("FUZZ_SECONDS");
+    time_t stop_at = budget && atol(budget) > 0 ? time(NULL) + atol(budget) : 0;
     static uint8_t buf[2 * MAX_INPUT];
-    for (long it = 0; it < iterations; it++) {
+    long it = 0;
+    for (; it < iterations; it++) {
+        if (stop_at && (it & 63) == 0 && time(NULL) >= stop_at)
+            break;
         const struct input *base = &corpus[next() % ncorpus];
         memcpy(buf, base->data, base->len);
         size_t len = mutate(buf, base->len, corpus, ncorpus);
         run_one(buf, len);
     }
-    printf("json_fuzz: %zu corpus inputs, %ld mutations, no failure\n", ncorpus, iterations);
+    const char *self = strrchr(argv[0], '/');
+    printf("%s: %zu corpus inputs, %ld mutations, no failure\n", self ? self + 1 : argv[0], ncorpus, it);
     for (size_t i = 0; i < ncorpus; i++)
         free(corpus[i].data);
     return 0;

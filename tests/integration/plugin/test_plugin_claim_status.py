@@ -4,6 +4,7 @@ them. Admin access: no quota, no limiter, no MIG instance, refused outside an ad
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 from support.plugin_harness import NODE, result
@@ -23,9 +24,18 @@ def env_of(doc: dict) -> dict:
     return dict(e.split("=", 1) for ed in edits for e in ed.get("env", []))
 
 
-def _status(node, claim) -> list[dict]:
+def _status(node, claim, ours: int | None = None) -> list[dict]:
+    """The claim's status.devices once this driver's entries number `ours` (default: after a prepare, at
+    least one). Reports leave the plugin from a thread of their own (claims/status.py, StatusQueue): the
+    kubelet's answer does not wait for them, so the test waits, a bounded time."""
     ns, name, _ = claim
-    return node.cluster.get_resource_claim(ns, name).get("status", {}).get("devices") or []
+    deadline = time.monotonic() + 10
+    while True:
+        devices = node.cluster.get_resource_claim(ns, name).get("status", {}).get("devices") or []
+        mine = sum(1 for e in devices if e.get("driver") == names.DRIVER_NAME)
+        if (mine >= 1 if ours is None else mine == ours) or time.monotonic() > deadline:
+            return devices
+        time.sleep(0.02)
 
 
 def _conditions(entry) -> dict:
@@ -57,7 +67,7 @@ def test_prepare_writes_status_devices_and_unprepare_clears_them(node, kubelet, 
     assert _conditions(w)["Enforced"] == ("True", "Exclusive")
 
     assert kubelet.unprepare([soft, mig, whole]) == {soft[2]: "", mig[2]: "", whole[2]: ""}
-    assert _status(node, soft) == _status(node, mig) == _status(node, whole) == []
+    assert _status(node, soft, 0) == _status(node, mig, 0) == _status(node, whole, 0) == []
 
 
 def test_other_drivers_entries_are_kept(node, kubelet, plugin_factory):
@@ -72,7 +82,7 @@ def test_other_drivers_entries_are_kept(node, kubelet, plugin_factory):
     assert not kubelet.prepare([claim])[claim[2]]["error"]
     assert [e["driver"] for e in _status(node, claim)] == ["net.example.com", names.DRIVER_NAME]
     kubelet.unprepare([claim])
-    assert _status(node, claim) == [other]
+    assert _status(node, claim, 0) == [other]
 
 
 def _admin(result_: dict) -> dict:

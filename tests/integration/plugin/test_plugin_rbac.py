@@ -101,7 +101,11 @@ def test_cluster_role_grants_exactly_the_calls_the_plugin_makes(node, kubelet, t
             )
             claim = ("ml", "c", stored["metadata"]["uid"])
             assert kubelet.prepare([claim])[claim[2]]["error"] == ""
-            assert server.objects.get("resourceclaims", "ml", "c")["status"]["devices"]  # status.devices
+            # status.devices: sent from the plugin's report thread (claims/status.py), so waited for
+            deadline = time.monotonic() + 10
+            while not server.objects.get("resourceclaims", "ml", "c")["status"].get("devices"):
+                assert time.monotonic() < deadline, "the plugin wrote no status.devices"
+                time.sleep(0.05)
             assert kubelet.unprepare([claim]) == {claim[2]: ""}
             # Admin access: the namespace's label is read at prepare.
             server.put_object(

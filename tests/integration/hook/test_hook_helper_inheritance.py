@@ -1,0 +1,77 @@
+"""What a root hook passes to the helper it runs (issue 30): `carve-cdi-hook mps-user` runs the MPS
+control binary as root on the host. The runtime starts the hook with whatever descriptors and environment
+it was given; the helper must get neither: no descriptor beyond 0-2 (a leaked one could be a file of the
+runtime's, or the container's), and an environment of the hook's making (CUDA_MPS_PIPE_DIRECTORY from
+--pipe-dir, a fixed PATH), so LD_PRELOAD, LD_LIBRARY_PATH or a forged CUDA_MPS_PIPE_DIRECTORY in the hook's
+own environment reach nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+HOOK = REPO / "native/build/carve-cdi-hook"
+LEAK_FD = 37
+HOSTILE_ENV = {
+    "LD_PRELOAD": "/tenant/evil.so",
+    "LD_LIBRARY_PATH": "/tenant/lib",
+    "CUDA_MPS_PIPE_DIRECTORY": "/tenant/pipe",
+    "BASH_ENV": "/tenant/rc",
+    "ENV": "/tenant/rc",
+    "PATH": "/tenant/bin:/usr/bin:/bin",
+}
+
+
+def test_the_mps_control_helper_inherits_no_descriptor_and_no_environment(tmp_path):
+    if not HOOK.exists():
+        pytest.fail(f"{HOOK} missing: run `make native`")
+    seen = tmp_path / "seen"
+    control = tmp_path / "control"
+    # The helper reports what it got: its descriptors (the shell's own, by pid) and its environment.
+    control.write_text(f"#!/bin/sh\nls /proc/$$/fd > {seen}.fds\nenv > {seen}.env\ncat >/dev/null\nexit 0\n")
+    control.chmod(0o755)
+    secret = tmp_path / "secret"
+    secret.write_text("runtime's file")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "config.json").write_text(
+        json.dumps({"ociVersion": "1.2.0", "process": {"user": {"uid": 1000}}})
+    )
+    state = {
+        "ociVersion": "1.2.0",
+        "id": "c1",
+        "status": "creating",
+        "pid": os.getpid(),
+        "bundle": str(bundle),
+    }
+    pipe = tmp_path / "pipe"
+    pipe.mkdir()
+    fd = os.open(secret, os.O_RDONLY)
+    os.dup2(fd, LEAK_FD, inheritable=True)
+    try:
+        done = subprocess.run(
+            [str(HOOK), "mps-user", "--control", str(control), "--pipe-dir", str(pipe), "--gpu", "GPU-x"],
+            input=json.dumps(state),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **HOSTILE_ENV},
+            pass_fds=(LEAK_FD,),
+        )
+    finally:
+        os.close(LEAK_FD)
+        os.close(fd)
+    assert done.returncode == 0, done.stderr
+    fds = {int(n) for n in (tmp_path / "seen.fds").read_text().split()}
+    # 0-2, and the descriptor ls itself opened on /proc/<pid>/fd is not the shell's; the shell may hold its
+    # script open on a high descriptor of its own (dash: 10): none of that is the hook's LEAK_FD
+    assert LEAK_FD not in fds, f"the helper inherited descriptor {LEAK_FD}: {sorted(fds)}"
+    env = dict(line.split("=", 1) for line in (tmp_path / "seen.env").read_text().splitlines() if "=" in line)
+    assert env["CUDA_MPS_PIPE_DIRECTORY"] == str(pipe)
+    assert "/tenant" not in env.get("PATH", "")
+    assert not {"LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "ENV"} & set(env), env

@@ -1,0 +1,78 @@
+"""StatusQueue (driver/plugin/claims/status.py): claim status reports leave from a thread of their own, so
+a prepare does not wait on the API server; per claim the last report wins and order is kept."""
+
+from __future__ import annotations
+
+import threading
+
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.claims.status import StatusQueue
+
+
+class SlowWriter:
+    """Records what was sent; blocks each send until released, as a slow API server would."""
+
+    def __init__(self):
+        self.sent: list[tuple[str, str, object]] = []
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def write(self, ref, entries):
+        self.started.set()
+        self.gate.wait(10)
+        self.sent.append(("write", ref.uid, entries))
+        return True
+
+    def clear(self, ref):
+        self.started.set()
+        self.gate.wait(10)
+        self.sent.append(("clear", ref.uid, None))
+        return True
+
+
+def test_a_report_does_not_block_the_caller_and_the_last_one_per_claim_wins():
+    writer = SlowWriter()
+    queue = StatusQueue(writer)
+    a, b = ClaimRef("ns", "a", "uid-a"), ClaimRef("ns", "b", "uid-b")
+    queue.write(a, [{"n": 1}])  # taken by the thread at once, held at the gate
+    assert writer.started.wait(5)
+    queue.write(b, [{"n": 2}])
+    queue.write(a, [{"n": 3}])
+    queue.clear(b)  # b's write was still queued: the clear replaces it (and goes after a's newer report)
+    assert writer.sent == []  # nothing returned to us waited for the API server
+    writer.gate.set()
+    assert queue.flush(5)
+    assert writer.sent == [
+        ("write", "uid-a", [{"n": 1}]),
+        ("write", "uid-a", [{"n": 3}]),
+        ("clear", "uid-b", None),
+    ]
+    queue.close()
+
+
+def test_a_failing_report_is_logged_and_the_queue_goes_on(caplog):
+    class Failing(SlowWriter):
+        def write(self, ref, entries):
+            raise RuntimeError("API server down")
+
+    writer = Failing()
+    writer.gate.set()
+    queue = StatusQueue(writer)
+    queue.write(ClaimRef("ns", "a", "uid-a"), [])
+    queue.clear(ClaimRef("ns", "b", "uid-b"))
+    assert queue.flush(5)
+    assert writer.sent == [("clear", "uid-b", None)]
+    (failed,) = [r for r in caplog.records if r.getMessage() == "claim-status.failed"]
+    assert failed.fields["uid"] == "uid-a" and "API server down" in failed.fields["error"]
+    queue.close()
+
+
+def test_flush_gives_up_after_its_timeout():
+    writer = SlowWriter()
+    queue = StatusQueue(writer)
+    queue.write(ClaimRef("ns", "a", "uid-a"), [])
+    assert writer.started.wait(5)
+    assert queue.flush(0.05) is False
+    writer.gate.set()
+    assert queue.flush(5)
+    queue.close()
