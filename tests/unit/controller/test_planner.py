@@ -234,3 +234,16 @@ def test_an_idle_gpu_switches_to_mps_for_a_pending_mps_claim() -> None:
     p = plan(node_slices("n1", "1xT4", "soft"), [claim(wants, name="wants-mps")], allow)
     assert _moves(p) == [("n1", 0, "soft", "mps")]
     assert p.reasons == {"ns/wants-mps": HELPED}
+
+
+def test_a_claim_does_not_fit_on_a_gpu_tainted_no_execute() -> None:
+    # The plugin taints a lost GPU NoExecute (--lost-taint-effect): a pending claim whose only candidate is
+    # that GPU does not fit as is; the planner must not report it fits (and so leave it pending unseen).
+    slices = node_slices("n1", "1xA100-80GB", "soft")
+    for s in slices:
+        for d in s["spec"].get("devices") or []:
+            d["taints"] = [{"key": "gpu.carve.dev/lost", "value": "true", "effect": "NoExecute"}]
+    p = plan(slices, [claim(soft(), name="pending")])
+    assert p.reasons == {"ns/pending": UNFIT} and p.changes == []
+    untainted = plan(node_slices("n1", "1xA100-80GB", "soft"), [claim(soft(), name="pending")])
+    assert untainted.reasons == {"ns/pending": FITS}
