@@ -22,6 +22,7 @@ allowed (or, with --full, a package under its goal), 2 a configuration or baseli
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import hashlib
 import os
@@ -187,6 +188,9 @@ def default_since() -> str:
                 return _git("merge-base", "HEAD", main).strip()
             except subprocess.CalledProcessError:
                 continue
+    if _git("rev-parse", "--is-shallow-repository").strip() == "true":
+        print("mutate: a shallow clone has no history to compare with: fetch it (git fetch --unshallow) or "
+              "set CARVE_MUTATE_SINCE", file=sys.stderr)
     head_time = int(_git("log", "-1", "--format=%ct", "HEAD").strip())
     before = _git("rev-list", "-1", f"--before={head_time - 24 * 3600}", "HEAD").strip()
     return before or _git("rev-list", "--max-parents=0", "HEAD").split()[0]
@@ -234,6 +238,28 @@ def python_mutants(path: str, lines: set[int] | None) -> Iterator[Mutant]:
                          original[line - 1] if line <= len(original) else "", "", "")
 
 
+def _without_annotations(code: str) -> str | None:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+        elif isinstance(node, ast.AnnAssign):
+            node.annotation = ast.Constant(None)
+    return ast.dump(tree)
+
+
+def _only_annotations_differ(source: str, text: str) -> bool:
+    """A mutant of a type annotation only: equivalent (the code base postpones their evaluation, PEP 563;
+    they are the type checker's, not behaviour), so never drawn."""
+    stripped = _without_annotations(text)
+    return stripped is not None and stripped == _without_annotations(source)
+
+
 def materialize(m: Mutant) -> Mutant | None:
     """The mutant with its text (Python mutants are made when drawn); None when the operator changes
     nothing there."""
@@ -245,37 +271,38 @@ def materialize(m: Mutant) -> Mutant | None:
     name, _, occurrence = m.operator.rpartition("#")
     source = (ROOT / m.path).read_text()
     text = mutate_code(source, cosmic_ray.plugins.get_operator(name)(), int(occurrence))
-    if text is None or text == source:
+    if text is None or text == source or _only_annotations_differ(source, text):
         return None
     mutated = text.splitlines()
     line = mutated[m.line - 1] if m.line <= len(mutated) else ""
     return Mutant(m.path, m.line, name.removeprefix("core/"), m.original_line, line, text)
 
 
+_UM_MUTANT = re.compile(
+    r"PROCESSING MUTANT: (\d+): (.*?)  ==>  (.*?)\.\.\.VALID \[written to (.*?)\]", re.DOTALL
+)
+
+
 def c_mutants(path: str, lines: set[int] | None) -> Iterator[Mutant]:
-    """universalmutator's C rules over the file (mutants written to a temporary directory, read back)."""
+    """universalmutator's C rules over the file (mutants written to a temporary directory, read back; the
+    line and the change come from its log, which names the file each mutant went to)."""
     mutate = shutil.which("mutate", path=str(Path(sys.executable).parent)) or shutil.which("mutate")
     if not mutate:
         raise ConfigError("universalmutator's `mutate` not found: pip install universalmutator (make venv)")
     source = (ROOT / path).read_text()
-    original = source.splitlines()
     with tempfile.TemporaryDirectory(prefix="carve-mutants-") as tmp:
         cmd = [mutate, str(ROOT / path), "c", "--noCheck", "--mutantDir", tmp]
         if lines is not None:
             (Path(tmp) / "lines.txt").write_text(" ".join(map(str, sorted(lines))))
             cmd += ["--lines", str(Path(tmp) / "lines.txt")]
-        subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=True, timeout=300)
+        log = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=True, timeout=300).stdout
         seen = set()
-        for f in sorted(Path(tmp).glob("*.mutant.*"), key=lambda p: int(p.name.split(".")[-2])):
-            text = f.read_text(errors="replace")
+        for m in _UM_MUTANT.finditer(log):
+            text = Path(m[4]).read_text(errors="replace")
             if text == source or text in seen:
                 continue
             seen.add(text)
-            mutated = text.splitlines()
-            line = next((i + 1 for i, (a, b) in enumerate(zip(original, mutated, strict=False)) if a != b),
-                        min(len(original), len(mutated)) + 1)
-            yield Mutant(path, line, "universalmutator", original[line - 1] if line <= len(original) else "",
-                         mutated[line - 1] if line <= len(mutated) else "", text)
+            yield Mutant(path, int(m[1]), "universalmutator", m[2], m[3], text)
 
 
 def mutants_of(path: str, lines: set[int] | None) -> Iterator[Mutant]:
