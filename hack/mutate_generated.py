@@ -12,6 +12,7 @@ hack/mutants_allowed.yaml lists it with a reason (an equivalent mutant: no test 
 
     hack/mutate_generated.py --changed-since REF   the lines changed since REF (CI: see docs/testing.md)
     hack/mutate_generated.py --full --sample 30    30 mutants of each package, per-package score (make mutate)
+    hack/mutate_generated.py --at FILE:LINE        every mutant of that line (a survivor, once tested)
 
 Time-boxed by --budget (or $CARVE_MUTATE_BUDGET_S): no mutant starts once the budget is spent; what ran is
 reported. Mutants are drawn in a fixed pseudo-random order (--seed, default the HEAD commit), so a run is
@@ -410,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--changed-since", metavar="REF", nargs="?", const="",
                       help="mutate the lines changed since REF (default: see docs/testing.md)")
     mode.add_argument("--full", action="store_true", help="every file of each package (sampled: --sample)")
+    mode.add_argument("--at", action="append", metavar="FILE:LINE",
+                      help="every mutant of these lines (a survivor again, once its test is written)")
     parser.add_argument("--sample", type=int, default=0,
                         help="run this many valid mutants per package, drawn at random (0: all)")
     parser.add_argument("--package", action="append", default=[], help="only these packages (repeatable)")
@@ -431,8 +434,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutate: {e}", file=sys.stderr)
         return 2
 
-    if args.full:
-        wanted: dict[str, set[int] | None] = {f: None for p in packages for f in p.files()}
+    if args.at:
+        wanted: dict[str, set[int] | None] = {}
+        for spot in args.at:
+            f, _, line = spot.rpartition(":")
+            if not line.isdigit() or not (ROOT / f).is_file():
+                print(f"mutate: --at {spot}: expected FILE:LINE of an existing file", file=sys.stderr)
+                return 2
+            wanted.setdefault(f, set()).add(int(line))  # type: ignore[union-attr]
+        print(f"generated mutants of {', '.join(args.at)}", flush=True)
+    elif args.full:
+        wanted = {f: None for p in packages for f in p.files()}
         print(f"generated mutants of every file of {', '.join(p.name for p in packages)}", flush=True)
     else:
         since = args.changed_since or default_since()
