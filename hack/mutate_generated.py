@@ -332,10 +332,13 @@ def restore_leftovers(packages: Iterable[Package]) -> None:
 def run_tests(tests: tuple[str, ...], timeout: float, python: str) -> tuple[str, str, float]:
     """('passed' | 'failed' | 'timeout', detail, seconds)."""
     cmd = [python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    # No bytecode written: a mutant's .pyc carries the source's mtime (seconds) and size, and a mutant of
+    # the same size restored within the same second would be run again from it by every later test.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     start = time.monotonic()
     try:
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
-                           start_new_session=True)
+                           start_new_session=True, env=env)
     except subprocess.TimeoutExpired:
         return "timeout", f"timed out after {timeout:.0f}s", time.monotonic() - start
     took = time.monotonic() - start
@@ -343,6 +346,12 @@ def run_tests(tests: tuple[str, ...], timeout: float, python: str) -> tuple[str,
         return "passed", "", took
     failed = [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
     return "failed", failed[0] if failed else f"pytest exit {r.returncode}", took
+
+
+def _drop_bytecode(target: Path) -> None:
+    """The module's cached bytecode, which could be a mutant's from an earlier run (see run_tests)."""
+    for pyc in (target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"):
+        pyc.unlink(missing_ok=True)
 
 
 def build(pkg: Package) -> bool:
@@ -354,6 +363,7 @@ def build(pkg: Package) -> bool:
 def run_mutant(m: Mutant, pkg: Package, owner: Owner, timeout: float, python: str) -> tuple[str, str]:
     """('killed' | 'survived' | 'invalid', detail); the file is restored (and rebuilt) on return."""
     target = ROOT / m.path
+    _drop_bytecode(target)
     original = target.read_bytes()
     backup = backup_of(target)
     backup.write_bytes(original)
@@ -372,6 +382,7 @@ def run_mutant(m: Mutant, pkg: Package, owner: Owner, timeout: float, python: st
     finally:
         target.write_bytes(original)
         backup.unlink(missing_ok=True)
+        _drop_bytecode(target)
         if pkg.build:
             build(pkg)
 
