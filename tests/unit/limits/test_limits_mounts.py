@@ -98,3 +98,19 @@ def test_the_source_names_the_device_the_kernel_reports_for_the_claims_directory
     source, device = out.stdout.split()
     assert source.startswith(device + ":"), (source, device)
     assert source.endswith("/data2/carve/claims")
+
+
+def test_malformed_lines_are_skipped_and_the_lines_after_them_still_count(tmp_path):
+    # A line cut short (five fields: no options) or without major:minor names no mount; the lines after it
+    # are read all the same (a generated mutant that stopped at the first bad line, or took the short line
+    # as the longest mount, survived the suite).
+    info = tmp_path / "mountinfo"
+    info.write_text(
+        "22 1 0:21 / / rw - overlay overlay rw\n"
+        "garbage\n"
+        "23 22 9:9 / /srv\n"
+        "30 22 8:1 / /srv rw,relatime - ext4 /dev/sda1 rw\n"
+    )
+    assert limits_source("/srv/claims", info) == "8:1:/claims"
+    assert [(e.major, e.minor, e.mount_point) for e in parse_mountinfo(info.read_text())] == [
+        (0, 21, "/"), (8, 1, "/srv")]
