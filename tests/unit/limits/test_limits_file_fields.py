@@ -38,8 +38,9 @@ def test_a_policy_one_past_its_table_is_refused(tmp_path, field):
 
     table = {"oom_policy": OOM_POLICIES, "core_policy": CORE_POLICIES, "priority": PRIORITIES}[field]
     read_limits(_written(tmp_path, **{field: len(table) - 1}))  # the last one is valid
-    with pytest.raises(RegionError, match="a policy is out of range"):
-        read_limits(_written(tmp_path, **{field: len(table)}))
+    for past in (len(table), len(table) + 7):
+        with pytest.raises(RegionError, match="a policy is out of range"):
+            read_limits(_written(tmp_path, **{field: past}))
 
 
 def test_the_struct_is_the_size_the_reader_expects():
