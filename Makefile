@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv native protos test test-frameworks unit demo lint bench bench-scale soak image release e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
+.PHONY: all venv native protos test test-frameworks unit demo lint mutate mutate-changed bench bench-scale soak image release e2e e2e-legacy e2e-all e2e-kind cluster cluster-up containerd clean
 all: native
 
 $(STAMP): pyproject.toml
@@ -45,6 +45,19 @@ test-runc:
 	@command -v runc >/dev/null || [ "$$(id -u)" != 0 ] || { echo "installing Debian's runc for the hook tests"; \
 	  apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends runc; } \
 	  || echo "runc could not be installed: tests/integration/hook/test_hook_runc.py will be skipped"
+
+# Generated mutation testing (docs/testing.md, "Generated mutants"): MUTATE_SAMPLE valid mutants of each
+# package of hack/mutation_packages.yaml, the score per package (killed / run) against its goal.
+MUTATE_SAMPLE ?= 30
+MUTATE_BUDGET ?= 3600
+MUTATE_PACKAGES ?= driver/plugin driver/limits driver/allocator native/src
+mutate: native
+	nice -n 5 $(PY) hack/mutate_generated.py --full --sample $(MUTATE_SAMPLE) --budget $(MUTATE_BUDGET) \
+	  $(addprefix --package ,$(MUTATE_PACKAGES)) $(MUTATE_ARGS)
+
+# What CI runs after `make test`: the lines changed since SINCE (default: see docs/testing.md), time-boxed.
+mutate-changed: native
+	nice -n 5 $(PY) hack/mutate_generated.py --changed-since $(SINCE) --budget $${CARVE_MUTATE_BUDGET_S:-300}
 
 demo: native
 	$(VENV)/bin/carve demo

@@ -247,6 +247,19 @@ def test_a_claim_that_nvml_counts_over_its_quota_is_reported_on_the_claim(gpu):
     assert found["unenforced"] == []
 
 
+def test_report_only_enforcement_never_kills_a_claim_over_its_quota(gpu):
+    # Without --kill-unenforced the admin asked for Events only: a claim NVML counts over its quota, with a
+    # process that loaded the limiter and one that did not, is reported and keeps every process.
+    hold, watch = gpu
+    limited = hold(4 * MIB, limited=True)
+    static = hold(64 * MIB, limited=False)
+    found = watch(quota=8 * MIB)
+    assert found["over_quota"] == [["claim-uid", 68 * MIB, 8 * MIB, sorted([limited.pid, static.pid])]]
+    assert found["events"] == [["GpuMemoryOverQuota", "claim", "team"]]
+    assert found["kills"] == 0
+    assert limited.poll() is None and static.poll() is None
+
+
 def test_a_process_of_the_claims_pod_without_the_limiter_counts_against_its_quota(gpu):
     hold, watch = gpu
     limited = hold(4 * MIB, limited=True)

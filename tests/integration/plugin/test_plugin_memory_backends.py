@@ -249,6 +249,28 @@ def test_a_dead_mps_daemon_is_restarted(node, plugin_factory):
     plugin.wait_for_log(r"mps\.daemon-started.*pid=" + str(now))
 
 
+def test_a_claim_on_an_mps_gpu_without_a_control_daemon_fails_naming_the_gpu(
+    node, kubelet, plugin_factory, tmp_path
+):
+    # The daemon binary is missing (neither the driver root nor the fake GPUs' directory has it): no daemon
+    # runs, so a claim on the mps GPU must fail at prepare with a reason, not get a pipe directory no
+    # daemon serves (the container would fail on a missing mount or hang in cuInit, no word on the claim).
+    (node.driver_root / "usr/bin" / names.MPS_CONTROL_BINARY).unlink()
+    libs = tmp_path / "fake-libs"  # the fake GPUs' libraries, without the fake nvidia-cuda-mps-control
+    libs.mkdir()
+    for lib in ("libnvidia-ml.so.1", "libcuda.so.1"):
+        (libs / lib).symlink_to(FAKES / lib)
+    plugin_factory("2=mps,exclusive", env={"CARVE_FAKE_LIB_DIR": str(libs)})
+    gpu_uuid = attribute(node, "gpu-2", "uuid")
+    claim = soft_claim(node, "m", memory="2Gi", device="gpu-2")
+    error = kubelet.prepare([claim])[claim[2]]["error"]
+    assert f"no MPS control daemon runs for GPU {gpu_uuid}" in error, error
+    assert not (node.cdi_dir / names.cdi_spec_file_name(claim[2])).exists()  # nothing for the runtime to run
+    # A claim of another GPU on the same node is not affected.
+    other = soft_claim(node, "s", memory="2Gi", device="gpu-1")
+    assert kubelet.prepare([other])[other[2]]["error"] == ""
+
+
 @needs_cgroup_v2
 def test_mps_under_the_driver_may_burst_within_the_class_ratio(node, kubelet, plugin_factory):
     plugin_factory("2=mps,exclusive", env=DRIVER_615)

@@ -256,6 +256,17 @@ def test_tainted_device_is_skipped_unless_tolerated():
     assert out["devices"]["results"][0]["tolerations"] == tol
 
 
+@pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
+def test_a_taint_that_keeps_pods_off_or_evicts_them_blocks_the_device(effect):
+    # NoExecute (a lost GPU, the admin's opt-in) blocks new claims as NoSchedule does: it evicts the pods
+    # there, so it certainly admits none.
+    slices = [slice_("a", [dev("g0", taints=[{**TAINT, "effect": effect}]), dev("g1")])]
+    assert devices_of(allocate(claim("c", exactly("r")), slices, CLASSES)) == [("r", "n1", "g1")]
+    with pytest.raises(Unallocatable, match=f"taint maintenance=true:{effect} is not tolerated"):
+        allocate(claim("c", exactly("r")), [slice_("a", [dev("g0", taints=[{**TAINT, "effect": effect}])])],
+                 CLASSES)
+
+
 def test_taint_with_effect_none_does_not_block():
     slices = [slice_("a", [dev("g0", taints=[{**TAINT, "effect": "None"}])])]
     assert devices_of(allocate(claim("c", exactly("r")), slices, CLASSES)) == [("r", "n1", "g0")]

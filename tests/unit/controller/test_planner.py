@@ -255,3 +255,16 @@ def test_the_strategy_needing_the_fewest_gpus_wins_and_the_reason_carries_the_sc
 def test_score_text_names_strategies_that_do_not_fit() -> None:
     assert score_text({"mig": None, "soft": 1}, "soft") == (
         "score (GPUs an empty node needs for it): mig -, soft 1 GPU; won: soft")
+
+
+def test_a_claim_does_not_fit_on_a_gpu_tainted_no_execute() -> None:
+    # The plugin taints a lost GPU NoExecute (--lost-taint-effect): a pending claim whose only candidate is
+    # that GPU does not fit as is; the planner must not report it fits (and so leave it pending unseen).
+    slices = node_slices("n1", "1xA100-80GB", "soft")
+    for s in slices:
+        for d in s["spec"].get("devices") or []:
+            d["taints"] = [{"key": "gpu.carve.dev/lost", "value": "true", "effect": "NoExecute"}]
+    p = plan(slices, [claim(soft(), name="pending")])
+    assert p.reasons == {"ns/pending": UNFIT} and p.changes == []
+    untainted = plan(node_slices("n1", "1xA100-80GB", "soft"), [claim(soft(), name="pending")])
+    assert untainted.reasons == {"ns/pending": FITS}

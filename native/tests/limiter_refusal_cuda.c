@@ -1,0 +1,99 @@
+/*
+ * limiter_refusal_cuda: the limiter's accounting when the driver says no, for
+ * tests/integration/limiter/test_limiter_refusals.py. Run under LD_PRELOAD of libcarve-limiter.so with
+ * build/refusing first on LD_LIBRARY_PATH (native/tests/refusing/refusing_cuda.c: a libcuda.so.1 that
+ * refuses what its environment names and forwards the rest to the fake).
+ *
+ *   limiter_refusal_cuda STEP...   each step, in order, prints one JSON line:
+ *                                  {"step": ..., "rc": CUresult, "used": the claim's region counter}
+ *     alloc BYTES                  cuMemAlloc_v2 (BYTES up to 2^64-1); a success is kept for `free`
+ *     free                         cuMemFree_v2 of the last allocation kept; it stays kept when refused
+ *     env NAME=VALUE               setenv (the refusing driver reads its environment at each call)
+ *     graph N                      a one-kernel graph the limiter has no record of, launched N times;
+ *                                  "charged" is the blocks the limiter counted for them
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client_common.h"
+
+CUfunction carveFakeKernel(uint64_t ns_per_wave);
+
+static uint64_t settled(uint64_t (*charged)(int), uint64_t want)
+{
+    /* the feedback thread folds each period's launches into the total: wait until it stops moving */
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
+    uint64_t last = charged(0);
+    for (int still = 0, waited = 0; last < want && still < 20 && waited < 200; waited++) {
+        nanosleep(&ts, NULL);
+        uint64_t now = charged(0);
+        still = now == last ? still + 1 : 0;
+        last = now;
+    }
+    return last;
+}
+
+int main(int argc, char **argv)
+{
+    setup();
+    CUdeviceptr kept[64];
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *step = argv[i];
+        CUresult rc = CUDA_SUCCESS;
+        if (!strcmp(step, "alloc") && i + 1 < argc) {
+            CUdeviceptr p = 0;
+            rc = cuMemAlloc_v2(&p, (size_t)strtoull(argv[++i], NULL, 10));
+            if (rc == CUDA_SUCCESS && n < 64)
+                kept[n++] = p;
+        } else if (!strcmp(step, "free")) {
+            CHECK(n > 0, "free with nothing allocated");
+            rc = n > 0 ? cuMemFree_v2(kept[n - 1]) : CUDA_ERROR_INVALID_VALUE;
+            if (rc == CUDA_SUCCESS)
+                n--;
+        } else if (!strcmp(step, "env") && i + 1 < argc) {
+            char *kv = argv[++i], *eq = strchr(kv, '=');
+            CHECK(eq != NULL, "env %s: NAME=VALUE", kv);
+            if (eq) {
+                *eq = 0;
+                setenv(kv, eq + 1, 1);
+            }
+        } else if (!strcmp(step, "graph") && i + 1 < argc) {
+            int launches = atoi(argv[++i]);
+            uint64_t (*charged)(int) = (uint64_t(*)(int))dlsym(RTLD_DEFAULT, "carveLimiterLaunchedBlocks");
+            CUresult (*unseen)(CUgraphExec *, CUgraph) =
+                (CUresult(*)(CUgraphExec *, CUgraph))dlsym(RTLD_DEFAULT, "refusingCudaInstantiateUnseen");
+            CHECK(charged && unseen, "the limiter is not preloaded or the refusing driver not loaded");
+            if (!charged || !unseen)
+                return 2;
+            CUfunction f = carveFakeKernel(1000);
+            CUDA_KERNEL_NODE_PARAMS np = {.func = f, .gridDimX = 8, .gridDimY = 1, .gridDimZ = 1,
+                                          .blockDimX = 32, .blockDimY = 1, .blockDimZ = 1};
+            CUgraph graph;
+            CUgraphNode node;
+            CUgraphExec exec;
+            CHECK(cuGraphCreate(&graph, 0) == CUDA_SUCCESS, "cuGraphCreate");
+            CHECK(cuGraphAddKernelNode(&node, graph, NULL, 0, &np) == CUDA_SUCCESS, "cuGraphAddKernelNode");
+            rc = unseen(&exec, graph);
+            CHECK(rc == CUDA_SUCCESS, "instantiate");
+            uint64_t before = charged(0);
+            for (int k = 0; k < launches && rc == CUDA_SUCCESS; k++)
+                rc = cuGraphLaunch(exec, NULL);
+            cuCtxSynchronize();
+            uint64_t after = settled(charged, before + (uint64_t)launches);
+            printf("{\"step\": \"graph\", \"rc\": %d, \"launches\": %d, \"charged\": %llu}\n", (int)rc, launches,
+                   (unsigned long long)(after - before));
+            fflush(stdout);
+            continue;
+        } else {
+            fprintf(stderr, "usage: %s [alloc BYTES | free | env NAME=VALUE | graph N]...\n", argv[0]);
+            return 2;
+        }
+        printf("{\"step\": \"%s\", \"rc\": %d, \"used\": %llu}\n", step, (int)rc, (unsigned long long)used());
+        fflush(stdout);
+    }
+    return g_failures ? 1 : 0;
+}

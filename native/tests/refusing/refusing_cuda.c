@@ -1,0 +1,85 @@
+/*
+ * refusing_cuda.c: a test-only libcuda.so.1 that refuses the calls its environment names and forwards the
+ * rest to the fake driver. It lets the limiter's error paths run as they do when a real driver says no
+ * (a sticky error, a free of memory the context lost, an allocation the driver itself cannot place).
+ *
+ * It is built as build/refusing/libcuda.so.1 (soname libcuda.so.1) with a DT_NEEDED on
+ * build/refusing/libcarve-fake-cuda.so: the fake libcuda built from native/fakes/cuda unchanged, under
+ * another soname. The limiter dlopen()s "libcuda.so.1" and dlsym()s every entry point on that handle;
+ * dlsym on a handle searches the library and then its dependencies, so it gets the refusing entry point
+ * for the calls below and the fake's own for every other one. Nothing of the fake is copied or edited.
+ *
+ * Environment (read at each call, so one process can change it):
+ *   REFUSING_CUDA_FREE=N         the first N calls of cuMemFree_v2 fail with CUDA_ERROR_ILLEGAL_ADDRESS,
+ *                                leaving the allocation in place (as a driver with a sticky error does)
+ *   REFUSING_CUDA_ALLOC_OVER=B   cuMemAlloc_v2 of more than B bytes fails with CUDA_ERROR_OUT_OF_MEMORY
+ *                                without reaching the fake
+ * refusingCudaRefusals() returns how many calls it refused (tests check the refusal happened).
+ * refusingCudaInstantiateUnseen() instantiates a graph by calling the fake directly, as code the limiter
+ * does not intercept would (a graph instantiated before the limiter saw it): the limiter has no record of
+ * the executable graph it returns.
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cuda.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+static uint64_t g_refusals;
+static uint64_t g_frees;
+
+/* The fake's own entry point `name`, looked up on the fake's handle (loaded already, as this library's
+ * dependency), never through the global scope, where the limiter's hooks come first. */
+static void *fake(const char *name)
+{
+    void *lib = dlopen("libcarve-fake-cuda.so", RTLD_LAZY | RTLD_NOLOAD);
+    void *p = lib ? dlsym(lib, name) : NULL;
+    if (!p)
+        abort(); /* the fake lacks an entry point this library forwards: a build error, not a refusal */
+    return p;
+}
+
+static uint64_t env_u64(const char *name, uint64_t otherwise)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtoull(v, NULL, 10) : otherwise;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    static CUresult (*real)(CUdeviceptr);
+    if (!real)
+        real = (CUresult(*)(CUdeviceptr))fake("cuMemFree_v2");
+    uint64_t nth = __atomic_add_fetch(&g_frees, 1, __ATOMIC_RELAXED);
+    if (nth <= env_u64("REFUSING_CUDA_FREE", 0)) {
+        __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    return real(dptr);
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    static CUresult (*real)(CUdeviceptr *, size_t);
+    if (!real)
+        real = (CUresult(*)(CUdeviceptr *, size_t))fake("cuMemAlloc_v2");
+    if (bytesize > env_u64("REFUSING_CUDA_ALLOC_OVER", UINT64_MAX)) {
+        __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return real(dptr, bytesize);
+}
+
+EXPORT uint64_t refusingCudaRefusals(void)
+{
+    return __atomic_load_n(&g_refusals, __ATOMIC_RELAXED);
+}
+
+EXPORT CUresult refusingCudaInstantiateUnseen(CUgraphExec *exec, CUgraph graph)
+{
+    CUresult (*real)(CUgraphExec *, CUgraph, unsigned long long) =
+        (CUresult(*)(CUgraphExec *, CUgraph, unsigned long long))fake("cuGraphInstantiateWithFlags");
+    return real(exec, graph, 0);
+}

@@ -1,0 +1,124 @@
+"""hack/mutate_generated.py: its configuration is valid for this tree, mutants come from the generators on
+the lines asked for, a mutant is judged by its owner's tests and the file is always put back, and an
+allowed survivor must say why."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def mg():
+    spec = importlib.util.spec_from_file_location("mutate_generated", REPO / "hack" / "mutate_generated.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mutate_generated"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_packages_file_of_this_tree_is_valid_and_every_goal_package_has_files(mg):
+    packages = {p.name: p for p in mg.load_packages()}
+    for name in ("driver/plugin", "driver/limits", "driver/allocator", "native/src"):
+        assert packages[name].goal == 90
+        files = packages[name].files()
+        assert files and all(packages[name].owner_of(f) for f in files)
+    # the more specific owner comes first: an enforcement file runs the enforcement tests
+    owner = packages["driver/plugin"].owner_of("driver/plugin/enforcement/enforcer.py")
+    assert "tests/integration/plugin/test_plugin_enforcement.py" in owner.tests
+    assert mg.load_allowed() is not None  # hack/mutants_allowed.yaml parses
+
+
+def test_a_test_path_that_does_not_exist_is_a_config_error(mg, tmp_path):
+    bad = tmp_path / "packages.yaml"
+    bad.write_text(
+        "packages:\n  - name: x\n    owners:\n      - files: [driver/*.py]\n        tests: [tests/nope]\n"
+    )
+    with pytest.raises(mg.ConfigError, match=r"packages\[0\].owners\[0\].tests: tests/nope does not exist"):
+        mg.load_packages(bad)
+
+
+def test_an_allowed_survivor_without_a_reason_is_refused(mg, tmp_path):
+    f = tmp_path / "allowed.yaml"
+    f.write_text('allowed:\n  - file: a.py\n    original: "x = 1"\n    mutated: "x = 2"\n')
+    with pytest.raises(mg.ConfigError, match=r"allowed\[0\].reason: missing"):
+        mg.load_allowed(f)
+    f.write_text('allowed:\n  - {file: a.py, original: " x = 1", mutated: "x = 2 ", reason: unreachable}\n')
+    (entry,) = mg.load_allowed(f)
+    assert entry.matches(mg.Mutant("a.py", 3, "NumberReplacer", "    x = 1\n", "    x = 2", "..."))
+    assert not entry.matches(mg.Mutant("b.py", 3, "NumberReplacer", "x = 1", "x = 2", "..."))
+    assert not entry.matches(mg.Mutant("a.py", 3, "NumberReplacer", "x = 1", "x = 0", "..."))
+
+
+def test_changed_lines_are_read_from_the_new_side_of_each_hunk(mg, monkeypatch):
+    diff = (
+        "diff --git a/driver/x.py b/driver/x.py\n--- a/driver/x.py\n+++ b/driver/x.py\n"
+        "@@ -3,0 +4,2 @@ def f():\n+a\n+b\n@@ -10 +12 @@\n-c\n+d\n@@ -20,3 +21,0 @@\n-e\n"
+        "diff --git a/gone.py b/gone.py\n--- a/gone.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-x\n-y\n"
+    )
+    monkeypatch.setattr(mg, "_git", lambda *args: diff)
+    assert mg.changed_lines("base") == {"driver/x.py": {4, 5, 12}}
+
+
+@pytest.fixture
+def tree(mg, tmp_path, monkeypatch):
+    """A small repository root: one module, its test, a package owning them."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "calc.py").write_text("def over(used, limit):\n    return used > limit\n")
+    (tmp_path / "test_calc.py").write_text(
+        "from pkg.calc import over\n\ndef test_over():\n    assert over(2, 1) and not over(1, 1)\n"
+    )
+    monkeypatch.setattr(mg, "ROOT", tmp_path)
+    owner = mg.Owner(("pkg/*.py",), ("test_calc.py",))
+    return mg.Package("pkg", (owner,), 90), owner
+
+
+def test_python_mutants_are_cosmic_rays_on_the_lines_asked_for(mg, tree):
+    everything = [mg.materialize(m) for m in mg.python_mutants("pkg/calc.py", None)]
+    assert 2 in {m.line for m in everything if m}
+    on_2 = [mg.materialize(m) for m in mg.python_mutants("pkg/calc.py", {2})]
+    assert on_2 and all(m.line == 2 for m in on_2)
+    assert "    return used >= limit" in {m.mutated_line for m in on_2 if m is not None}
+    assert not list(mg.python_mutants("pkg/calc.py", {7}))
+
+
+def test_a_mutant_is_killed_or_survives_by_its_owners_tests_and_the_file_is_put_back(mg, tree):
+    pkg, owner = tree
+    source = (mg.ROOT / "pkg" / "calc.py").read_text()
+    made = map(mg.materialize, mg.python_mutants("pkg/calc.py", {2}))
+    mutants = {m.mutated_line.strip(): m for m in made if m}
+    killed = mutants["return used >= limit"]  # over(1, 1) becomes true: the test fails
+    assert mg.run_mutant(killed, pkg, owner, 120, sys.executable)[0] == "killed"
+    assert (mg.ROOT / "pkg" / "calc.py").read_text() == source
+    assert not mg.backup_of(mg.ROOT / "pkg" / "calc.py").exists()
+    (mg.ROOT / "test_calc.py").write_text("def test_nothing():\n    assert True\n")
+    assert mg.run_mutant(killed, pkg, owner, 120, sys.executable)[0] == "survived"
+    assert (mg.ROOT / "pkg" / "calc.py").read_text() == source
+
+
+@pytest.mark.skipif(not shutil.which("mutate", path=str(Path(sys.executable).parent)), reason="make venv")
+def test_c_mutants_are_universalmutators_on_the_lines_asked_for(mg, tmp_path, monkeypatch):
+    monkeypatch.setattr(mg, "ROOT", tmp_path)
+    (tmp_path / "q.c").write_text("int over(int used, int limit)\n{\n    return used > limit;\n}\n")
+    mutants = list(mg.c_mutants("q.c", {3}))
+    assert mutants and all(m.line == 3 for m in mutants)
+    assert "    return used >= limit;" in {m.mutated_line for m in mutants}
+    assert len({m.text for m in mutants}) == len(mutants)  # the same text twice is one mutant
+
+
+def test_a_mutant_of_a_type_annotation_only_is_never_drawn(mg, tmp_path, monkeypatch):
+    monkeypatch.setattr(mg, "ROOT", tmp_path)
+    (tmp_path / "a.py").write_text(
+        "from __future__ import annotations\n\n"
+        "def f(x: int | None = None) -> int | None:\n    y: int | None = x\n    return y or 1\n"
+    )
+    made = [m for m in map(mg.materialize, mg.python_mutants("a.py", None)) if m]
+    assert made, "the body has mutants"
+    bodies = [m.original_line for m in made]
+    assert all("return" in line or "= x" in line for line in bodies), bodies
