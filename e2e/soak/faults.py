@@ -210,6 +210,7 @@ class Outage:
     proc: Proc  # the killed plugin: started again with the same command line
     ends_at: float
     kept: dict[str, str]  # pod -> claim UID: pods running on the node when it went, kept past its return
+    devices: set[str]  # the node's published devices when it went: all published again after its return
     figures: dict[str, object] = field(default_factory=dict)
 
 
@@ -228,6 +229,18 @@ def _claim_uids(api, namespace: str, pod) -> list[str]:
             )
             out.append(claim["metadata"]["uid"])
     return out
+
+
+def _published(api, node: str) -> set[str]:
+    slices = client.CustomObjectsApi(api).list_cluster_custom_object(
+        kube.GROUP, kube.VERSION, "resourceslices"
+    )
+    return {
+        d["name"]
+        for s in slices["items"]
+        if s["spec"].get("driver") == names.DRIVER_NAME and s["spec"].get("nodeName") == node
+        for d in s["spec"].get("devices") or []
+    }
 
 
 def outage_length(wanted_s: float, left_s: float) -> float:
@@ -255,19 +268,23 @@ def begin_outage(c: Cluster, work: Workload, rng: random.Random, length_s: float
             for uid in _claim_uids(api, work.namespace, pod):
                 kept[p.name] = uid
             p.delete_at = float("inf")  # until checked after the plugin's return
+    devices = _published(api, target)
     fault = Fault(OUTAGE, target, time.time())
     proc = node.plugin
     proc.kill()
     c.sup.procs.remove(proc)
-    return Outage(fault, node, proc, time.monotonic() + length_s, kept, {"length_s": round(length_s, 1)})
+    figures: dict[str, object] = {"length_s": round(length_s, 1)}
+    return Outage(fault, node, proc, time.monotonic() + length_s, kept, devices, figures)
 
 
 def end_outage(c: Cluster, work: Workload, rng: random.Random, outage: Outage) -> list[str]:
     """Start the plugin again and check the outage's invariants; the violations found (empty: it held):
     - no claim lost: every pod kept is still running with its claim in the node's checkpoint;
-    - every pod waiting at the return (bound to the node and not running, or not bound at all) runs within
-      WAITING_START_S of the plugin's start (the kubelet's prepare retries, the scheduler's requeue on the
-      republished slices).
+    - the node's devices are all published again within WAITING_START_S;
+    - every pod that waited on the plugin runs within WAITING_START_S of its start: those bound to the node
+      and not running at its return (the kubelet's prepare retries), and those not bound at its return that
+      the scheduler places on the node within that time (its requeue on the republished slices). A pod still
+      unbound then, or placed elsewhere, waited on something else (capacity, a kind no node publishes).
     No device handed out twice is the capacity check the soak runs right after."""
     api = c.api()
     core = client.CoreV1Api(api)
@@ -277,8 +294,8 @@ def end_outage(c: Cluster, work: Workload, rng: random.Random, outage: Outage) -
         if p.deleted:
             continue
         pod = core.read_namespaced_pod(p.name, work.namespace)
-        if pod.status.phase != "Running" and pod.spec.node_name in (None, target):
-            waiting.append(p)
+        if pod.status.phase not in ("Running", "Succeeded") and pod.spec.node_name in (None, target):
+            waiting.append(p)  # a candidate: it counts if it is (or gets) bound to the node
             p.delete_at = max(p.delete_at, time.monotonic() + WAITING_START_S + 30)
     before = _plugin_started_count(node)
     back = time.monotonic()
@@ -291,17 +308,30 @@ def end_outage(c: Cluster, work: Workload, rng: random.Random, outage: Outage) -
         outage.fault.error = f"{type(e).__name__}: {e}"
         return [f"fault {OUTAGE} on {target}: the plugin did not start again: {e}"]
     outage.figures["serving_after_s"] = round(time.monotonic() - t0, 1)
-    # Waiting pods: poll until each runs or WAITING_START_S from the plugin's start has passed.
+    # Poll until every candidate runs or WAITING_START_S from the plugin's start has passed.
     started: dict[str, float] = {}
-    while len(started) < len(waiting) and time.monotonic() - back <= WAITING_START_S:
+    on_node: set[str] = set()
+    slices_back: float | None = None
+    while time.monotonic() - back <= WAITING_START_S:
+        if slices_back is None and outage.devices <= _published(api, target):
+            slices_back = time.monotonic() - back
         for p in waiting:
             if p.name not in started:
                 pod = core.read_namespaced_pod(p.name, work.namespace)
+                if pod.spec.node_name == target:
+                    on_node.add(p.name)
                 if pod.status.phase in ("Running", "Succeeded"):
                     started[p.name] = time.monotonic() - back
                     p.ran = True
+        if slices_back is not None and len(started) == len(waiting):
+            break
         time.sleep(1)
-    late = sorted(p.name for p in waiting if p.name not in started)
+    if slices_back is None:
+        missing = sorted(outage.devices - _published(api, target))
+        problems.append(
+            f"{OUTAGE} on {target}: devices not published again {WAITING_START_S:.0f} s after: {missing}"
+        )
+    late = sorted(name for name in on_node if name not in started)
     if late:
         problems.append(
             f"{OUTAGE} on {target}: pods waiting at the plugin's return not running {WAITING_START_S:.0f} s "
@@ -317,10 +347,13 @@ def end_outage(c: Cluster, work: Workload, rng: random.Random, outage: Outage) -
         if uid not in prepared:
             problems.append(f"{OUTAGE} on {target}: claim {uid} of pod {name} lost from the checkpoint")
         work.pods[name].delete_at = time.monotonic() + rng.uniform(*work.lifetime_s)
+    waited = {name: t for name, t in started.items() if name in on_node}
     outage.figures.update(
-        waiting=len(waiting),
-        waiting_started_max_s=round(max(started.values()), 1) if started else None,
+        slices_back_s=None if slices_back is None else round(slices_back, 1),
+        waiting=len(on_node),
+        waiting_started_max_s=round(max(waited.values()), 1) if waited else None,
         kept=len(outage.kept),
+        waited_elsewhere=len(waiting) - len(on_node),  # candidates that waited on something else
     )
     outage.fault.recovery_s = time.monotonic() - t0
     if problems:
