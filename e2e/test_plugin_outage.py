@@ -23,7 +23,7 @@ def test_plugin_outage(cluster, tmp_path, monkeypatch):
     report = tmp_path / "soak-report.json"
     monkeypatch.setenv("CARVE_SOAK_REPORT", str(report))
     # The outage starts 5-10 s in and must end a minute before the run does (faults.outage_length).
-    minutes = (OUTAGE_S + 80) / 60
+    minutes = (OUTAGE_S + 75) / 60
     args = parse_args(
         [
             f"--minutes={minutes}",
