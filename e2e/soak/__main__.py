@@ -54,6 +54,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="how long a plugin-outage fault leaves the node's plugin down (issue 30: 10 minutes)",
     )
     p.add_argument(
+        "--stop-after-outage",
+        action="store_true",
+        help="end the run once the first plugin-outage is over and checked (e2e/test_plugin_outage.py)",
+    )
+    p.add_argument(
         "--extras",
         default=os.environ.get("SOAK_EXTRAS", "legacy,controller"),
         help="what runs beside the DRA nodes so that its faults are drawn too (legacy, controller; '' none)",
@@ -122,6 +127,9 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
             outage = None
             next_fault = time.monotonic() + rng.uniform(*args.fault_every)
             next_check = 0
+            if args.stop_after_outage:
+                violations += _checks(c, api, namespace, quota_pod)
+                break
         if now >= next_fault and outage is None:
             kind = rng.choice(kinds)
             length = faults.outage_length(args.plugin_outage_s, end - now)
