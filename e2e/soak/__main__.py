@@ -152,6 +152,10 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
             violations += found
             next_check = time.monotonic() + 30
         time.sleep(2)
+    if outage is not None:  # the loop ran late: the plugin comes back (and is checked) before the cleanup
+        found = faults.end_outage(c, work, rng, outage)
+        outages.append({"node": outage.fault.target, **outage.figures, "violations": found})
+        violations += found
     minutes = (time.monotonic() - start) / 60
     work.delete_all()
     if quota_pod:
