@@ -3,10 +3,11 @@
 The run: start the local cluster (CARVE_E2E_K8S, CARVE_E2E_GATES, CARVE_E2E_RUNTIME as for `make e2e`),
 one long-lived soft-slice pod for the quota checks, then a loop: the workload creates and deletes pods,
 the injector fires a fault at seeded random times (every 20-45 s), the capacity and quota invariants are
-checked after every fault and every 30 s. At the end every pod is deleted, and once the API server holds
-no claim the nodes are checked for leaks. The figures go to soak-report.json in the run's directory (and
-CARVE_SOAK_REPORT where set); the last line is `soak: <pods> pods, <faults> faults, <violations> violations`
-and the exit code is 1 on any violation.
+checked after every fault and every 30 s. A `plugin-outage` fault lasts SOAK_PLUGIN_OUTAGE_S (default 600,
+cut to end a minute before the run does): the loop goes on creating pods meanwhile and draws no other fault.
+At the end every pod is deleted, and once the API server holds no claim the nodes are checked for leaks.
+The figures go to soak-report.json in the run's directory (and CARVE_SOAK_REPORT where set); the last line
+is `soak: <pods> pods, <faults> faults, <violations> violations` and the exit code is 1 on any violation.
 """
 
 from __future__ import annotations
@@ -47,6 +48,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=int(os.environ.get("SOAK_SEED", "1")))
     p.add_argument("--fault-every", type=float, nargs=2, default=(20.0, 45.0), metavar=("MIN_S", "MAX_S"))
     p.add_argument(
+        "--plugin-outage-s",
+        type=float,
+        default=float(os.environ.get("SOAK_PLUGIN_OUTAGE_S", "600")),
+        help="how long a plugin-outage fault leaves the node's plugin down (issue 30: 10 minutes)",
+    )
+    p.add_argument(
+        "--stop-after-outage",
+        action="store_true",
+        help="end the run once the first plugin-outage is over and checked (e2e/test_plugin_outage.py)",
+    )
+    p.add_argument(
+        "--extras",
+        default=os.environ.get("SOAK_EXTRAS", "legacy,controller"),
+        help="what runs beside the DRA nodes so that its faults are drawn too (legacy, controller; '' none)",
+    )
+    p.add_argument(
         "--faults",
         default=os.environ.get("SOAK_FAULTS", ""),
         help="comma-separated fault kinds to draw from (default: every kind this cluster can take)",
@@ -70,7 +87,7 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
         names.ENV_FAKE_GPUS: c.nodes[SOFT_NODE].spec.gpus.removeprefix("fake:"),
         names.ENV_FAKE_SEED: SOFT_NODE,
     }
-    extras = start_extras(c, gates_on, os.environ.get("SOAK_EXTRAS", "legacy,controller"))
+    extras = start_extras(c, gates_on, args.extras)
     work = Workload(api, namespace, pod_rng, gates_on, fake, legacy=extras.shim is not None)
     work.setup()
     violations: list[str] = []
@@ -89,6 +106,8 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
         kinds = wanted
     log(f"seed {args.seed}, {args.minutes:g} min, pods {work.kinds()}, faults {kinds}")
     injected: list[faults.Fault] = []
+    outage: faults.Outage | None = None  # the plugin-outage under way
+    outages: list[dict] = []
     start = time.monotonic()
     end = start + args.minutes * 60
     next_fault = start + rng.uniform(*args.fault_every)
@@ -99,13 +118,31 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
             work.step(now)
         except client.ApiException as e:  # the API server may be the fault of the moment
             log(f"workload: {e.status} {e.reason}")
-        if now >= next_fault:
+        if outage is not None and now >= outage.ends_at:
+            found = faults.end_outage(c, work, rng, outage)
+            f = outage.fault
+            outages.append({"node": f.target, **outage.figures, "violations": found})
+            log(f"fault {f.kind} on {f.target} ended: {outage.figures} {f.error}")
+            violations += found
+            outage = None
+            next_fault = time.monotonic() + rng.uniform(*args.fault_every)
+            next_check = 0
+            if args.stop_after_outage:
+                violations += _checks(c, api, namespace, quota_pod)
+                break
+        if now >= next_fault and outage is None:
             kind = rng.choice(kinds)
-            f = faults.inject(c, kind, rng, extras)
-            injected.append(f)
-            log(f"fault {kind} on {f.target}: back in {f.recovery_s:.1f}s {f.error}")
-            if f.error:
-                violations.append(f"fault {kind} on {f.target}: did not recover: {f.error}")
+            length = faults.outage_length(args.plugin_outage_s, end - now)
+            if kind == faults.OUTAGE and length:
+                outage = faults.begin_outage(c, work, rng, length)
+                injected.append(outage.fault)
+                log(f"fault {kind} on {outage.fault.target}: plugin down for {length:.0f}s")
+            elif kind != faults.OUTAGE:
+                f = faults.inject(c, kind, rng, extras)
+                injected.append(f)
+                log(f"fault {kind} on {f.target}: back in {f.recovery_s:.1f}s {f.error}")
+                if f.error:
+                    violations.append(f"fault {kind} on {f.target}: did not recover: {f.error}")
             next_fault = time.monotonic() + rng.uniform(*args.fault_every)
             next_check = 0  # check right after every fault
         if time.monotonic() >= next_check:
@@ -115,6 +152,10 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
             violations += found
             next_check = time.monotonic() + 30
         time.sleep(2)
+    if outage is not None:  # the loop ran late: the plugin comes back (and is checked) before the cleanup
+        found = faults.end_outage(c, work, rng, outage)
+        outages.append({"node": outage.fault.target, **outage.figures, "violations": found})
+        violations += found
     minutes = (time.monotonic() - start) / 60
     work.delete_all()
     if quota_pod:
@@ -132,6 +173,7 @@ def run(args: argparse.Namespace, c: Cluster, root: Path) -> int:
             corrupted[f.target] += 1
     violations += invariants.plugin_logs(c, corrupted)
     report = _report(work, injected, violations, minutes, args.seed)
+    report["plugin_outages"] = outages
     out = Path(os.environ.get("CARVE_SOAK_REPORT", root / "soak-report.json"))
     out.write_text(json.dumps(report, indent=1))
     for v in violations:

@@ -7,6 +7,10 @@ prepare or of a MIG instance's creation), of a kubelet, of a containerd, of the 
 corrupt checkpoint file; clock skew of a node's plugin by minutes (libfaketime, where Debian's `faketime`
 is installed); a full plugin state directory (a tmpfs of its own in the soak); and, where the soak runs
 them (Extras), kill -9 of the strategy controller (the leader), the legacy device plugin and the extender.
+
+One kind lasts: `plugin-outage` (issue 30) kills a node's plugin and leaves it down for minutes while the
+soak's pods keep coming (Outage: begun here, ended by the soak's loop), then starts it again and checks
+what the outage must not break: no claim lost, every pod that waited on it running within 30 s.
 """
 
 from __future__ import annotations
@@ -16,18 +20,20 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubernetes import client
 
 from driver import names
+from driver.plugin.state.checkpoint import Checkpoint
 from e2e import kube
 from e2e.cluster.controller import StrategyController
 from e2e.cluster.launcher import Cluster
 from e2e.cluster.legacy import LegacyShim
 from e2e.cluster.nodes import Node
 from e2e.cluster.procs import Proc
+from e2e.soak.workload import Workload
 
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 MID_PREPARE = ("prepare-after-checkpoint-started", "prepare-after-limits", "prepare-after-cdi")
@@ -189,6 +195,172 @@ def _wait_node_ready(c: Cluster, node: Node) -> None:
     kube.wait(f"{node.name}'s kubelet renewing its Lease, Node Ready", _answers(ready), 120)
 
 
+# --- a plugin lost for minutes under a stream of pods (issue 30) ----------------------------------------
+
+OUTAGE = "plugin-outage"
+WAITING_START_S = 30.0  # every pod that waited on the lost plugin runs within this of its return
+
+
+@dataclass
+class Outage:
+    """A node's plugin killed and left down until `ends_at` (monotonic) while the soak's loop goes on."""
+
+    fault: Fault
+    node: Node
+    proc: Proc  # the killed plugin: started again with the same command line
+    ends_at: float
+    kept: dict[str, str]  # pod -> claim UID: pods running on the node when it went, kept past its return
+    devices: set[str]  # the node's published devices when it went: all published again after its return
+    figures: dict[str, object] = field(default_factory=dict)
+
+
+def _prepared(node: Node) -> set[str]:
+    """The claim UIDs the node's checkpoint holds (read from disk: the plugin may be down)."""
+    return set(Checkpoint(node.plugin_dir / names.CHECKPOINT_FILE, "").load(move_aside=False).claims)
+
+
+def _claim_uids(api, namespace: str, pod) -> list[str]:
+    resource = client.CustomObjectsApi(api)
+    out = []
+    for st in pod.status.resource_claim_statuses or []:
+        if st.resource_claim_name:
+            claim = resource.get_namespaced_custom_object(
+                kube.GROUP, kube.VERSION, namespace, "resourceclaims", st.resource_claim_name
+            )
+            out.append(claim["metadata"]["uid"])
+    return out
+
+
+def _published(api, node: str) -> set[str]:
+    slices = client.CustomObjectsApi(api).list_cluster_custom_object(
+        kube.GROUP, kube.VERSION, "resourceslices"
+    )
+    return {
+        d["name"]
+        for s in slices["items"]
+        if s["spec"].get("driver") == names.DRIVER_NAME and s["spec"].get("nodeName") == node
+        for d in s["spec"].get("devices") or []
+    }
+
+
+def outage_length(wanted_s: float, left_s: float) -> float:
+    """How long the next outage lasts: `wanted_s`, cut so the plugin is back a minute before the soak ends
+    (its return and the waiting pods are what is checked); 0 when less than 30 s would be left."""
+    length = min(wanted_s, left_s - 60.0)
+    return length if length >= 30.0 else 0.0
+
+
+def begin_outage(c: Cluster, work: Workload, rng: random.Random, length_s: float) -> Outage:
+    """kill -9 of a random DRA node's plugin, left down for `length_s`: the pods running there keep their
+    claims; the kubelet's prepares for new ones fail until it is back (and the kubelet withdraws the node's
+    ResourceSlices meanwhile). The soak's pods running there are kept alive past its return, to be checked."""
+    target = rng.choice(sorted(n.name for n in c.specs or ()))
+    node = c.nodes[target]
+    assert node.plugin
+    api = c.api()
+    core = client.CoreV1Api(api)
+    kept = {}
+    for p in work.pods.values():
+        if p.deleted:
+            continue
+        pod = core.read_namespaced_pod(p.name, work.namespace)
+        if pod.spec.node_name == target and pod.status.phase == "Running":
+            for uid in _claim_uids(api, work.namespace, pod):
+                kept[p.name] = uid
+            p.delete_at = float("inf")  # until checked after the plugin's return
+    devices = _published(api, target)
+    fault = Fault(OUTAGE, target, time.time())
+    proc = node.plugin
+    proc.kill()
+    c.sup.procs.remove(proc)
+    figures: dict[str, object] = {"length_s": round(length_s, 1)}
+    return Outage(fault, node, proc, time.monotonic() + length_s, kept, devices, figures)
+
+
+def end_outage(c: Cluster, work: Workload, rng: random.Random, outage: Outage) -> list[str]:
+    """Start the plugin again and check the outage's invariants; the violations found (empty: it held):
+    - no claim lost: every pod kept is still running with its claim in the node's checkpoint;
+    - the node's devices are all published again within WAITING_START_S;
+    - every pod that waited on the plugin runs within WAITING_START_S of its start: those bound to the node
+      and not running at its return (the kubelet's prepare retries), and those not bound at its return that
+      the scheduler places on the node within that time (its requeue on the republished slices). A pod still
+      unbound then, or placed elsewhere, waited on something else (capacity, a kind no node publishes).
+    No device handed out twice is the capacity check the soak runs right after."""
+    api = c.api()
+    core = client.CoreV1Api(api)
+    node, target = outage.node, outage.fault.target
+    waiting = []
+    for p in work.pods.values():
+        if p.deleted:
+            continue
+        pod = core.read_namespaced_pod(p.name, work.namespace)
+        if pod.status.phase not in ("Running", "Succeeded") and pod.spec.node_name in (None, target):
+            waiting.append(p)  # a candidate: it counts if it is (or gets) bound to the node
+            p.delete_at = max(p.delete_at, time.monotonic() + WAITING_START_S + 30)
+    before = _plugin_started_count(node)
+    back = time.monotonic()
+    node.plugin = c.sup.start(outage.proc.name, outage.proc.argv, env=outage.proc.env)
+    problems = []
+    t0 = time.monotonic()
+    try:
+        kube.wait(f"{target}'s plugin serving again", lambda: _plugin_started_count(node) > before, 120)
+    except Exception as e:
+        outage.fault.error = f"{type(e).__name__}: {e}"
+        return [f"fault {OUTAGE} on {target}: the plugin did not start again: {e}"]
+    outage.figures["serving_after_s"] = round(time.monotonic() - t0, 1)
+    # Poll until every candidate runs or WAITING_START_S from the plugin's start has passed.
+    started: dict[str, float] = {}
+    on_node: set[str] = set()
+    slices_back: float | None = None
+    while time.monotonic() - back <= WAITING_START_S:
+        if slices_back is None and outage.devices <= _published(api, target):
+            slices_back = time.monotonic() - back
+        for p in waiting:
+            if p.name not in started:
+                pod = core.read_namespaced_pod(p.name, work.namespace)
+                if pod.spec.node_name == target:
+                    on_node.add(p.name)
+                if pod.status.phase in ("Running", "Succeeded"):
+                    started[p.name] = time.monotonic() - back
+                    p.ran = True
+        if slices_back is not None and len(started) == len(waiting):
+            break
+        time.sleep(1)
+    if slices_back is None:
+        missing = sorted(outage.devices - _published(api, target))
+        problems.append(
+            f"{OUTAGE} on {target}: devices not published again {WAITING_START_S:.0f} s after: {missing}"
+        )
+    late = sorted(name for name in on_node if name not in started)
+    if late:
+        problems.append(
+            f"{OUTAGE} on {target}: pods waiting at the plugin's return not running {WAITING_START_S:.0f} s "
+            f"after it: {late}"
+        )
+    # No claim lost: the pods that ran through the outage still run, their claims still prepared.
+    prepared = _prepared(node)
+    for name, uid in sorted(outage.kept.items()):
+        pod = core.read_namespaced_pod(name, work.namespace)
+        if pod.status.phase != "Running":
+            phase = pod.status.phase
+            problems.append(f"{OUTAGE} on {target}: pod {name}, running before the outage, is {phase}")
+        if uid not in prepared:
+            problems.append(f"{OUTAGE} on {target}: claim {uid} of pod {name} lost from the checkpoint")
+        work.pods[name].delete_at = time.monotonic() + rng.uniform(*work.lifetime_s)
+    waited = {name: t for name, t in started.items() if name in on_node}
+    outage.figures.update(
+        slices_back_s=None if slices_back is None else round(slices_back, 1),
+        waiting=len(on_node),
+        waiting_started_max_s=round(max(waited.values()), 1) if waited else None,
+        kept=len(outage.kept),
+        waited_elsewhere=len(waiting) - len(on_node),  # candidates that waited on something else
+    )
+    outage.fault.recovery_s = time.monotonic() - t0
+    if problems:
+        outage.fault.error = "; ".join(problems)
+    return problems
+
+
 # --- the components beside the nodes' plugins ------------------------------------------------------------
 
 
@@ -249,7 +421,7 @@ def available(c: Cluster, gates_on: bool, extras: Extras | None = None) -> list[
     """The fault kinds this cluster can take: MIG only with gates on, containerd only where it runs, the
     clock only where libfaketime is installed, the controller's and the shim's where they run."""
     optional = ("plugin-kill-mid-mig", "containerd-restart", "clock-skew", "state-disk-full")
-    out = [k for k in FAULTS if k not in optional]
+    out = [k for k in FAULTS if k not in optional] + [OUTAGE]
     if gates_on:
         out.append("plugin-kill-mid-mig")
     if c.runtime == "containerd":
