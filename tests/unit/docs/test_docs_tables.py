@@ -56,3 +56,27 @@ def test_every_deviceclass_is_in_every_list_of_them():
     assert rows == set(CLASSES)
     readme = (REPO / "README.md").read_text()
     assert all(f"`{c}`" in readme for c in CLASSES)
+
+
+def _psa_refusals(pod: dict) -> list[str]:
+    """What the Pod Security `baseline` level (the strictest a namespace usually runs) refuses in a pod
+    spec, for the fields carve's chart can set: host namespaces, hostPath volumes, privileged containers."""
+    found = [f"spec.{k}" for k in ("hostPID", "hostNetwork", "hostIPC") if pod.get(k)]
+    found += [f"volume {v['name']}: hostPath" for v in pod.get("volumes") or [] if "hostPath" in v]
+    for c in (pod.get("initContainers") or []) + pod.get("containers", []):
+        if (c.get("securityContext") or {}).get("privileged"):
+            found.append(f"container {c['name']}: privileged")
+    return found
+
+
+def test_the_pod_security_guidance_labels_the_namespace_the_plugin_needs():
+    # The plugin's pod needs the `privileged` Pod Security level (baseline refuses what it must do), so the
+    # install docs and the README's release install label its namespace, and the docs say why.
+    pod = one(render(), "DaemonSet")["spec"]["template"]["spec"]
+    assert _psa_refusals(pod), "the plugin pod no longer needs the privileged level: update docs/install.md"
+    section = INSTALL[INSTALL.index("### Pod Security Admission"):]
+    section = section[: section.find("\n## ", 1) if "\n## " in section[1:] else len(section)]
+    assert "pod-security.kubernetes.io/enforce=privileged" in section
+    readme = (REPO / "README.md").read_text()
+    release = readme[readme.index("## Install from a release"):]
+    assert "pod-security.kubernetes.io/enforce=privileged" in release.split("```")[1]
