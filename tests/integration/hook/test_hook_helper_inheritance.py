@@ -16,7 +16,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 HOOK = REPO / "native/build/carve-cdi-hook"
-LEAK_FD = 37
+
+
+def _free_fd(start: int = 100) -> int:
+    """A descriptor number nothing in this process holds: dup2 onto one in use would close another thread's
+    file (a stand-in server's socket) under it."""
+    for n in range(start, start + 1000):
+        try:
+            os.fstat(n)
+        except OSError:
+            return n
+    raise RuntimeError("no free descriptor number")
 HOSTILE_ENV = {
     "LD_PRELOAD": "/tenant/evil.so",
     "LD_LIBRARY_PATH": "/tenant/lib",
@@ -52,7 +62,8 @@ def test_the_mps_control_helper_inherits_no_descriptor_and_no_environment(tmp_pa
     pipe = tmp_path / "pipe"
     pipe.mkdir()
     fd = os.open(secret, os.O_RDONLY)
-    os.dup2(fd, LEAK_FD, inheritable=True)
+    leak_fd = _free_fd()
+    os.dup2(fd, leak_fd, inheritable=True)
     try:
         done = subprocess.run(
             [str(HOOK), "mps-user", "--control", str(control), "--pipe-dir", str(pipe), "--gpu", "GPU-x"],
@@ -61,16 +72,16 @@ def test_the_mps_control_helper_inherits_no_descriptor_and_no_environment(tmp_pa
             text=True,
             timeout=60,
             env={**os.environ, **HOSTILE_ENV},
-            pass_fds=(LEAK_FD,),
+            pass_fds=(leak_fd,),
         )
     finally:
-        os.close(LEAK_FD)
+        os.close(leak_fd)
         os.close(fd)
     assert done.returncode == 0, done.stderr
     fds = {int(n) for n in (tmp_path / "seen.fds").read_text().split()}
     # 0-2, and the descriptor ls itself opened on /proc/<pid>/fd is not the shell's; the shell may hold its
-    # script open on a high descriptor of its own (dash: 10): none of that is the hook's LEAK_FD
-    assert LEAK_FD not in fds, f"the helper inherited descriptor {LEAK_FD}: {sorted(fds)}"
+    # script open on a high descriptor of its own (dash: 10): none of that is the descriptor leaked here
+    assert leak_fd not in fds, f"the helper inherited descriptor {leak_fd}: {sorted(fds)}"
     env = dict(line.split("=", 1) for line in (tmp_path / "seen.env").read_text().splitlines() if "=" in line)
     assert env["CUDA_MPS_PIPE_DIRECTORY"] == str(pipe)
     assert "/tenant" not in env.get("PATH", "")
