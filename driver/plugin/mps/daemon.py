@@ -163,19 +163,16 @@ class MpsDaemons:
         )
         return env
 
-    def command(self, gpu_uuid: str, line: str) -> str:
-        """One control command (`get_server_list`, ...) to the daemon of `gpu_uuid`; its reply."""
-        with self._lock:
-            d = self.daemons[gpu_uuid]
-        return self._run(d, line).stdout
-
     def _run(self, d: DaemonState, stdin: str) -> subprocess.CompletedProcess:
+        """One control command; only its exit status is used, so its reply (which passes through the pipe
+        directory tenants see) is never read into the plugin: nothing to bound."""
         assert self.control is not None
         return subprocess.run(
             [str(self.control)],
             input=stdin,
             env=self._env(d),
-            capture_output=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             text=True,
             timeout=COMMAND_TIMEOUT_S,
         )
