@@ -3,7 +3,7 @@
  * stream's modelled work completes (or now, when the stream is idle), so cuEventElapsedTime reflects
  * modelled kernel time, and cuEventQuery answers CUDA_ERROR_NOT_READY until that time has passed
  * (cuda-runtime-facts.md §7 "Data"). An event recorded on a capturing stream joins a stream that waits on
- * it to the capture (the fork/join pattern of multi-stream capture, graph.c).
+ * it to the capture (the fork/join pattern of multi-stream capture, capture.c).
  */
 #include <stdlib.h>
 

@@ -158,7 +158,7 @@ void fc_sleep_until(uint64_t t_ns);
 /* Kernel time: occupy the GPU of the stream's device with `blocks` blocks of kernel `f`. */
 void fc_stream_submit(fc_stream_t *st, CUfunction f, uint64_t blocks);
 uint64_t fc_kernel_wave_ns(CUfunction f);
-/* Capture (graph.c): 1 when the stream is capturing and the work became a node of its graph. */
+/* Capture (capture.c): 1 when the stream is capturing and the work became a node of its graph. */
 int fc_capture_copy(CUstream s, void *dst, const void *src, size_t n);
 int fc_capture_memset(CUstream s, uint64_t dst, size_t pitch, uint32_t value, unsigned elem, size_t width,
                       size_t height);

@@ -1,7 +1,7 @@
 /*
  * launch.c (fake libcuda): kernel launches on the fake time model (stream.c). A launch occupies the fake
  * GPU for ceil(blocks / SMs) waves (fake_kernel_submit) on its stream, or becomes a kernel node when the
- * stream captures (graph.c). Kernel handles from carveFakeKernel(ns_per_wave) carry their wave time; any
+ * stream captures (capture.c). Kernel handles from carveFakeKernel(ns_per_wave) carry their wave time; any
  * other non-NULL handle (a CUfunction or a CUkernel of module.c: the same object, facts §4) uses
  * CARVE_FAKE_NS_PER_WAVE (default 100000).
  */

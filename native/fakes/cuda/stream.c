@@ -5,7 +5,7 @@
  * cuStreamSynchronize sleeps until then (cuda-runtime-facts.md §7 "Data"/events). The default streams
  * (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) wait for all of the process's work on their device.
  * Like a real driver's bounded push buffer, a launch blocks while the GPU's queue holds more than
- * CARVE_FAKE_QUEUE_NS of work. Capture (cuStreamBeginCapture...) is in graph.c.
+ * CARVE_FAKE_QUEUE_NS of work. Capture (cuStreamBeginCapture...) is in capture.c.
  */
 #include <stdlib.h>
 #include <time.h>
