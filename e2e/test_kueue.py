@@ -49,14 +49,11 @@ def queue(api, cluster, kueue, namespace):
     tag = uuid.uuid4().hex[:6]
     flavor, cq = f"carve-{tag}", f"carve-{tag}"
     low, high = f"carve-low-{tag}", f"carve-high-{tag}"
-    custom.create_cluster_custom_object(
-        KUEUE, KV, "resourceflavors", {"apiVersion": f"{KUEUE}/{KV}", "kind": "ResourceFlavor", "metadata": {"name": flavor}}
-    )  # fmt: skip
+    custom.create_cluster_custom_object(KUEUE, KV, "resourceflavors", _obj("ResourceFlavor", flavor))
     for name, value in ((low, 10), (high, 1000)):
         custom.create_cluster_custom_object(
-            KUEUE, KV, "workloadpriorityclasses",
-            {"apiVersion": f"{KUEUE}/{KV}", "kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value},
-        )  # fmt: skip
+            KUEUE, KV, "workloadpriorityclasses", _obj("WorkloadPriorityClass", name, value=value)
+        )
     spec = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
         "preemption": {"withinClusterQueue": "LowerPriority"},
@@ -64,21 +61,23 @@ def queue(api, cluster, kueue, namespace):
             {
                 "coveredResources": list(QUOTA),
                 "flavors": [
-                    {"name": flavor, "resources": [{"name": r, "nominalQuota": str(q)} for r, q in QUOTA.items()]}
+                    {
+                        "name": flavor,
+                        "resources": [{"name": r, "nominalQuota": str(q)} for r, q in QUOTA.items()],
+                    }
                 ],
             }
         ],
     }
-    custom.create_cluster_custom_object(
-        KUEUE, KV, "clusterqueues", {"apiVersion": f"{KUEUE}/{KV}", "kind": "ClusterQueue", "metadata": {"name": cq}, "spec": spec}
-    )  # fmt: skip
+    custom.create_cluster_custom_object(KUEUE, KV, "clusterqueues", _obj("ClusterQueue", cq, spec=spec))
     custom.create_namespaced_custom_object(
-        KUEUE, KV, namespace, "localqueues",
-        {"apiVersion": f"{KUEUE}/{KV}", "kind": "LocalQueue", "metadata": {"name": "lq"}, "spec": {"clusterQueue": cq}},
-    )  # fmt: skip
+        KUEUE, KV, namespace, "localqueues", _obj("LocalQueue", "lq", spec={"clusterQueue": cq})
+    )
     kube.wait(
         f"ClusterQueue {cq} Active",
-        lambda: _condition(custom.get_cluster_custom_object(KUEUE, KV, "clusterqueues", cq), "Active") == "True",
+        lambda: (
+            _condition(custom.get_cluster_custom_object(KUEUE, KV, "clusterqueues", cq), "Active") == "True"
+        ),
         TIMEOUT_S,
     )
     yield {"cq": cq, "low": low, "high": high}
@@ -91,6 +90,10 @@ def queue(api, cluster, kueue, namespace):
     custom.delete_cluster_custom_object(KUEUE, KV, "resourceflavors", flavor)
     for name in (low, high):
         custom.delete_cluster_custom_object(KUEUE, KV, "workloadpriorityclasses", name)
+
+
+def _obj(kind: str, name: str, **fields) -> dict:
+    return {"apiVersion": f"{KUEUE}/{KV}", "kind": kind, "metadata": {"name": name}, **fields}
 
 
 def _condition(obj: dict, kind: str) -> str | None:
@@ -196,7 +199,9 @@ def test_cluster_queue_admits_carve_claims_up_to_quota_and_queues_the_rest(api, 
         assert usage.get(resource) == "1", f"{job}: Workload counts {usage}, not one {resource}"
         _, claim = _running_with_claim(api, namespace, job)
         (result,) = kube.results(claim)
-        want = names.CLASS_GPU if template == "whole" else (names.CLASS_VGPU if gates_on else names.CLASS_SLOT)
+        want = (
+            names.CLASS_GPU if template == "whole" else (names.CLASS_VGPU if gates_on else names.CLASS_SLOT)
+        )
         assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == want
         assert result["driver"] == names.DRIVER_NAME
     assert _usage(api, queue["cq"]) == {WHOLE: "1", SLICE: "2"}
@@ -209,9 +214,11 @@ def test_cluster_queue_admits_carve_claims_up_to_quota_and_queues_the_rest(api, 
     assert cq["status"]["pendingWorkloads"] == 2 and cq["status"]["admittedWorkloads"] == 3, cq["status"]
 
     # Quota freed by a finished Job goes to the queued one of that resource.
-    pod, claim = _running_with_claim(api, namespace, "slice-1")
+    _, claim = _running_with_claim(api, namespace, "slice-1")
     batch.delete_namespaced_job("slice-1", namespace, propagation_policy="Foreground")
-    kube.wait("slice-1's claim deleted", lambda: _claim_gone(api, namespace, claim["metadata"]["name"]), TIMEOUT_S)
+    kube.wait(
+        "slice-1's claim deleted", lambda: _claim_gone(api, namespace, claim["metadata"]["name"]), TIMEOUT_S
+    )
     kube.wait("slice-3 admitted", lambda: _admitted(api, namespace, "slice-3"), TIMEOUT_S)
     _running_with_claim(api, namespace, "slice-3")
     assert _condition(_workload(api, namespace, "whole-2"), "QuotaReserved") == "False"

@@ -34,7 +34,9 @@ def pcie_root(sysfs: Path, bus_id: str) -> str | None:
         target = os.readlink(sysfs / link)
     except OSError:
         return None
-    resolved = os.path.normpath(os.path.join(str(link.parent), target)) if not os.path.isabs(target) else target
+    resolved = (
+        os.path.normpath(os.path.join(str(link.parent), target)) if not os.path.isabs(target) else target
+    )
     parts = Path(resolved).parts
     if len(parts) < 3 or parts[0] != "devices" or not parts[1].startswith("pci") or parts[-1] != bus_id:
         return None
@@ -52,9 +54,10 @@ def numa_node(node_mask: Iterable[int]) -> int | None:
 
 
 def write_fake_sysfs(root: Path, devices: Iterable[tuple[str, int | None]]) -> Path:
-    """A sysfs stand-in for fake GPUs (bus id, NUMA node): `devices/pci<dom>:<root bus>/<dom>:<root bus>:00.0/
-    <bus id>` with `numa_node`, and the `bus/pci/devices/<bus id>` link to it, relative as the kernel makes
-    it. The root port's bus is the one just below the GPU's, so each fake GPU has a root complex of its own."""
+    """A sysfs stand-in for fake GPUs (bus id, NUMA node): the device directory
+    `devices/pci<dom>:<root bus>/<dom>:<root bus>:00.0/<bus id>` with `numa_node`, and the link
+    `bus/pci/devices/<bus id>` to it, relative as the kernel makes it. The root port's bus is the one just
+    below the GPU's, so each fake GPU has a root complex of its own."""
     links = root / "bus" / "pci" / "devices"
     links.mkdir(parents=True, exist_ok=True)
     for bus_id, node in devices:

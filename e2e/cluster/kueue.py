@@ -62,7 +62,9 @@ def module_dir() -> Path:
     )
     m = re.search(r'"Dir": "([^"]+)"', done.stdout)
     if done.returncode != 0 or not m:
-        raise StartError(f"go mod download sigs.k8s.io/kueue@{version()}: {done.stderr.strip() or done.stdout}")
+        raise StartError(
+            f"go mod download sigs.k8s.io/kueue@{version()}: {done.stderr.strip() or done.stdout}"
+        )
     return Path(m.group(1))
 
 
@@ -135,10 +137,13 @@ class Kueue:
         crds = sorted((src / "config" / "components" / "crd" / "bases").glob("*.yaml"))
         # Server-side: the Workload CRD is larger than client-side apply's last-applied annotation allows.
         cluster.kubectl("apply", "--server-side", *(a for c in crds for a in ("-f", str(c))))
+        plural = [c.name.removeprefix("kueue.x-k8s.io_").removesuffix(".yaml") for c in crds]
         cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s",
-            *(f"crd/{c.name.removeprefix('kueue.x-k8s.io_').removesuffix('.yaml')}.kueue.x-k8s.io" for c in crds),
-        )  # fmt: skip
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            *(f"crd/{p}.kueue.x-k8s.io" for p in plural),
+        )
         cluster.kubectl("create", "namespace", NAMESPACE)
 
         certs = self.root / "certs"
@@ -155,17 +160,19 @@ class Kueue:
         )
         shutil.copytree(certs / "metrics", self.root / "etc" / "metrics" / "certs", dirs_exist_ok=True)
         # A private mount namespace: /etc/kueue/metrics/certs (fixed in Kueue) is this cluster's directory.
-        script = (
-            'mkdir -p /etc/kueue && mount --bind "$1" /etc/kueue && shift && exec "$@"'
-        )
+        script = 'mkdir -p /etc/kueue && mount --bind "$1" /etc/kueue && shift && exec "$@"'
         self.proc = self.sup.start(
             "kueue",
             [
-                "unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(self.root / "etc"),
-                str(binary()), f"--config={cfg}", f"--feature-gates={self.feature_gates}", "--zap-log-level=2",
+                *("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"),
+                str(self.root / "etc"),
+                str(binary()),
+                f"--config={cfg}",
+                f"--feature-gates={self.feature_gates}",
+                "--zap-log-level=2",
             ],
             env={"KUBECONFIG": str(cluster.kubeconfig)},
-        )  # fmt: skip
+        )
 
         def ready() -> bool:
             with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=2) as r:
