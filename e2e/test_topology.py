@@ -28,13 +28,24 @@ def _attr(device: dict, name: str):
 def _in_scheduler_order(slices: list[dict]) -> list[dict]:
     """A pool's devices in the order the kube-scheduler tries them (first fit): slices by name, then each
     slice's devices as listed (k8s.io/dynamic-resource-allocation/structured, sortSlicesByName)."""
-    return [d for s in sorted(slices, key=lambda s: s["metadata"]["name"]) for d in s["spec"]["devices"]]
+    ordered = sorted(slices, key=lambda s: s["metadata"]["name"])
+    return [d for s in ordered for d in s["spec"].get("devices") or []]
+
+
+def _published(cluster, node: str) -> list[dict]:
+    """The node's devices once its pool lists all three GPUs (the plugin may publish in steps)."""
+
+    def complete():
+        devices = _in_scheduler_order(cluster.slices(node))
+        return devices if len({_attr(d, "uuid") for d in devices}) == 3 else None
+
+    return kube.wait(f"{node}'s devices of all three GPUs", complete)
 
 
 def test_every_device_publishes_its_gpus_pcie_root_and_numa_node(cluster):
     for node in cluster.nodes:
         by_gpu: dict[str, set[tuple]] = defaultdict(set)
-        for device in _in_scheduler_order(cluster.slices(node)):
+        for device in _published(cluster, node):
             root, numa = _attr(device, PCIE_ROOT_ATTRIBUTE), _attr(device, NUMA_NODE_ATTRIBUTE)
             assert root and re.fullmatch(r"pci[0-9a-f]{4}:[0-9a-f]{2}", root), (node, device["name"], root)
             assert isinstance(numa, int), (node, device["name"], numa)
@@ -100,7 +111,7 @@ def test_match_attribute_pcie_root_pairs_a_gpu_with_a_nic_of_another_driver(
 ):
     if not gates_on:
         pytest.skip("soft slices need DRAConsumableCapacity (gates off here); the attributes test runs")
-    soft = [d for d in _in_scheduler_order(cluster.slices(N1)) if _attr(d, "type") == names.TYPE_VGPU]
+    soft = [d for d in _published(cluster, N1) if _attr(d, "type") == names.TYPE_VGPU]
     assert len(soft) == 2, [d["name"] for d in soft]
     # The NIC sits under the root of the soft GPU the scheduler would try last: first fit alone would
     # take the other one. A second NIC under a root no GPU has can never pair.
