@@ -210,8 +210,14 @@ def test_cluster_queue_admits_carve_claims_up_to_quota_and_queues_the_rest(api, 
     for job, template in (("whole-2", "whole"), ("slice-3", "slice")):
         batch.create_namespaced_job(namespace, _job(job, template))
         _held_back(api, namespace, job)
-    cq = client.CustomObjectsApi(api).get_cluster_custom_object(KUEUE, KV, "clusterqueues", queue["cq"])
-    assert cq["status"]["pendingWorkloads"] == 2 and cq["status"]["admittedWorkloads"] == 3, cq["status"]
+    custom = client.CustomObjectsApi(api)
+
+    def counted():
+        status = custom.get_cluster_custom_object(KUEUE, KV, "clusterqueues", queue["cq"]).get("status") or {}
+        return (status.get("pendingWorkloads"), status.get("admittedWorkloads")) == (2, 3)
+
+    # The ClusterQueue's status counts are refreshed after the Workloads' (Kueue batches them).
+    kube.wait("ClusterQueue status: 2 pending, 3 admitted", counted, TIMEOUT_S)
 
     # Quota freed by a finished Job goes to the queued one of that resource.
     _, claim = _running_with_claim(api, namespace, "slice-1")

@@ -133,3 +133,68 @@ def test_match_attribute_pcie_root_pairs_a_gpu_with_a_nic_of_another_driver(
     kube.create(api, namespace, kube.pod("unpaired", claim_template="gpu-nic"))
     kind, message = kube.wait_outcome(api, namespace, "unpaired")
     assert kind == "unschedulable" and "claim" in message, (kind, message)
+
+
+def test_real_scheduler_places_soft_slices_first_fit_whatever_the_placement_says(
+    cluster, api, namespace, gates_on
+):
+    """On the DRA path the kube-scheduler picks the device: first fit in published order. A DeviceClass
+    whose SliceConfig says `placement: spread` (accepted by the plugin at prepare) does not move the second
+    slice to the idle GPU; carve's allocator, given the same slices, the same class and the first claim,
+    spreads. Unset, carve's allocator agrees with the scheduler."""
+    if not gates_on:
+        pytest.skip("soft slices need DRAConsumableCapacity (gates off here)")
+    from driver.allocator import Allocator
+
+    first, second = (d["name"] for d in _published(cluster, N1) if _attr(d, "type") == names.TYPE_VGPU)
+    custom = client.CustomObjectsApi(api)
+    vgpu = custom.get_cluster_custom_object(kube.GROUP, kube.VERSION, "deviceclasses", names.CLASS_VGPU)
+    spread_class = f"vgpu-spread-{uuid.uuid4().hex[:6]}.e2e.carve.dev"
+    params = {"apiVersion": names.CONFIG_API_VERSION, "kind": "SliceConfig", "placement": "spread"}
+    body = {
+        "apiVersion": f"{kube.GROUP}/{kube.VERSION}",
+        "kind": "DeviceClass",
+        "metadata": {"name": spread_class},
+        "spec": {
+            "selectors": vgpu["spec"]["selectors"],
+            "config": [{"opaque": {"driver": names.DRIVER_NAME, "parameters": params}}],
+        },
+    }
+    custom.create_cluster_custom_object(kube.GROUP, kube.VERSION, "deviceclasses", body)
+    try:
+        capacity = {"requests": {"memory": "2Gi", "cores": "10"}}
+        request = [{"name": "gpu", "exactly": {"deviceClassName": spread_class, "capacity": capacity}}]
+        kube.create(api, namespace, kube.template("spread", request))
+        got = []
+        for name in ("s1", "s2"):
+            kube.create(api, namespace, kube.pod(name, claim_template="spread", node=N1))
+            kube.wait_running(api, namespace, name)
+            claim = kube.claim_of(api, namespace, name)
+            got.append(kube.results(claim)[0]["device"])
+        assert got == [first, first], got
+
+        # carve's allocator on the same slices: with the spread class the second slice goes to the idle GPU;
+        # with the plain class (no placement) it agrees with the scheduler.
+        first_claim = kube.claim_of(api, namespace, "s1")
+        second_claim = kube.claim_of(api, namespace, "s2")
+        classes = [body, vgpu]
+        for cls, want in ((spread_class, second), (names.CLASS_VGPU, first)):
+            model = Allocator(cluster.slices(), classes)
+            model.add_allocated(first_claim)
+            ask = {
+                **second_claim,
+                "status": {},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {**request[0], "exactly": {**request[0]["exactly"], "deviceClassName": cls}}
+                        ]
+                    }
+                },
+            }
+            alloc = model.allocate(ask, N1)
+            assert alloc["devices"]["results"][0]["device"] == want, (cls, alloc)
+    finally:
+        for name in ("s1", "s2"):
+            kube.delete_pod(api, namespace, name)
+        custom.delete_cluster_custom_object(kube.GROUP, kube.VERSION, "deviceclasses", spread_class)
