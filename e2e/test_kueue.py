@@ -7,6 +7,7 @@ that is not built fails these tests (never a skip)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -28,15 +29,17 @@ TIMEOUT_S = 120.0
 
 @pytest.fixture(scope="module")
 def kueue(cluster):
-    from e2e.cluster.kueue import Kueue
+    from e2e.cluster.kueue import Kueue, version
     from e2e.cluster.procs import StartError
 
     k = Kueue(cluster, cluster.root / "kueue", MAPPINGS)
+    start = time.monotonic()
     try:
         k.start()
     except (StartError, OSError) as e:
         k.stop()
         pytest.fail(f"e2e: Kueue did not start (logs in {k.root / 'logs'}): {e}")
+    print(f"\ne2e: Kueue {version()} up in {time.monotonic() - start:.1f}s (CRDs, manager ready, webhooks)")
     yield k
     k.stop()
 
