@@ -412,7 +412,12 @@ def with_topology(gpus: list[Gpu]) -> list[Gpu]:
     """The GPUs with their PCIe root complexes read from sysfs."""
     root = sysfs_root()
     if (backend() or "").startswith("fake:") and not os.environ.get(names.ENV_SYSFS_ROOT):
-        pcie.write_fake_sysfs(root, [(g.pci_bus_id, g.numa_node) for g in gpus])
+        try:
+            pcie.write_fake_sysfs(root, [(g.pci_bus_id, g.numa_node) for g in gpus])
+        except OSError:
+            # A read-only temp dir (a locked-down container): the fake GPUs go without pcieRoot, as a host
+            # whose sysfs does not tell; inventory itself must not fail over an attribute.
+            return gpus
     return [replace(g, pcie_root=pcie.pcie_root(root, g.pci_bus_id)) for g in gpus]
 
 

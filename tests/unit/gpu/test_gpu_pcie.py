@@ -82,3 +82,20 @@ def test_a_host_that_does_not_tell_publishes_no_topology_attribute(strategy):
     for device in devices_for(gpu, strategy).devices:
         assert PCIE_ROOT_ATTRIBUTE not in device["attributes"]
         assert NUMA_NODE_ATTRIBUTE not in device["attributes"]
+
+
+def test_a_read_only_stand_in_leaves_fake_gpus_without_a_root(tmp_path, monkeypatch):
+    from driver.gpu import nvml
+
+    gpu = fake_gpu("T4", 0, "n1")
+    monkeypatch.setattr(nvml, "backend", lambda: "fake:1xT4")
+    monkeypatch.delenv("CARVE_SYSFS_ROOT", raising=False)
+
+    def refuse(*_):
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(pcie, "write_fake_sysfs", refuse)
+    assert nvml.with_topology([gpu]) == [gpu]
+    monkeypatch.setenv("CARVE_SYSFS_ROOT", str(tmp_path))
+    kernel_layout(tmp_path, gpu.pci_bus_id, f"pci0000:00/0000:00:01.0/{gpu.pci_bus_id}")
+    assert nvml.with_topology([gpu])[0].pcie_root == "pci0000:00"
