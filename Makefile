@@ -126,7 +126,7 @@ cluster-up: native cluster $(if $(filter containerd,$(RUNTIME)),containerd)
 e2e-deps:
 	hack/test_deps.sh prometheus
 
-e2e: native tools cluster e2e-deps $(if $(filter containerd,$(RUNTIME)),containerd)
+e2e: native tools cluster kueue e2e-deps $(if $(filter containerd,$(RUNTIME)),containerd)
 	CARVE_E2E_K8S=$(K8S) CARVE_E2E_GATES=$(GATES) CARVE_E2E_RUNTIME=$(RUNTIME) $(PY) -m pytest -q -s -p no:cacheprovider e2e
 
 # Only the legacy shim's tests (marker `legacy`); on 1.29 (no DRA) `make e2e` runs the same and skips the rest.
@@ -152,6 +152,20 @@ e2e-all: native tools
 	$(MAKE) e2e K8S=1.34
 	$(MAKE) e2e K8S=1.34 GATES=off
 	$(MAKE) e2e-legacy K8S=1.29
+
+# Kueue's manager for e2e/test_kueue.py (docs/kueue.md): sigs.k8s.io/kueue/cmd/kueue at the version
+# e2e/kueue/go.mod pins (go.sum checks every module), built once into .tools/kueue/<version>/kueue.
+KUEUE_VERSION = $(shell sed -n 's/^\tsigs.k8s.io\/kueue \(v[0-9][0-9a-z.-]*\).*/\1/p' e2e/kueue/go.mod)
+KUEUE_BIN = .tools/kueue/$(KUEUE_VERSION)/kueue
+
+.PHONY: kueue
+kueue:
+	@if [ -x $(KUEUE_BIN) ]; then echo "$(KUEUE_BIN) is built"; else \
+	  mkdir -p $(dir $(KUEUE_BIN)); start=$$(date +%s); \
+	  echo "building Kueue $(KUEUE_VERSION) into $(KUEUE_BIN)"; \
+	  cd e2e/kueue && CGO_ENABLED=0 GOFLAGS=-trimpath nice -n $(NICE) go build -ldflags "-s -w" \
+	    -o $(abspath $(KUEUE_BIN)).tmp sigs.k8s.io/kueue/cmd/kueue && mv $(abspath $(KUEUE_BIN)).tmp $(abspath $(KUEUE_BIN)) && \
+	  echo "built $(KUEUE_BIN) in $$(( $$(date +%s) - start )) s"; fi
 
 # The nodes' real container runtime (docs/e2e.md): containerd, ctr and the runc shim from the containerd Go
 # module at a pinned version, Debian's runc and CNI plugins. RUNTIME=fakecri runs upstream's fake CRI instead.

@@ -110,6 +110,9 @@ ENV_LOG = "CARVE_LOG"
 ENV_FAKE_GPUS = "CARVE_FAKE_GPUS"
 ENV_FAKE_SEED = "CARVE_FAKE_SEED"
 ENV_FAKE_STATE = "CARVE_FAKE_STATE"
+# Where the GPUs' PCIe root complexes are read (driver/gpu/pcie.py): the host's sysfs, default /sys; with
+# fake GPUs and this unset, a stand-in tree of the fake topology.
+ENV_SYSFS_ROOT = "CARVE_SYSFS_ROOT"
 
 # `carve allocate`: annotation on a claim that could not be allocated, saying why.
 ALLOCATE_REASON_ANNOTATION = "allocate.carve.dev/reason"

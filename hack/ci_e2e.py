@@ -78,6 +78,9 @@ def run_e2e(minor: str) -> int:
         )
     budget = float(os.environ.get("CARVE_CI_E2E_RUNTIME_BUDGET_S", "1200"))
     build(["make", "containerd"], "building containerd and installing runc and the CNI plugins", budget)
+    # Kueue's manager for e2e/test_kueue.py (docs/kueue.md): built once into .tools/kueue/<version>.
+    budget = float(os.environ.get("CARVE_CI_KUEUE_BUILD_BUDGET_S", "1200"))
+    build(["make", "kueue"], "building Kueue's manager", budget)
     start = time.monotonic()
     rc = subprocess.call(["make", "e2e", f"K8S={minor}", "RUNTIME=containerd"], cwd=REPO)
     print(f"ci: e2e on {version.label} with containerd exited {rc} after {time.monotonic() - start:.0f} s")

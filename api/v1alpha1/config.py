@@ -216,6 +216,13 @@ class SliceConfig(_Strict):
         "request. Above the request only on mps devices whose memory the driver enforces, and within the "
         "class's claimPolicy.maxMemoryLimitRatio (docs/enforcement.md).",
     )
+    placement: Literal["binpack", "spread"] | None = Field(
+        None,
+        description="Which GPU of a node a soft slice goes to when several could hold it: binpack (the "
+        "most used first) or spread (the least used first). Read by carve's allocator (simulator, "
+        "what-if planning); the kube-scheduler picks first fit in published order whatever this says "
+        "(docs/allocate.md, Placement). A DeviceClass's value wins over a claim's. Default: first fit.",
+    )
     claimPolicy: SliceClaimPolicy | None = Field(None, description=_CLAIM_POLICY_DOC)
 
 

@@ -109,6 +109,9 @@ def _guarded(name: str, value: Any, base: Config) -> tuple[str | None, str, str,
     policy = base.claimPolicy
     if isinstance(base, SliceConfig) and name == "memoryLimit":
         return None, "", "", None  # bounded at prepare against the request (claims/plan.py), by the ratio
+    if isinstance(base, SliceConfig) and name == "placement":
+        # Read by carve's allocator only, where the class's value already wins; prepare has no use for it.
+        return None, "", "", None
     if isinstance(base, SliceConfig):
         listed = getattr(policy, name) if policy is not None else None
         return name, value, getattr(base, name), listed

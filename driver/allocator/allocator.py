@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from driver.allocator import capacity as cap
-from driver.allocator import pools, quantity, result
+from driver.allocator import placement, pools, quantity, result
 from driver.allocator.cel import CelError
 from driver.allocator.cel_cache import SelectorCache
 from driver.allocator.explain import why
@@ -231,6 +231,24 @@ class Allocator:
 
     def candidates(self, req: Request, node: str | None, claim: Claim) -> Candidates:
         dc = self.device_class(req)
+        found = self._selected(req, dc, node, claim)
+        how = placement.placement_for(req.base, dc.config, claim.config)
+        if how is None:
+            return found
+        # binpack/spread (placement.py): the shareable candidates by how full the ledger says they are.
+        out = Candidates(
+            placement.reorder(
+                found,
+                how,
+                lambda c: placement.used_fraction(self.ledger.shared.get(c[1].key), c[1].capacity)
+                if c[1].allow_multiple
+                else None,
+            )
+        )
+        out.has_errors = found.has_errors
+        return out
+
+    def _selected(self, req: Request, dc: DeviceClass, node: str | None, claim: Claim) -> Candidates:
         members = self.class_devices(dc, node)
         if not req.selectors:
             return members

@@ -1,8 +1,8 @@
 """Device attributes and capacity values in ResourceSlice form: the parts every strategy shares.
 
 Attribute names are plain identifiers: in CEL they resolve to the driver's domain
-(`device.attributes["gpu.carve.dev"].productName`). The one exception is the Kubernetes-standard
-`resource.kubernetes.io/pciBusID`.
+(`device.attributes["gpu.carve.dev"].productName`). The exceptions are the Kubernetes-standard
+`resource.kubernetes.io/pciBusID`, `pcieRoot` and `numaNode`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ from driver.gpu.model import Gpu
 from driver.names import MEMORY_ENFORCEMENT_ATTRIBUTE
 
 PCI_BUS_ID_ATTRIBUTE = "resource.kubernetes.io/pciBusID"
+# Standard topology attributes (k8s.io/dynamic-resource-allocation/deviceattribute, v1.37.2): a string
+# "pci<domain>:<bus>", and an int. A claim can `matchAttribute` them across drivers (a GPU and a NIC).
+PCIE_ROOT_ATTRIBUTE = "resource.kubernetes.io/pcieRoot"
+NUMA_NODE_ATTRIBUTE = "resource.kubernetes.io/numaNode"
 
 _BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 _SUFFIX_VALUE = {
@@ -110,6 +114,8 @@ def common_attributes(gpu: Gpu, device_type: str) -> dict[str, Any]:
         "minor": {"int": gpu.minor},
         "migCapable": {"bool": gpu.mig_capable},
         PCI_BUS_ID_ATTRIBUTE: string(gpu.pci_bus_id),
+        **({PCIE_ROOT_ATTRIBUTE: string(gpu.pcie_root)} if gpu.pcie_root else {}),
+        **({NUMA_NODE_ATTRIBUTE: {"int": gpu.numa_node}} if gpu.numa_node is not None else {}),
     }
 
 

@@ -88,6 +88,10 @@ class Gpu:
     # The driver can partition this GPU's memory per cgroup (nvmlDeviceSetMemoryLimits_v1 exists and does
     # not answer NOT_SUPPORTED; CUDA 13.4 generation drivers, never on MIG devices). docs/enforcement.md.
     memory_limits: bool = False
+    # Host topology (driver/gpu/pcie.py): the PCIe root complex, "pci0000:3a", and the nearest NUMA node;
+    # None when the host does not tell (the attribute is then left out).
+    pcie_root: str | None = None
+    numa_node: int | None = None
 
     @property
     def name(self) -> str:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pynvml
 
 from driver import names
+from driver.gpu import pcie
 from driver.gpu.model import Gpu, InventoryError, MigInstance, MigPlacement, MigProfile
 from driver.resources import native_dir
 
@@ -379,7 +381,44 @@ def read_gpu(i: int, driver_version: str, cuda_version: str) -> Gpu:
         mig_profiles=profiles,
         mig_instances=read_instances(what, handle, profiles) if enabled else (),
         memory_limits=memory_limits_supported(handle),
+        numa_node=read_numa_node(what, handle),
     )
+
+
+def read_numa_node(what: str, handle: Any) -> int | None:
+    """The nearest NUMA node (nvmlDeviceGetMemoryAffinity, scope NODE), None where the driver does not
+    support it or names none."""
+    try:
+        mask = pynvml.nvmlDeviceGetMemoryAffinity(handle, 1, pynvml.NVML_AFFINITY_SCOPE_NODE)
+    except _UNSUPPORTED:
+        return None
+    except pynvml.NVMLError as e:
+        raise InventoryError(f"{what}: nvmlDeviceGetMemoryAffinity: {e}") from None
+    return pcie.numa_node(mask)
+
+
+def sysfs_root() -> Path:
+    """$CARVE_SYSFS_ROOT, else /sys; with fake GPUs, a stand-in tree of the fake topology (pcie.py)."""
+    env = os.environ.get(names.ENV_SYSFS_ROOT)
+    if env:
+        return Path(env)
+    if (backend() or "").startswith("fake:"):
+        seed = os.environ.get(names.ENV_FAKE_SEED, "carve-fake")
+        return Path(tempfile.gettempdir()) / f"carve-fake-sysfs-{os.getuid()}-{seed}"
+    return Path("/sys")
+
+
+def with_topology(gpus: list[Gpu]) -> list[Gpu]:
+    """The GPUs with their PCIe root complexes read from sysfs."""
+    root = sysfs_root()
+    if (backend() or "").startswith("fake:") and not os.environ.get(names.ENV_SYSFS_ROOT):
+        try:
+            pcie.write_fake_sysfs(root, [(g.pci_bus_id, g.numa_node) for g in gpus])
+        except OSError:
+            # A read-only temp dir (a locked-down container): the fake GPUs go without pcieRoot, as a host
+            # whose sysfs does not tell; inventory itself must not fail over an attribute.
+            return gpus
+    return [replace(g, pcie_root=pcie.pcie_root(root, g.pci_bus_id)) for g in gpus]
 
 
 def discover(gpus: str = "nvml", node_name: str | None = None) -> list[Gpu]:
@@ -389,7 +428,7 @@ def discover(gpus: str = "nvml", node_name: str | None = None) -> list[Gpu]:
         driver_version = _text(call("NVML", pynvml.nvmlSystemGetDriverVersion))
         cuda_version = _cuda_version(call("NVML", pynvml.nvmlSystemGetCudaDriverVersion))
         count = call("NVML", pynvml.nvmlDeviceGetCount)
-        return [read_gpu(i, driver_version, cuda_version) for i in range(count)]
+        return with_topology([read_gpu(i, driver_version, cuda_version) for i in range(count)])
 
 
 def handle_by_uuid(gpu_uuid: str) -> Any:

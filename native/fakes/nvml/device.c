@@ -290,6 +290,24 @@ NVML_API nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoEx
     return NVML_SUCCESS;
 }
 
+/* NUMA affinity of a PCIe GPU: the emulated host has two sockets, one NUMA node each, and the GPUs sit
+ * half on each (the first ceil(n/2) on node 0), as on a two-socket server with GPUs under both CPUs.
+ * nvml.h: a bitmask of nodes, 64 per unsigned long; scope NODE or SOCKET (one node per socket here, so
+ * both answer the same); nodeSetSize 0, a NULL nodeSet or another scope is INVALID_ARGUMENT. A MIG
+ * device answers its parent's affinity (it is the same PCIe function). */
+NVML_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
+                                                  unsigned long *nodeSet, nvmlAffinityScope_t scope)
+{
+    DEVICE_ARGS(device, nodeSet, g);
+    if (nodeSetSize == 0 || (scope != NVML_AFFINITY_SCOPE_NODE && scope != NVML_AFFINITY_SCOPE_SOCKET))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned n = 0;
+    fake_topology(NULL, &n, NULL);
+    memset(nodeSet, 0, nodeSetSize * sizeof *nodeSet);
+    nodeSet[0] = 1ul << (g->index < (n + 1) / 2 ? 0 : 1);
+    return NVML_SUCCESS;
+}
+
 /* CUDA cores: 64 per SM on Turing (7.5) and GA100 (8.0), 128 on GA10x, Ada, Hopper and Blackwell. Not
  * answered for MIG devices or MIG-enabled GPUs, as the header documents. */
 NVML_API nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores)

@@ -273,3 +273,33 @@ def test_bad_gpus_argument_is_an_inventory_error(fake_gpu_env, spec):
         fake_gpu_env(),
     )
     assert message.startswith("--gpus")
+
+
+def test_topology_of_fake_gpus_comes_through_nvml_and_a_sysfs_stand_in(fake_gpu_env, tmp_path):
+    # nvmlDeviceGetMemoryAffinity: the fake host has two sockets, the first half of the GPUs on node 0.
+    env = fake_gpu_env()
+    gpus = result("out(discover('fake:2xA100-80GB,1xT4', 'node-a'))", env)
+    assert [g["numa_node"] for g in gpus] == [0, 0, 1]
+    for g in gpus:
+        bus = int(g["pci_bus_id"].split(":")[1], 16)
+        assert g["pcie_root"] == f"pci0000:{bus - 1:02x}"
+    assert len({g["pcie_root"] for g in gpus}) == 3
+    # CARVE_SYSFS_ROOT is read as the host's sysfs: here one without these devices, so no root is guessed.
+    (tmp_path / "bus" / "pci" / "devices").mkdir(parents=True)
+    bare = result(
+        "out(discover('fake:1xT4', 'node-a'))", {**env, "CARVE_SYSFS_ROOT": str(tmp_path)}
+    )
+    assert bare[0]["pcie_root"] is None and bare[0]["numa_node"] == 0
+
+
+def test_fake_memory_affinity_checks_its_arguments_as_nvml_h_says(fake_gpu_env):
+    code = """
+    import ctypes, pynvml
+    discover('fake:1xT4', 'node-a')
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    fn = pynvml._nvmlGetFunctionPointer('nvmlDeviceGetMemoryAffinity')
+    buf = (ctypes.c_ulong * 1)()
+    out([fn(h, 0, buf, 0), fn(h, 1, None, 0), fn(h, 1, buf, 7), fn(h, 1, buf, 1), buf[0]])
+    """
+    invalid = 2  # NVML_ERROR_INVALID_ARGUMENT
+    assert result(code, fake_gpu_env()) == [invalid, invalid, invalid, 0, 1]

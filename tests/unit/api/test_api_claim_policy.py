@@ -156,3 +156,13 @@ def test_the_burst_class_of_the_deviceclasses_page_lets_claims_disable_throttlin
         class_configs, [entry(slice_cfg(corePolicy="disable"))], "r", TYPE_VGPU, cls["metadata"]["name"]
     )
     assert got.corePolicy == "disable"
+
+
+def test_placement_is_accepted_at_prepare_whatever_the_class_says() -> None:
+    # Read by carve's allocator only (the class's value wins there); prepare neither bounds nor uses it.
+    got = resolve([slice_cfg(placement="binpack")], [slice_cfg(placement="spread")])
+    assert got is not None
+    assert resolve([], [slice_cfg(placement="spread")]) is not None
+    with pytest.raises(ConfigError) as caught:
+        resolve([], [slice_cfg(placement="scatter")])
+    assert caught.value.field == "opaque.parameters.placement"

@@ -23,7 +23,9 @@ from driver.simulate.inputs import cluster_from_data, trace_from_data
 
 REPO = Path(__file__).resolve().parents[3]
 FENCE = re.compile(r"^```ya?ml\n(.*?)^```", re.S | re.M)
-K8S_KINDS = {"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod", "ResourceSlice"}
+K8S_KINDS = {"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod", "ResourceSlice", "Job"}
+# Kueue's kinds in docs/kueue.md (v1beta2, the version e2e/test_kueue.py uses against the real Kueue).
+KUEUE_KINDS = {"Configuration", "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"}
 
 
 def blocks() -> list[Any]:
@@ -62,6 +64,8 @@ def check_object(doc: dict) -> None:
             read_class(doc)
             for entry in doc["spec"].get("config") or []:
                 parse_config(entry["opaque"]["parameters"])
+    elif kind in KUEUE_KINDS and str(doc.get("apiVersion", "")).endswith("kueue.x-k8s.io/v1beta2"):
+        check_kueue(doc)
     elif kind in ("GpuConfig", "SliceConfig"):
         parse_config(doc)
     elif kind == "NodePartitioning":
@@ -70,6 +74,24 @@ def check_object(doc: dict) -> None:
         parse_policy(doc)
     else:
         check_fragment(doc)
+
+
+def check_kueue(doc: dict) -> None:
+    """Kueue objects: the mappings name carve's DeviceClasses (deviceclasses/), a ClusterQueue's quotas
+    are all covered resources. (Their schemas are Kueue's CRDs, which the e2e applies.)"""
+    kind = doc["kind"]
+    if kind == "Configuration":
+        assert doc["apiVersion"] == "config.kueue.x-k8s.io/v1beta2", doc["apiVersion"]
+        classes = (REPO / "deviceclasses").glob("*.yaml")
+        shipped = {read_class(yaml.safe_load(p.read_text())).name for p in classes}
+        for mapping in doc["resources"]["deviceClassMappings"]:
+            assert set(mapping["deviceClassNames"]) <= shipped, mapping
+    elif kind == "ClusterQueue":
+        for group in doc["spec"]["resourceGroups"]:
+            for flavor in group["flavors"]:
+                assert {r["name"] for r in flavor["resources"]} <= set(group["coveredResources"]), flavor
+    else:
+        assert doc["apiVersion"] == "kueue.x-k8s.io/v1beta2", doc["apiVersion"]
 
 
 def _claim_with(devices: dict) -> dict:

@@ -66,6 +66,7 @@ def test_ci_builds_then_runs_the_whole_e2e_on_1_37_with_containerd_then_a_short_
     assert ci.runs == [
         ["make", "cluster", "K8S=1.37"],
         ["make", "containerd"],
+        ["make", "kueue"],  # Kueue's manager for e2e/test_kueue.py (docs/kueue.md)
         ["make", "e2e", "K8S=1.37", "RUNTIME=containerd"],
         SOAK,
     ]
@@ -93,7 +94,7 @@ def test_the_soak_runs_and_reports_even_when_the_e2e_failed(ci, monkeypatch):
     assert ci.runs[-1] == SOAK
 
 
-@pytest.mark.parametrize("target", ["cluster", "containerd"])
+@pytest.mark.parametrize("target", ["cluster", "containerd", "kueue"])
 def test_a_failed_build_fails_ci_without_a_lesser_e2e(ci, capsys, target):
     ci.outcomes[target] = FakeBuild(rc=2)
     assert ci.main() == 1
