@@ -198,8 +198,8 @@ def claim_spec(
             amount = memory * req.percent // 100 // options.memory_step * options.memory_step
             if amount < options.memory_step:
                 raise ConvertError(
-                    f"{_field_of(where, c, key)}: {req.percent}% of {product}'s {memory // MI}Mi is under the "
-                    f"{options.memory_step // MI}Mi step of a share"
+                    f"{_field_of(where, c, key)}: {req.percent}% of {product}'s {memory // MI}Mi is under "
+                    f"the {options.memory_step // MI}Mi step of a share"
                 )
             product_sel = {
                 "cel": {
@@ -221,9 +221,7 @@ def claim_spec(
         request["firstAvailable"] = subs
     devices: dict[str, Any] = {"requests": [request]}
     if req.count > 1:
-        devices["constraints"] = [
-            {"requests": [REQUEST], "distinctAttribute": f"{names.DRIVER_NAME}/uuid"}
-        ]
+        devices["constraints"] = [{"requests": [REQUEST], "distinctAttribute": f"{names.DRIVER_NAME}/uuid"}]
     if req.priority == "low":
         devices["config"] = [
             {
@@ -274,7 +272,9 @@ def convert_pod_spec(
     from driver.legacy.request import pod_request
 
     try:
-        sel = pod_request({"metadata": {"annotations": dict(annotations)}, "spec": {}}, HAMI_DEFAULTS).selectors
+        sel = pod_request(
+            {"metadata": {"annotations": dict(annotations)}, "spec": {}}, HAMI_DEFAULTS
+        ).selectors
     except RequestError as e:
         raise ConvertError(f"{label}: metadata.annotations: {str(e).split(': ', 1)[-1]}") from None
     new = copy.deepcopy(dict(spec))
