@@ -60,6 +60,7 @@ class Charge:
 class Decision:
     allowed: bool
     message: str = ""
+    resource: str = ""  # the resource over budget, when refused for that
 
 
 def parse_budget(namespace: Mapping[str, Any]) -> Budget:
@@ -252,5 +253,52 @@ def decide(
             f"namespace {budget.namespace}: GPU {r} budget exceeded: {kind} {name} asks {show(r, asked[r])} "
             f"({parts}); {show(r, used)} of {show(r, limit)} is in use by {usage.claims} claim(s), "
             f"{show(r, remaining)} remains (label {LABELS[r]}={show(r, limit)})",
+            r,
         )
     return Decision(True)
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    namespace: str
+    resource: str
+    used: Fraction
+    limit: Fraction
+    claims: int
+
+    def as_dict(self) -> dict[str, Any]:
+        unit = "bytes" if self.resource == MEMORY else "percent"
+        return {
+            "namespace": self.namespace,
+            "resource": self.resource,
+            "unit": unit,
+            "used": float(self.used) if self.resource == CORES else int(self.used),
+            "limit": float(self.limit) if self.resource == CORES else int(self.limit),
+            "claims": self.claims,
+        }
+
+
+def budget_rows(
+    namespaces: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    counted: frozenset[str] = COUNTED_CLASSES,
+    memory_step: int = DEFAULT_MEMORY_STEP,
+) -> list[BudgetRow]:
+    """Each budgeted namespace's use against its budget, one row per budgeted resource (metrics, status).
+    A namespace whose labels do not parse is left out (the webhook names it on every claim)."""
+    by_ns: dict[str, list[Mapping[str, Any]]] = {}
+    for c in claims:
+        by_ns.setdefault((c.get("metadata") or {}).get("namespace", ""), []).append(c)
+    rows = []
+    for ns in namespaces:
+        try:
+            budget = parse_budget(ns)
+        except BudgetError:
+            continue
+        if not budget:
+            continue
+        usage = namespace_usage(by_ns.get(budget.namespace, []), counted, memory_step=memory_step)
+        for r in RESOURCES:
+            if r in budget.limits:
+                rows.append(BudgetRow(budget.namespace, r, usage.used[r], budget.limits[r], usage.claims))
+    return rows
