@@ -181,6 +181,36 @@ def total(charges: Iterable[Charge]) -> dict[str, Fraction]:
     return out
 
 
+def allocated_amounts(claim: Mapping[str, Any], counted: frozenset[str]) -> dict[str, Fraction] | None:
+    """What an allocated claim's counted requests consumed (`consumedCapacity` of its results), or None when
+    the claim is not allocated or none of its results is of a counted class."""
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
+    if not results:
+        return None
+    classes: dict[str, str] = {}
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        if not isinstance(request, Mapping):
+            continue
+        if request.get("exactly") is not None:
+            classes[request.get("name", "")] = (request.get("exactly") or {}).get("deviceClassName", "")
+        for sub in request.get("firstAvailable") or []:
+            classes[f"{request.get('name', '')}/{sub.get('name', '')}"] = sub.get("deviceClassName", "")
+    out = dict.fromkeys(RESOURCES, Fraction(0))
+    counted_any = False
+    for r in results:
+        if not isinstance(r, Mapping) or classes.get(r.get("request", "")) not in counted:
+            continue
+        counted_any = True
+        consumed = r.get("consumedCapacity") or {}
+        for resource in RESOURCES:
+            raw = _capacity(consumed, resource)
+            try:
+                out[resource] += quantity.of(raw).value if raw is not None else 0
+            except (quantity.QuantityError, TypeError, ValueError):
+                continue
+    return out if counted_any else None
+
+
 @dataclass(frozen=True)
 class Usage:
     used: Mapping[str, Fraction]
@@ -194,14 +224,21 @@ def namespace_usage(
     skip: str = "",
     memory_step: int = DEFAULT_MEMORY_STEP,
 ) -> Usage:
-    """The sum over existing claims (all of one namespace). A claim the budget cannot charge (one made
-    before its namespace had a budget, say, without a memory request) counts 0 and is listed."""
+    """The sum over existing claims (all of one namespace): an allocated claim counts what it consumed
+    (`consumedCapacity`), a pending one what it asks. A pending claim the budget cannot charge counts 0 and
+    is listed (`unreadable`)."""
     used = dict.fromkeys(RESOURCES, Fraction(0))
     n = 0
     bad: list[str] = []
     for claim in claims:
         name = (claim.get("metadata") or {}).get("name", "")
         if name == skip:
+            continue
+        consumed = allocated_amounts(claim, counted)
+        if consumed is not None:  # allocated: what the scheduler took (requests without memory included)
+            n += 1
+            for r, v in consumed.items():
+                used[r] += v
             continue
         try:
             charges = claim_charges(claim.get("spec") or {}, (), counted, memory_step=memory_step)

@@ -261,3 +261,18 @@ def test_budget_rows_leave_out_unbudgeted_and_unreadable_namespaces():
     )
     got = [(r.namespace, r.resource, r.used, r.limit) for r in rows]
     assert got == [("a", "memory", Fraction(512 * MI), GI)]
+
+
+def test_an_allocated_claim_counts_what_it_consumed_even_without_a_memory_request():
+    c = claim("old", share(None))  # made before the namespace had a budget: the device's default was taken
+    c["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "device": "gpu-1", "consumedCapacity": {"memory": "8Gi", "cores": "0"}}
+                ]
+            }
+        }
+    }
+    usage = namespace_usage([c, claim("new", share("1Gi"))])
+    assert usage.used["memory"] == 9 * GI and usage.claims == 2
