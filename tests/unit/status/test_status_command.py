@@ -198,7 +198,8 @@ def _budgeted(apiserver) -> None:
         "metadata": {"name": "team-a", "labels": {"budget.gpu.carve.dev/memory": "10Gi",
                                                    "budget.gpu.carve.dev/cores": "50"}},
     })
-    apiserver.put_object("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
+    apiserver.put_object("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": "team-b"}})
     apiserver.put_claim({
         "metadata": {"name": "pending", "namespace": "team-a", "uid": "uid-pending"},
         "spec": {"devices": {"requests": [{"name": "g", "exactly": {
