@@ -282,9 +282,11 @@ def _webhooks(args: argparse.Namespace, api, reconciler):
             counted=frozenset(c.strip() for c in args.budget_classes.split(",") if c.strip()),
             registry=reconciler.metrics.registry,
         )
-        routes["/validate-budget"] = check.review
-        routes["/validate-budget/memory"] = lambda r: check.review(r, ("memory",))
-        routes["/validate-budget/cores"] = lambda r: check.review(r, ("cores",))
+        # One path per webhook of the chart (one per budget label), each checking every budget the namespace
+        # has: a namespace with both labels is sent to both, and they must agree, or a claim one admits and
+        # the other refuses would sit in the first one's ledger as phantom use.
+        for path in ("/validate-budget", "/validate-budget/memory", "/validate-budget/cores"):
+            routes[path] = check.review
     if args.hami_webhook:
 
         def ensure(ns: str, obj: dict) -> None:

@@ -1,8 +1,8 @@
 """The controller's admission webhooks over HTTPS (AdmissionReview v1), each off unless its flag is given:
 
 - POST /validate-budget[/memory|/cores]: namespace GPU budgets (driver/quota/webhook.py) for
-  ResourceClaims and ResourceClaimTemplates; one path per resource, as the chart registers one webhook
-  per budget label (a namespaceSelector cannot say "either label");
+  ResourceClaims and ResourceClaimTemplates; one path per webhook of the chart (one per budget label, as a
+  namespaceSelector cannot say "either label"), each checking every budget of the namespace so the two agree;
 - POST /mutate-hami: the HAMi pod conversion (driver/convert/webhook.py).
 
 The controller is where these belong: it already runs with informers of ResourceClaims, ResourceSlices and

@@ -5,8 +5,9 @@ whole budget), since its claims are checked one by one as the resourceclaim cont
 
 Usage comes from the controller's ResourceClaim informer plus the claims this replica admitted that the
 informer has not shown yet (`Ledger`, kept at most `hold_s`), so two claims created back to back are both
-counted. Replicas do not share their ledgers: claims created within the informer's lag (well under a
-second) through two replicas can overshoot by what those claims ask (docs/quota.md, "Limits").
+counted; one that a later admission step refuses counts until `hold_s` passes (conservative). Replicas do
+not share their ledgers: claims created within the informer's lag (well under a second) through two
+replicas can overshoot by what those claims ask (docs/quota.md, "Limits").
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ KINDS = {"resourceclaims": "ResourceClaim", "resourceclaimtemplates": "ResourceC
 class Ledger:
     """Claims this replica admitted that the informer has not listed yet: (namespace, name) -> charge."""
 
-    hold_s: float = 30.0
+    hold_s: float = 10.0  # the informer shows a created claim well within this
     clock: Callable[[], float] = time.monotonic
     _entries: dict[tuple[str, str], tuple[float, dict[str, Fraction]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)

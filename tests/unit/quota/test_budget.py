@@ -203,13 +203,13 @@ def test_dry_runs_hold_nothing_and_the_ledger_forgets_what_the_informer_shows():
         claims=lambda: listed,
         namespace=lambda n: ns(memory="10Gi"),
         namespaces=lambda: [ns(memory="10Gi")],
-        ledger=Ledger(hold_s=30, clock=lambda: now[0]),
+        ledger=Ledger(hold_s=10, clock=lambda: now[0]),
     )
     assert check.review(review("a", share("6Gi"), dry_run=True)).allowed
     assert check.review(review("b", share("6Gi"))).allowed
     listed.append(claim("b", share("6Gi")))  # the informer shows b: counted once, not twice
     assert check.review(review("c", share("4Gi"))).allowed
-    now[0] = 31.0  # c was never listed (refused further down the chain): forgotten after hold_s
+    now[0] = 11.0  # c was never listed (refused further down the chain): forgotten after hold_s
     assert check.review(review("d", share("4Gi"))).allowed
 
 
@@ -230,9 +230,10 @@ def test_unbudgeted_namespaces_and_other_operations_pass():
     assert check_for([], ns(memory="1Gi")).review(update).allowed
 
 
-def test_one_resource_per_route():
+def test_a_review_checks_every_budget_of_the_namespace_or_only_those_asked():
     check = check_for([claim("a", share("9Gi", "90"))], ns(memory="10Gi", cores="100"))
     big = review("b", share("4Gi", "5"))
+    assert not check.review(big).allowed
     assert not check.review(big, ("memory",)).allowed
     assert check.review(big, ("cores",)).allowed
 
