@@ -58,7 +58,10 @@ class Ledger:
         with self._lock:
             self._entries[(namespace, name)] = (self.clock() + self.hold_s, amounts)
 
-    def pending(self, namespace: str, seen: set[str]) -> list[dict[str, Fraction]]:
+    def pending(self, namespace: str, seen: set[str], skip: str = "") -> list[dict[str, Fraction]]:
+        """What the namespace's admitted-but-unlisted claims ask, less `skip` (the claim under review: the
+        API server sends one claim to both budget webhooks, and the first one's entry must not charge it
+        twice)."""
         now = self.clock()
         with self._lock:
             gone = [
@@ -68,7 +71,7 @@ class Ledger:
             ]
             for key in gone:
                 del self._entries[key]
-            return [a for (ns, _), (_, a) in self._entries.items() if ns == namespace]
+            return [a for (ns, n), (_, a) in self._entries.items() if ns == namespace and n != skip]
 
 
 class BudgetCheck:
@@ -144,7 +147,7 @@ class BudgetCheck:
         existing = self.claims_of(ns)
         usage = namespace_usage(existing, self.counted, skip=name, memory_step=self.memory_step)
         seen = {(c.get("metadata") or {}).get("name", "") for c in existing}
-        extra = self.ledger.pending(ns, seen)
+        extra = self.ledger.pending(ns, seen, skip=name)
         if extra:
             used = dict(usage.used)
             for amounts in extra:

@@ -196,6 +196,14 @@ def test_claims_admitted_back_to_back_both_count_before_the_informer_lists_them(
     assert not second.allowed and "6Gi of 10Gi is in use by 1 claim(s)" in second.message
 
 
+def test_one_claim_sent_to_both_budget_webhooks_is_charged_once():
+    """The API server calls the memory and the cores webhook for the same claim: the first call's ledger
+    entry must not count against the second (found by the 1.37 e2e: a 3Gi claim refused at 3Gi of 4Gi)."""
+    check = check_for([], ns(memory="4Gi", cores="50"))
+    assert check.review(review("a", share("3Gi", "30"))).allowed
+    assert check.review(review("a", share("3Gi", "30"))).allowed
+
+
 def test_dry_runs_hold_nothing_and_the_ledger_forgets_what_the_informer_shows():
     now = [0.0]
     listed: list[dict] = []
