@@ -23,7 +23,7 @@ from driver.simulate.inputs import cluster_from_data, trace_from_data
 
 REPO = Path(__file__).resolve().parents[3]
 FENCE = re.compile(r"^```ya?ml\n(.*?)^```", re.S | re.M)
-K8S_KINDS = {"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod", "ResourceSlice"}
+K8S_KINDS = {"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod", "ResourceSlice", "ResourceQuota"}
 
 
 def blocks() -> list[Any]:
