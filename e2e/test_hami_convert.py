@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client
 
 from driver import names
+from driver.allocator import quantity
 from e2e import kube
 from e2e.cluster.launcher import render_chart
 from e2e.controller_webhooks import HAMI_NAMESPACE_LABEL, ControllerWebhooks
@@ -76,6 +77,18 @@ def hami_deployment(name: str, replicas: int, *containers: dict) -> dict:
     }
 
 
+@pytest.fixture
+def deployments_go(api, namespace):
+    """Deployments of the test are deleted before its namespace (their pods would come back)."""
+    yield
+    apps = client.AppsV1Api(api)
+    apps.delete_collection_namespaced_deployment(namespace)
+    apps.delete_collection_namespaced_replica_set(namespace)
+    kube.wait(
+        f"replica sets of {namespace} gone", lambda: not apps.list_namespaced_replica_set(namespace).items
+    )
+
+
 def env_of(cluster, ns: str, pod: str, container_name: str) -> dict[str, str]:
     done = cluster.kubectl("exec", "-n", ns, pod, "-c", container_name, "--", "env")
     return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
@@ -91,6 +104,11 @@ def claims_by_pod_claim(api, ns: str, pod: str) -> dict[str, dict]:
     }
 
 
+def values(requests: dict) -> dict[str, int]:
+    """Capacity requests by value: the API server writes quantities back in canonical form (1024Mi: 1Gi)."""
+    return {k: int(quantity.of(v).value) for k, v in requests.items()}
+
+
 def deployment_pods(api, ns: str, app: str, n: int) -> list[client.V1Pod]:
     core = client.CoreV1Api(api)
     return kube.wait(
@@ -104,7 +122,7 @@ def deployment_pods(api, ns: str, app: str, n: int) -> list[client.V1Pod]:
 # --- carve convert ------------------------------------------------------------------------------------------
 
 
-def test_carve_convert_output_runs_as_hami_meant(api, cluster, namespace, gates_on, tmp_path):
+def test_carve_convert_output_runs_as_hami_meant(api, cluster, namespace, gates_on, tmp_path, deployments_go):
     slices = tmp_path / "slices.yaml"
     slices.write_text(cluster.kubectl("get", "resourceslices", "-o", "yaml").stdout)
     manifests = tmp_path / "hami.yaml"
@@ -146,7 +164,10 @@ def test_carve_convert_output_runs_as_hami_meant(api, cluster, namespace, gates_
         lambda: (lambda c: c if len(c) == 2 else None)(claims_by_pod_claim(api, namespace, "infer")),
     )
     server = claims["server-gpu"]["spec"]["devices"]["requests"][0]["exactly"]
-    assert server["capacity"]["requests"] == {"memory": "1024Mi", "cores": "20"}
+    assert values(server["capacity"]["requests"]) == {
+        "memory": 1024 * MI,
+        "cores": 20,
+    }  # 1024Mi reads back 1Gi
     side = claims["side-gpu"]["spec"]["devices"]["requests"][0]["firstAvailable"]
     models = {s["name"] for s in side}
     assert {"nvidia-a100-sxm4-80gb", "tesla-t4"} <= models, models
@@ -163,7 +184,7 @@ def test_carve_convert_output_runs_as_hami_meant(api, cluster, namespace, gates_
     product = r["request"].split("/", 1)[1]
     sub = next(s for s in side if s["name"] == product)
     assert env_of(cluster, namespace, "infer", "side")["CARVE_MEMORY_LIMIT_0"] == str(
-        int(sub["capacity"]["requests"]["memory"].removesuffix("Mi")) * MI
+        values(sub["capacity"]["requests"])["memory"]
     )
     kube.wait_running(api, namespace, pair.metadata.name)
     (claim,) = claims_by_pod_claim(api, namespace, pair.metadata.name).values()
@@ -203,7 +224,9 @@ def hami_namespace(api, namespace, webhooks):
     return namespace
 
 
-def test_the_webhook_converts_hami_pods_as_they_are_created(api, cluster, hami_namespace, gates_on):
+def test_the_webhook_converts_hami_pods_as_they_are_created(
+    api, cluster, hami_namespace, gates_on, deployments_go
+):
     ns = hami_namespace
     asks = {
         names.LEGACY_GPU: 1,
@@ -222,7 +245,10 @@ def test_the_webhook_converts_hami_pods_as_they_are_created(api, cluster, hami_n
     )
     assert template["metadata"]["labels"] == {names.CONVERTED_LABEL: "hami"}
     devices = template["spec"]["spec"]["devices"]
-    assert devices["requests"][0]["exactly"]["capacity"]["requests"] == {"memory": "2048Mi", "cores": "30"}
+    assert values(devices["requests"][0]["exactly"]["capacity"]["requests"]) == {
+        "memory": 2048 * MI,
+        "cores": 30,
+    }
     assert devices["config"][0]["opaque"]["parameters"]["priority"] == "low"
     assert json.loads(pod.metadata.annotations[names.CONVERTED_ANNOTATION]) == {
         "main": {k: str(v) for k, v in asks.items()}

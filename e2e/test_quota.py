@@ -51,6 +51,17 @@ def refused(api, namespace: str, obj: dict) -> client.ApiException:
     return e.value
 
 
+def claim_made(api, namespace: str, pod: str) -> dict | None:
+    """The claim the resourceclaim controller made from the pod's template, once it has."""
+    p = client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
+    statuses = [s for s in p.status.resource_claim_statuses or [] if s.resource_claim_name]
+    if not statuses:
+        return None
+    return client.CustomObjectsApi(api).get_namespaced_custom_object(
+        G, V, namespace, "resourceclaims", statuses[0].resource_claim_name
+    )
+
+
 def message(e: client.ApiException) -> str:
     return json.loads(e.body)["message"]
 
@@ -155,7 +166,7 @@ def test_templates_and_the_claims_made_from_them_are_held_to_the_budget(
     )
     kube.create(api, ns, kube.template("t3", share("3Gi", "20")))
     kube.create(api, ns, kube.pod("first", claim_template="t3"))
-    made = kube.wait("the first pod's claim", lambda: kube.claim_of(api, ns, "first"))
+    made = kube.wait("the first pod's claim", lambda: claim_made(api, ns, "first"))
     assert made["spec"]["devices"]["requests"][0]["exactly"]["capacity"]["requests"]["memory"] == "3Gi"
     kube.create(api, ns, kube.pod("second", claim_template="t3"))
     core = client.CoreV1Api(api)
