@@ -87,6 +87,13 @@ def deployments_go(api, namespace):
     kube.wait(
         f"replica sets of {namespace} gone", lambda: not apps.list_namespaced_replica_set(namespace).items
     )
+    # and their pods (all labelled app=<deployment>), so the namespace's teardown deletes none of them twice
+    core = client.CoreV1Api(api)
+    kube.wait(
+        f"deployment pods of {namespace} gone",
+        lambda: not core.list_namespaced_pod(namespace, label_selector="app").items,
+        timeout_s=120,
+    )
 
 
 def env_of(cluster, ns: str, pod: str, container_name: str) -> dict[str, str]:
