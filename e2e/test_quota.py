@@ -134,8 +134,24 @@ def budgeted(api, namespace, webhooks):
     return namespace
 
 
-def test_claims_over_the_namespace_budget_are_refused_naming_what_is_left(api, budgeted, webhooks):
+def capacity_dropped(api, ns: str, gates_on: bool) -> bool:
+    """Without DRAConsumableCapacity (1.34/1.35 by default, `GATES=off`) the API server drops a request's
+    `capacity` before admission, so a soft-slice claim reaches the webhook without memory: in a namespace
+    with a memory budget it is refused naming that field (docs/quota.md). True when that was checked."""
+    if gates_on:
+        return False
+    e = refused(api, ns, claim("no-capacity", share("1Gi", "10")))
+    assert "spec.devices.requests[0].exactly.capacity.requests.memory: missing" in message(e), message(e)
+    return True
+
+
+def test_claims_over_the_namespace_budget_are_refused_naming_what_is_left(api, budgeted, webhooks, gates_on):
     ns = budgeted
+    if capacity_dropped(api, ns, gates_on):
+        kube.create(
+            api, ns, claim("whole", [{"name": "gpu", "exactly": {"deviceClassName": names.CLASS_GPU}}])
+        )
+        return
     kube.create(api, ns, claim("a", share("3Gi", "30")))
     e = refused(api, ns, claim("b", share("2Gi")))
     assert (
@@ -162,6 +178,10 @@ def test_templates_and_the_claims_made_from_them_are_held_to_the_budget(
     api, cluster, budgeted, webhooks, gates_on
 ):
     ns = budgeted
+    if capacity_dropped(api, ns, gates_on):
+        e = refused(api, ns, kube.template("t", share("1Gi")))
+        assert "spec.spec.devices.requests[0].exactly.capacity.requests.memory: missing" in message(e)
+        return
     e = refused(api, ns, kube.template("too-big", share("8Gi")))
     assert (
         "ResourceClaimTemplate too-big asks 8Gi per claim, over the namespace's whole budget of 4Gi"
