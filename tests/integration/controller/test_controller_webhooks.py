@@ -211,3 +211,19 @@ def test_bad_requests_get_an_http_error_and_the_server_keeps_serving(served, pat
     assert got == status
     ok, answer = post("/validate-budget/memory", review("resourceclaims", share_claim("c", "1Gi")))
     assert ok == 200 and answer["response"]["allowed"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--webhook-addr", "8443", "--budget-webhook"], "--webhook-addr '8443': expected [host]:port"),
+        (["--webhook-addr", ":8443"], "no webhook to serve: add --budget-webhook or --hami-webhook"),
+        (["--hami-webhook"], "--budget-webhook/--hami-webhook need --webhook-addr"),
+        (["--webhook-addr", ":8443", "--budget-webhook", "--webhook-cert", "c.pem"], "go together"),
+    ],
+)
+def test_bad_webhook_flags_are_usage_errors(args, message, capsys):
+    from driver.cli import main
+
+    assert main(["controller", *args]) == 2
+    assert message in capsys.readouterr().err
