@@ -44,6 +44,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("driver.controller.command", "run the strategy controller (plans each GPU's strategy)"),
     "device-plugin": ("driver.legacy.command", "run the legacy device plugin (clusters without DRA)"),
     "scheduler-extender": ("driver.legacy.extender.command", "run the legacy scheduler extender"),
+    "convert": ("driver.convert.command", "HAMi pod specs to ResourceClaimTemplates + pod specs"),
     "allocate": ("driver.allocator.command", "allocate ResourceClaims against ResourceSlices (dry run)"),
     "simulate": ("driver.simulate.command", "simulate a workload trace under each sharing strategy"),
     "demo": ("driver.demo", "run the end-to-end demo on fake GPUs"),

@@ -141,3 +141,14 @@ HAMI_USE_GPUUUID = "nvidia.com/use-gpuuuid"
 HAMI_NOUSE_GPUUUID = "nvidia.com/nouse-gpuuuid"
 HAMI_NODE_POLICY = "hami.io/node-scheduler-policy"
 HAMI_GPU_POLICY = "hami.io/gpu-scheduler-policy"
+
+# Namespace GPU budgets (driver/quota, docs/quota.md): labels on a Namespace, set by whoever may update
+# Namespaces (cluster admins; the built-in admin and edit roles may not), summed over the capacity requests
+# of soft-slice and MPS claims and enforced by the controller's validating webhook.
+BUDGET_LABEL_PREFIX = "budget.gpu.carve.dev/"
+BUDGET_MEMORY_LABEL = f"{BUDGET_LABEL_PREFIX}memory"  # a quantity: 40Gi
+BUDGET_CORES_LABEL = f"{BUDGET_LABEL_PREFIX}cores"  # percent of one GPU's SMs, summed: 250
+# HAMi conversion (driver/convert, docs/migrate-from-hami.md): the ResourceClaimTemplates the mutating webhook
+# creates carry this label; the pods it rewrote carry the annotation (what each container asked before).
+CONVERTED_LABEL = "gpu.carve.dev/converted-from"
+CONVERTED_ANNOTATION = "gpu.carve.dev/converted-from-hami"

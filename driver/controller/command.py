@@ -15,7 +15,9 @@ import socket
 import threading
 
 from driver.cli import LOG_LEVELS, CliError
+from driver.names import CLASS_VGPU
 from driver.plugin.logfmt import event, setup
+from driver.quota.budget import COUNTED_CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "or model are pinned (never changed); idle GPUs return to the rules' bare default when the policy "
         "allows it (default: none: only NodePartitioning pins and the plugins' status)",
     )
+    p.add_argument(
+        "--webhook-addr",
+        default="",
+        help="serve the admission webhooks (--budget-webhook, --hami-webhook) here, e.g. ':8443' "
+        "(default: off)",
+    )
+    p.add_argument("--webhook-cert", default="", help="TLS certificate of the webhooks (PEM)")
+    p.add_argument("--webhook-key", default="", help="TLS key of the webhooks (PEM)")
+    p.add_argument(
+        "--budget-webhook",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="validate ResourceClaims against their namespace's GPU budget labels (docs/quota.md)",
+    )
+    p.add_argument(
+        "--budget-classes",
+        default=",".join(sorted(COUNTED_CLASSES)),
+        help="DeviceClasses whose capacity requests count against namespace budgets",
+    )
+    p.add_argument(
+        "--hami-webhook",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="convert pods asking HAMi's nvidia.com/* resources to ResourceClaims "
+        "(docs/migrate-from-hami.md)",
+    )
+    p.add_argument("--hami-share-class", default=CLASS_VGPU, help="DeviceClass of converted HAMi shares")
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
@@ -94,6 +123,7 @@ def _config(args: argparse.Namespace):
         raise CliError(f"--grace {args.grace}: must not be negative")
     if args.max_changes < 1:
         raise CliError(f"--max-changes {args.max_changes}: must be at least 1")
+    _check_webhook_flags(args)
     if not 2 <= args.lease_duration <= 3600:
         raise CliError(f"--lease-duration {args.lease_duration}: must be 2..3600 seconds")
     _host, sep, port = args.metrics_addr.rpartition(":")
@@ -161,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         )
         stop.set()
         return 1
+    webhooks = _webhooks(args, api, reconciler) if args.webhook_addr else None
     if args.once:
         plan = reconciler.reconcile_once()
         stop.set()
@@ -204,4 +235,74 @@ def run(args: argparse.Namespace) -> int:
     reconciler.run(stop, is_leader)
     if server:
         server.stop()
+    if webhooks:
+        webhooks.stop()
     return 0
+
+
+def _check_webhook_flags(args: argparse.Namespace) -> None:
+    _host, sep, port = args.webhook_addr.rpartition(":")
+    if args.webhook_addr and (not sep or not port.isdigit() or int(port) > 65535):
+        raise CliError(f"--webhook-addr {args.webhook_addr!r}: expected [host]:port, e.g. ':8443'")
+    if args.webhook_addr and not (args.budget_webhook or args.hami_webhook):
+        raise CliError("--webhook-addr: no webhook to serve: add --budget-webhook or --hami-webhook")
+    if (args.budget_webhook or args.hami_webhook) and not args.webhook_addr:
+        raise CliError("--budget-webhook/--hami-webhook need --webhook-addr")
+    if bool(args.webhook_cert) != bool(args.webhook_key):
+        raise CliError("--webhook-cert and --webhook-key go together")
+    if not [c for c in args.budget_classes.split(",") if c.strip()]:
+        raise CliError("--budget-classes: empty")
+
+
+def _webhooks(args: argparse.Namespace, api, reconciler):
+    """The admission webhooks on --webhook-addr, reading the reconciler's informers."""
+    from driver.cluster.base import AlreadyExists, ClusterError, NotFound
+    from driver.controller.webhook import AdmissionServer
+    from driver.convert.hami import Options, models_from_slices
+    from driver.convert.webhook import HamiMutator, TemplateError
+    from driver.quota.webhook import BudgetCheck
+
+    informers = reconciler.informers
+    routes = {}
+    if args.budget_webhook:
+
+        def namespace(name: str):
+            found = informers["namespaces"].get(f"/{name}")
+            if found is not None:
+                return found
+            try:  # labelled a moment ago: the informer may not have it yet
+                return api.get_namespace(name)
+            except NotFound:
+                return None
+
+        check = BudgetCheck(
+            claims=informers["resourceclaims"].items,
+            namespace=namespace,
+            namespaces=informers["namespaces"].items,
+            counted=frozenset(c.strip() for c in args.budget_classes.split(",") if c.strip()),
+            registry=reconciler.metrics.registry,
+        )
+        # One path per webhook of the chart (one per budget label), each checking every budget the namespace
+        # has: a namespace with both labels is sent to both, and they must agree, or a claim one admits and
+        # the other refuses would sit in the first one's ledger as phantom use.
+        for path in ("/validate-budget", "/validate-budget/memory", "/validate-budget/cores"):
+            routes[path] = check.review
+    if args.hami_webhook:
+
+        def ensure(ns: str, obj: dict) -> None:
+            try:
+                api.create_object("resourceclaimtemplates", obj)
+            except AlreadyExists:
+                pass  # the same content, made for an earlier pod
+            except ClusterError as e:
+                raise TemplateError(str(e)) from None
+
+        mutator = HamiMutator(
+            models=lambda: models_from_slices(informers["resourceslices"].items()),
+            ensure_template=ensure,
+            options=Options(share_class=args.hami_share_class),
+        )
+        routes["/mutate-hami"] = mutator.review
+    server = AdmissionServer(args.webhook_addr, routes, args.webhook_cert, args.webhook_key).start()
+    event(log, logging.INFO, "controller.webhooks", addr=args.webhook_addr, paths=",".join(sorted(routes)))
+    return server

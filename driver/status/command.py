@@ -13,6 +13,7 @@ import sys
 from driver.cli import CliError
 from driver.cluster.base import ClusterError
 from driver.cluster.kube import load_api_client
+from driver.quota.budget import COUNTED_CLASSES, BudgetRow, budget_rows, show
 from driver.status.model import Row, build_rows, short_uuid
 from driver.status.sources import ApiReader, scrape
 
@@ -35,6 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="a plugin's /metrics URL to read usage from (repeatable); default: each plugin pod's `metrics` "
         "port through the API server's pods/proxy",
+    )
+    p.add_argument(
+        "--budget-classes",
+        default=",".join(sorted(COUNTED_CLASSES)),
+        help="DeviceClasses whose capacity requests count against namespace budgets (as the controller's "
+        "--budget-classes)",
     )
     p.add_argument(
         "--discover-metrics",
@@ -121,13 +128,35 @@ def run(args: argparse.Namespace) -> int:
     rows = [r for r in rows if (not args.node or r.node == args.node) and (not args.pod or r.pod == args.pod)]
     for note in notes:
         print(f"carve status: note: {note} (usage shown as -)", file=sys.stderr)
+    budgets: list[BudgetRow] = []
+    try:
+        counted = frozenset(c.strip() for c in args.budget_classes.split(",") if c.strip())
+        budgets = budget_rows(reader.budgeted_namespaces(args.namespace), claims, counted)
+    except CliError as e:  # an older carve-viewer role without namespaces: the devices still show
+        print(f"carve status: note: namespace budgets not shown: {e}", file=sys.stderr)
     if args.output == "json":
-        print(json.dumps({"devices": [r.as_dict() for r in rows]}, indent=2))
-    elif rows:
+        print(json.dumps({"devices": [r.as_dict() for r in rows], "budgets": [b.as_dict() for b in budgets]},
+                         indent=2))
+        return 0
+    if rows:
         print(table(rows, wide=args.output == "wide"))
     else:
         print(
             "no allocated devices of gpu.carve.dev" + (" match" if args.node or args.pod else ""),
             file=sys.stderr,
         )
+    if budgets:
+        print(("\n" if rows else "") + budget_table(budgets))
     return 0
+
+
+def budget_table(budgets: list[BudgetRow]) -> str:
+    """Each budgeted namespace's GPU memory and cores asked by its claims against its budget labels."""
+    lines = [["NAMESPACE", "BUDGET", "REQUESTED", "LIMIT", "REMAINING", "CLAIMS"]]
+    for b in budgets:
+        remaining = max(b.limit - b.used, 0)
+        lines.append([b.namespace, b.resource, show(b.resource, b.used), show(b.resource, b.limit),
+                      show(b.resource, remaining), str(b.claims)])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    rendered = ("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
+    return "\n".join(rendered)

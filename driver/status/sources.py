@@ -99,6 +99,21 @@ class ApiReader:
         where = f"/namespaces/{quote(namespace)}" if namespace else ""
         return self.items(f"/apis/resource.k8s.io/v1{where}/resourceclaims")
 
+    def budgeted_namespaces(self, name: str = "") -> list[dict[str, Any]]:
+        """Namespaces with a GPU budget label (docs/quota.md): `name` alone, else one list per label."""
+        if name:
+            try:
+                return [self.get(f"/api/v1/namespaces/{quote(name)}")]
+            except CliError as e:
+                if " 404 " in f" {e} ":
+                    return []
+                raise
+        found: dict[str, dict[str, Any]] = {}
+        for label in (names.BUDGET_MEMORY_LABEL, names.BUDGET_CORES_LABEL):
+            for ns in self.items("/api/v1/namespaces", {"labelSelector": label}):
+                found[(ns.get("metadata") or {}).get("name", "")] = ns
+        return list(found.values())
+
     def partitionings(self) -> list[dict[str, Any]]:
         try:
             return self.items(f"/apis/{names.CRD_GROUP}/v1alpha1/nodepartitionings")

@@ -181,6 +181,7 @@ def test_no_api_server_is_an_error_not_a_traceback(tmp_path, capsys) -> None:
 
 def test_the_viewer_role_grants_exactly_the_reads_status_makes(apiserver, kubeconfig, capsys) -> None:
     assert main(["status", "--kubeconfig", kubeconfig]) == 0
+    assert main(["status", "--kubeconfig", kubeconfig, "-n", "team-a"]) == 0  # one namespace's budget: a get
     used = {rbac_of(r) for r in apiserver.requests} - {"/version"}
     # Metrics through the API server: the proxy path of a plugin pod (none in the stand-in) is a get on
     # pods/proxy; the scan above cannot see it, so it is added from the code's own path builder.
@@ -189,3 +190,34 @@ def test_the_viewer_role_grants_exactly_the_reads_status_makes(apiserver, kubeco
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}
     assert granted == used
+
+
+def _budgeted(apiserver) -> None:
+    apiserver.put_object("namespaces", {
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "team-a", "labels": {"budget.gpu.carve.dev/memory": "10Gi",
+                                                   "budget.gpu.carve.dev/cores": "50"}},
+    })
+    apiserver.put_object("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": "team-b"}})
+    apiserver.put_claim({
+        "metadata": {"name": "pending", "namespace": "team-a", "uid": "uid-pending"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {
+            "deviceClassName": "vgpu.carve.dev", "count": 2,
+            "capacity": {"requests": {"memory": "3Gi", "cores": "15"}}}}]}},
+    })
+
+
+def test_namespace_budgets_show_what_claims_ask_against_the_labels(apiserver, kubeconfig, capsys) -> None:
+    """A budgeted namespace's claims are summed (allocated or not); an unbudgeted namespace has no row."""
+    _budgeted(apiserver)
+    assert main(["status", "--kubeconfig", kubeconfig, "--no-discover-metrics"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("NAMESPACE  BUDGET"):].splitlines()
+    assert table[1].split() == ["team-a", "memory", "10Gi", "10Gi", "0", "2"]  # infer: 4Gi consumed
+    assert table[2].split() == ["team-a", "cores", "50%", "50%", "0%", "2"]
+    assert len(table) == 3
+    assert main(["status", "--kubeconfig", kubeconfig, "--no-discover-metrics", "-o", "json"]) == 0
+    budgets = json.loads(capsys.readouterr().out)["budgets"]
+    assert budgets[0] == {"namespace": "team-a", "resource": "memory", "unit": "bytes", "used": 10 << 30,
+                          "limit": 10 << 30, "claims": 2}
