@@ -15,7 +15,7 @@ Load is what prepared claims hold on a GPU: the memory of their limits (the quot
 then their number of shares. Only shareable devices (allowMultipleAllocations with a `memory` capacity:
 soft, mps) move, and only among their own positions within their slice: names, capacity, attributes and
 which slice holds a device never change, so the pool's shape and the API limits checked at build stay as
-they were. Ties keep the built order (GPU index).
+they were. Ties go by GPU index.
 
 The plugin learns of load changes from a cheap notification after prepare and unprepare (outside the node
 lock) and re-publishes once per burst (`Coalescer`).
@@ -60,9 +60,15 @@ def shareable_uuid(device: Mapping[str, Any]) -> str | None:
     return uuid if isinstance(uuid, str) else None
 
 
+def _gpu_index(device: Mapping[str, Any]) -> int:
+    """The device's GPU index: ties go back to index order even when `slices` were reordered before."""
+    index = ((device.get("attributes") or {}).get("index") or {}).get("int")
+    return index if isinstance(index, int) else -1
+
+
 def order_devices(slices: list[dict], loads: Mapping[str, Load], placement: str) -> list[dict]:
     """`slices` with each slice's shareable devices reordered among their own positions: binpack most
-    loaded first, spread least loaded first, ties (and `index`) in built order. Pure: the input is not
+    loaded first, spread least loaded first, ties by GPU index (`index`: as built). Pure: the input is not
     changed; a slice without shareable devices is returned as it was."""
     if placement not in (PLACEMENT_BINPACK, PLACEMENT_SPREAD):
         return list(slices)
@@ -75,9 +81,9 @@ def order_devices(slices: list[dict], loads: Mapping[str, Load], placement: str)
             out.append(s)
             continue
 
-        def key(i: int, devices=devices) -> tuple[int, int, int]:
+        def key(i: int, devices=devices) -> tuple[int, int, int, int]:
             load = loads.get(shareable_uuid(devices[i]) or "", Load())
-            return (sign * load.memory, sign * load.shares, i)
+            return (sign * load.memory, sign * load.shares, _gpu_index(devices[i]), i)
 
         ranked = sorted(positions, key=key)
         if ranked == positions:

@@ -43,6 +43,23 @@ def test_binpack_puts_the_most_loaded_gpu_first_and_spread_the_least():
     assert shareable_order(order_devices(built, loads, "index")) == ("gpu-0", "gpu-1", "gpu-2", "gpu-3")
 
 
+def test_ties_go_back_to_index_order_whatever_the_order_given():
+    # What the plugin compares against is what it published last (already reordered): once the load is
+    # gone, both policies must give index order again, not keep the stale one.
+    built, uuid = _slices({i: names.STRATEGY_SOFT for i in range(4)})
+    reordered = order_devices(
+        built, {uuid["gpu-3"]: Load(GIB, 1), uuid["gpu-1"]: Load(2 * GIB, 1)}, "binpack"
+    )
+    assert shareable_order(reordered) == ("gpu-1", "gpu-3", "gpu-0", "gpu-2")
+    for placement in ("binpack", "spread"):
+        assert shareable_order(order_devices(reordered, {}, placement)) == (
+            "gpu-0",
+            "gpu-1",
+            "gpu-2",
+            "gpu-3",
+        )
+
+
 def test_memory_decides_before_the_number_of_shares_and_ties_keep_index_order():
     built, uuid = _slices({i: names.STRATEGY_SOFT for i in range(4)})
     loads = {
