@@ -587,7 +587,7 @@ class Plugin:
             self.metrics.observe_toolkit_finding(f.setting, f.path)
             self.strategies.node_event(
                 "ContainerToolkitUnsafe",
-                f'NVIDIA container toolkit {f.path}: {f.setting}: {f.detail} (docs/install.md, "Nodes with '
+                f"NVIDIA container toolkit {f.path}: {f.setting}: {f.detail} (docs/install.md, \"Nodes with "
                 'the NVIDIA container toolkit and the GPU Operator")',
             )
 
