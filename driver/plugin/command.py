@@ -15,6 +15,7 @@ from driver import names
 from driver.cli import LOG_LEVELS, CliError
 from driver.devices.base import DEFAULT_CONTEXT_RESERVE_QUANTITY
 from driver.plugin.logfmt import event, setup
+from driver.plugin.placement import DEFAULT_PLACEMENT, PLACEMENTS
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +181,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "settings that hand out GPUs past carve (a warning, a ContainerToolkitUnsafe Node Event, a metric); "
         "'' = off",
     )
+    p.add_argument(
+        "--placement",
+        default=DEFAULT_PLACEMENT,
+        choices=PLACEMENTS,
+        help="order of the shareable (soft, mps) devices in this node's ResourceSlices, which the "
+        "scheduler's first fit follows: index (GPU index order, whatever the load: fills GPU 0 first), "
+        "binpack (the most loaded GPU first), spread (the least loaded first); re-published after "
+        "prepares/unprepares (docs/allocate.md, Placement; default index)",
+    )
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
@@ -317,6 +327,7 @@ def run(args: argparse.Namespace) -> int:
         health_ignore_xids=args.health_ignore_xids,
         health_interval_s=args.health_interval,
         claim_status=args.claim_status,
+        placement=args.placement,
     )
     mig = NvmlMig()
     plugin = Plugin(config, _cluster(args), gpus, mig, mig)

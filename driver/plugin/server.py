@@ -58,6 +58,15 @@ from driver.plugin.mig.modes import (
 from driver.plugin.mig.partitioning import NodePartitioningApplier
 from driver.plugin.mps.daemon import MpsDaemons
 from driver.plugin.mps.daemon import watch as watch_mps
+from driver.plugin.placement import (
+    DEFAULT_PLACEMENT,
+    PLACEMENT_INDEX,
+    Coalescer,
+    MemoryBook,
+    gpu_loads,
+    order_devices,
+    shareable_order,
+)
 from driver.plugin.publisher import GATE_TAINTS, Publisher, PublishError
 from driver.plugin.service import DraV1, DraV1beta1, Registration, RegistrationState
 from driver.plugin.state.checkpoint import Checkpoint, read_boot_id
@@ -106,6 +115,9 @@ class PluginConfig:
     health_ignore_xids: str = ""
     health_interval_s: float = 1.0
     claim_status: bool = True  # write status.devices after prepare (driver/plugin/claims/status.py)
+    # Order of the shareable devices in the published slices: index | binpack | spread (placement.py)
+    placement: str = DEFAULT_PLACEMENT
+    placement_coalesce_s: float = 0.5  # a burst of prepares/unprepares gives one re-publish
 
 
 def _k8s_version(cluster, configured: str) -> str:
@@ -157,6 +169,11 @@ class Plugin:
         self.mps: MpsDaemons | None = None
         self.driver_memory: frozenset[str] = frozenset()
         self._status_writer: StatusQueue | None = None
+        # --placement binpack|spread: prepared memory per claim, the re-publish trigger, what was published.
+        self._placement_memory: MemoryBook | None = None
+        self._placement_watch: Coalescer | None = None
+        self._published_slices: list[dict] = []
+        self._published_order: tuple[str, ...] = ()
         self.node_health = NodeHealth(
             config.node_name,
             gpus,
@@ -253,7 +270,7 @@ class Plugin:
             # Only the GPUs given a strategy are published (modes.py leaves out those not ready); a MIG GPU
             # with a migLayout publishes only the layout's devices (the one published: a new one waits for
             # the GPU to be idle).
-            return build_slices(
+            built = build_slices(
                 c.node_name,
                 [g for g in self.gpus if g.index in chosen],
                 chosen,
@@ -263,6 +280,7 @@ class Plugin:
                 layouts=self.partitioning.published_layouts if layouts and self.partitioning else None,
                 **(self.node_health.marks(version) if health else {}),
             )
+            return order_devices(built, self._gpu_loads(), c.placement)
 
         self._build = build
 
@@ -321,6 +339,20 @@ class Plugin:
                 plan.ref, device_statuses(plan, record, limits)
             )
             self._status_writer = writer
+        if c.placement != PLACEMENT_INDEX:
+            self._placement_memory = MemoryBook(self.preparer.claims_dir)
+            self._placement_watch = Coalescer(
+                self._placement_changed, c.placement_coalesce_s, name="placement"
+            ).start()
+            report = self.preparer.after_prepare
+
+            def after_prepare(plan, record, limits) -> None:
+                # Outside the node lock, after the checkpoint was written: two dict writes and an event.
+                self._placement_memory.remember(record.uid, limits)
+                self._placement_watch.notify()
+                report(plan, record, limits)
+
+            self.preparer.after_prepare = after_prepare
         self.preparer.specs.ensure()
         recover(self.preparer)
         self._publish_once()
@@ -398,6 +430,8 @@ class Plugin:
     def stop(self, grace_s: float = 2.0) -> None:
         self._stop.set()
         self._wake.set()
+        if self._placement_watch is not None:
+            self._placement_watch.stop()
         self.node_health.stop()  # first: ends the kubelet's health streams, so the servers stop at once
         for socket in (self.reg_socket,):
             if socket.exists():
@@ -440,6 +474,8 @@ class Plugin:
         self.metrics.observe_publish(self.config.node_name, stored)
         # What the server kept is what the scheduler allocates from.
         self._catalog = catalog_from_slices(stored)
+        self._published_slices = stored
+        self._published_order = shareable_order(stored)
         self._all_devices = catalog_from_slices(self._build(self.publisher.applied, 1, health=False))
         self.node_health.broadcast.publish()
         if self.partitioning is not None:
@@ -485,9 +521,28 @@ class Plugin:
         self.metrics.observe_modes(list(self.modes.values()))
         return applied_strategies(self.modes)
 
+    def _gpu_loads(self) -> dict:
+        """GPU uuid -> Load of the claims prepared now (placement.py); {} under `index` or before state
+        is recovered. Reads the state without the node lock: a copy of the dict, taken atomically."""
+        if self._placement_memory is None:
+            return {}
+        records = list(dict(self.preparer.state).values())
+        return gpu_loads(records, self._placement_memory.memory(records))
+
+    def _placement_changed(self) -> None:
+        """After a burst of prepares/unprepares: re-publish when the load order of the published
+        shareable devices changed (only their order differs; the publisher writes nothing otherwise)."""
+        published = self._published_slices
+        wanted = shareable_order(order_devices(published, self._gpu_loads(), self.config.placement))
+        if wanted != self._published_order:
+            event(log, logging.INFO, "placement.reorder", placement=self.config.placement, order=list(wanted))
+            self._wake.set()
+
     def _after_unprepare(self, record) -> None:
         """Clear the claim's status.devices entries; publish at once when the claim held up a mode change
         (or had a MIG GPU whole, MIG mode off)."""
+        if self._placement_watch is not None:
+            self._placement_watch.notify()
         if self._status_writer is not None:
             try:
                 self._status_writer.clear(ClaimRef(record.namespace, record.name, record.uid))

@@ -129,6 +129,7 @@ CUSTOM_VALUES = {
     "plugin.claimStatus": (False, "claim_status", False),
     "plugin.mpsShmDir": ("/run/shm-of-mps", "mps_shm_dir", "/run/shm-of-mps"),
     "plugin.regionFs": ("on", "region_fs", "on"),
+    "plugin.placement": ("spread", "placement", "spread"),
 }
 
 
@@ -161,6 +162,7 @@ def test_defaults_match_the_plugin_defaults_where_the_chart_does_not_decide(monk
         "split_count",
         "soft_context_reserve",
         "publish_interval",
+        "placement",
         "plugin_dir",
         "registry_dir",
         "cdi_dir",
