@@ -31,7 +31,7 @@ from driver.devices.catalog import fake_gpu
 from driver.simulate.engine import SimResult
 from driver.simulate.inputs import NodeGroup
 
-SEARCH_BUDGET = 24  # runs of search_mixes at most: about 24 simulations more, only where no layout wins both
+SEARCH_BUDGET = 48  # runs of search_mixes at most, spent only where no layout run so far wins both
 
 # run(groups, strategy, policy) -> result; the caller binds trace, node policy and settings.
 Runner = Callable[[list[NodeGroup], str, PartitioningPolicySpec], SimResult]
