@@ -28,6 +28,7 @@ from api.v1alpha1.partitioning import PartitioningPolicySpec
 from driver import names
 from driver.controller.score import PLANNER_PREFIX, SPLIT_PREFIX, Outcome, choose, dominates, target
 from driver.devices.catalog import fake_gpu
+from driver.simulate.cluster import AUTO
 from driver.simulate.engine import SimResult
 from driver.simulate.inputs import NodeGroup
 
@@ -230,3 +231,26 @@ def run_auto(groups: list[NodeGroup], policy: PartitioningPolicySpec, run: Runne
         candidates=list(choice.ranked),
         candidate_results=results,
     )
+
+
+def layout_of(groups: list[NodeGroup], policy: PartitioningPolicySpec,
+              name: str) -> tuple[list[NodeGroup], str | None]:
+    """The node groups candidate `name` runs on, and the strategy its open GPUs (groups without one)
+    start with: the forced strategy of a single, the home of `planner:<home>`, None where every group
+    names its own. Raises ValueError for a name no candidate or search probe has."""
+    for c in candidates(groups, policy):
+        if c.name == name:
+            if c.strategy != AUTO:
+                return c.groups, c.strategy
+            return c.groups, name[len(PLANNER_PREFIX):] if name.startswith(PLANNER_PREFIX) else None
+    kind, _, rest = name.partition(":")
+    try:
+        pair, share = rest.split(":")
+        a, b = pair.split("/")
+        k, n = (int(x) for x in share.split("/"))
+    except ValueError:
+        raise ValueError(f"no candidate layout is named {name!r}") from None
+    layout = _mix(groups, a, b, k / n) if kind == "mix" else _mix_gpus(groups, a, b, k)
+    if kind not in ("mix", "mix-gpus") or layout is None:
+        raise ValueError(f"no candidate layout is named {name!r}")
+    return layout, None
