@@ -88,11 +88,21 @@ def choose_layout(nodes: Sequence[NodeState], pods: list[TracePod], policy: Part
     if same is not None and choice != stay and (same.never_scheduled, same.peak_gpus, same.mean_delay_s) == (
             won.never_scheduled, won.peak_gpus, won.mean_delay_s):
         choice, why = stay, f"{same.figures()} (as good as {won.candidate}: no change without a gain)"
+    homes = homes_of(groups, members, policy, choice)
+    return Layout(homes, choice, why, len(pods))
+
+
+def homes_of(groups: list[NodeGroup], members: list[list[NodeState]], policy: PartitioningPolicySpec,
+             choice: str) -> dict[str, dict[int, str]]:
+    """Each node's GPU homes under candidate `choice` of the portfolio over `groups` (node_groups): the
+    layout keeps the groups' order, each group split into consecutive parts, so its nodes are dealt out
+    in name order."""
     layout, home = layout_of(groups, policy, choice)
+    rule = policy.rule_for({})
     fallback = home or (rule.default_strategy if rule else "soft")
     homes: dict[str, dict[int, str]] = {}
     parts = iter(layout)
-    for states in members:  # the layout keeps the groups' order, each split into consecutive parts
+    for states in members:
         left = list(states)
         while left:
             part = next(parts)
@@ -101,7 +111,7 @@ def choose_layout(nodes: Sequence[NodeState], pods: list[TracePod], policy: Part
                 indices = sorted(p.gpu.index for p in state.gpus)
                 homes[state.name] = dict(zip(indices, per, strict=True))
             left = left[part.count:]
-    return Layout(homes, choice, why, len(pods))
+    return homes
 
 
-__all__ = ["LIVE_SEARCH_BUDGET", "Layout", "SimulateError", "choose_layout", "node_groups"]
+__all__ = ["LIVE_SEARCH_BUDGET", "Layout", "SimulateError", "choose_layout", "homes_of", "node_groups"]
