@@ -165,12 +165,24 @@ def search_mixes(groups: list[NodeGroup], policy: PartitioningPolicySpec, run: R
                         key=lambda m: abs(2 * m - per_node))
     by_gpus = [("mix-gpus", a, b, m, per_node) for m in gpu_counts for a, b in pairs]
     probes = [p for pair in itertools.zip_longest(by_nodes, by_gpus) for p in pair if p is not None]
-    for kind, a, b, k, n in probes[:budget]:
+    losing: set[tuple[str, str, str]] = set()  # (kind, a, b) whose probe left pods unscheduled
+    spent = 0
+    for kind, a, b, k, n in probes:
         name = f"{kind}:{a}/{b}:{k}/{n}"
+        if spent >= budget:
+            break
+        # A heuristic: what a GPU-level mix loses are jobs that need more GPUs of one kind than its
+        # nodes then have (an 8-GPU training job on 8-GPU nodes); the pair's other GPU-level mixes, less
+        # even than the first tried, lose them as well, so the budget goes to node-level mixes.
+        if (kind, a, b) in losing:
+            continue
         layout = _mix(groups, a, b, k / n) if kind == "mix" else _mix_gpus(groups, a, b, k)
         if layout is None or name in results:
             continue
+        spent += 1
         results[name] = r = run(layout, "auto", policy)
+        if r.pods_never_scheduled > fewest and kind == "mix-gpus":
+            losing.add((kind, a, b))
         if r.pods_never_scheduled <= fewest and dominates(outcome(name, r), peak, delay):
             return
 
