@@ -23,7 +23,7 @@ from api.v1alpha1.partitioning import (
 )
 from driver.cluster.base import ClusterError, NotFound, ObjectApi
 from driver.cluster.informer import Informer
-from driver.controller.inputs import build_input, updated_partitioning
+from driver.controller.inputs import build_input, uncounted_shares, updated_partitioning
 from driver.controller.layout import LIVE_SEARCH_BUDGET, Layout, SimulateError, choose_layout
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.nodes import NodeState
@@ -106,6 +106,7 @@ class Reconciler:
         self.claim_log = ClaimLog(config.layout_window_s)
         self.layout: Layout | None = None
         self._layout_at: float | None = None
+        self._uncounted: set[str] = set()  # uncounted_shares lines already logged
 
     def _changed(self, plural: str) -> None:
         self.dirty.set()
@@ -157,6 +158,7 @@ class Reconciler:
         )
         self.problems += problems
         self._report_invalid(invalid)
+        self._warn_uncounted()
         self._relayout(inp.nodes, policy, now)
         extra: dict[str, Any] = {}
         if self.layout is not None:
@@ -181,6 +183,15 @@ class Reconciler:
                 self._announce_node(node, changes)
         self.last_plan = plan
         return plan
+
+    def _warn_uncounted(self) -> None:
+        """A warning log line, once per claim, for shares the scheduler counts nothing for (an upgrade
+        from a carve whose time-sliced GPUs published no capacity, inputs.uncounted_shares)."""
+        for line in uncounted_shares(self.informers["resourceslices"].items(),
+                                     self.informers["resourceclaims"].items()):
+            if line not in self._uncounted:
+                self._uncounted.add(line)
+                event(log, logging.WARNING, "controller.uncounted-share", problem=line)
 
     def _relayout(self, nodes: list[NodeState], policy: PartitioningPolicySpec, now: float) -> None:
         """Every `layout_interval_s`: the home layout the portfolio picks on the claims seen so far (the
