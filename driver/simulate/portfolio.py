@@ -156,7 +156,10 @@ def search_mixes(groups: list[NodeGroup], policy: PartitioningPolicySpec, run: R
     by_single = {o.candidate: o for o in outcomes if o.single}
     ranked = sorted(allowed, key=lambda s: (by_single[s].peak_gpus, by_single[s].mean_delay_s)
                     if s in by_single else (1 << 30, 0.0))
-    pairs = [(a, b) for a, b in itertools.permutations(ranked, 2) if ranked.index(a) < ranked.index(b)]
+    # Both orders of each pair: the scheduler's spreading breaks ties by node order, so 4 exclusive nodes
+    # listed before 26 soft ones is another layout than 26 soft before 4 exclusive (issue 27's seed 3:
+    # 186 GPUs / 324 s against 193 / 460 s).
+    pairs = list(itertools.permutations(ranked, 2))
     per_node = max(len(g.models) for g in groups if g.strategy is None)
     # Node-level mixes (k of n nodes) and GPU-level ones (m of each node's GPUs) interleaved, each coarse
     # to fine; the even GPU split is a probe here (the half of the nodes is `split:`, run already).
