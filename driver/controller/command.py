@@ -109,6 +109,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(docs/migrate-from-hami.md)",
     )
     p.add_argument("--hami-share-class", default=CLASS_VGPU, help="DeviceClass of converted HAMi shares")
+    p.add_argument(
+        "--layout-interval",
+        type=float,
+        default=900.0,
+        help="seconds between choices of the home layout (each idle GPU's strategy) by the portfolio of "
+        "`carve simulate --strategy auto` over the claims seen; 0: never (idle GPUs go back to the "
+        "policy's default)",
+    )
+    p.add_argument(
+        "--layout-window",
+        type=float,
+        default=24 * 3600.0,
+        help="seconds of ended claims the layout choice looks back over",
+    )
+    p.add_argument(
+        "--objective",
+        default="balanced",
+        choices=("balanced", "gpus", "delay"),
+        help="the layout choice when no layout is at or below the best single strategies on both peak GPUs "
+        "and mean delay: balanced (the best single strategy's delay, fewest GPUs), gpus, delay",
+    )
+    p.add_argument(
+        "--search-budget",
+        type=int,
+        default=16,
+        help="simulations the layout choice may spend searching mixes of strategies (0: none)",
+    )
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log verbosity")
 
 
@@ -121,6 +148,11 @@ def _config(args: argparse.Namespace):
             raise CliError(f"{flag} {value}: must be more than 0 seconds")
     if args.grace < 0:
         raise CliError(f"--grace {args.grace}: must not be negative")
+    if not (args.layout_interval >= 0 and args.layout_window > 0):
+        raise CliError(f"--layout-interval {args.layout_interval} / --layout-window {args.layout_window}: "
+                       "the interval must be >= 0 seconds, the window > 0")
+    if args.search_budget < 0:
+        raise CliError(f"--search-budget {args.search_budget}: must not be negative")
     if args.max_changes < 1:
         raise CliError(f"--max-changes {args.max_changes}: must be at least 1")
     _check_webhook_flags(args)
@@ -149,6 +181,10 @@ def _config(args: argparse.Namespace):
         identity=args.identity,
         dry_run=args.dry_run,
         settings=settings,
+        layout_interval_s=args.layout_interval,
+        layout_window_s=args.layout_window,
+        objective=args.objective,
+        search_budget=args.search_budget,
     )
 
 

@@ -78,6 +78,34 @@ def newest_pools(slices: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, A
     return out
 
 
+def uncounted_shares(slices: Iterable[dict[str, Any]], claims: Iterable[dict[str, Any]]) -> list[str]:
+    """Claims holding a share of a device that publishes capacity, with no consumedCapacity recorded: a
+    time-sliced claim allocated before carve published `slots`/`memory` on time-sliced GPUs (or on 1.34,
+    which publishes none). The scheduler charges such a share nothing (kubernetes v1.37.2,
+    dynamicresources/allocateddevices.go: consumed capacity is counted only when the result has it), so
+    its GPU can take split-count sharers besides it until it ends. One line per claim, naming it and the
+    device."""
+    capacity: set[tuple[str, str]] = set()
+    for pool, members in newest_pools(slices).items():
+        for s in members:
+            for d in (s.get("spec") or {}).get("devices") or []:
+                if d.get("allowMultipleAllocations") and d.get("capacity"):
+                    capacity.add((pool, d.get("name", "")))
+    out = []
+    for claim in claims:
+        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {})
+                   .get("results") or [])
+        for r in results:
+            if not isinstance(r, dict) or r.get("driver") != names.DRIVER_NAME:
+                continue
+            where = (r.get("pool"), r.get("device"))
+            if r.get("shareID") and not r.get("consumedCapacity") and where in capacity:
+                out.append(f"ResourceClaim {object_name(claim)}: device {where[0]}/{where[1]}: a share "
+                           "allocated before the device published capacity holds none: the scheduler counts "
+                           "nothing for it, so the GPU may take split-count sharers besides it until it ends")
+    return out
+
+
 def history_of(obj: dict[str, Any] | None) -> dict[str, list[float]]:
     raw = ((obj or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_CHANGES)
     if not raw:

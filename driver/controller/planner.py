@@ -102,6 +102,9 @@ class PlanInput:
     max_changes: int = 64  # per plan
     known_unfit: bool = False  # the pending groups were just tried on these nodes (the simulator knows)
     consolidate: bool = True  # idle GPUs return to their node's default strategy (see _consolidate)
+    # Homes chosen by the portfolio on the claims seen (layout.py): node -> GPU index -> strategy, and why.
+    homes: dict[str, dict[int, str]] = field(default_factory=dict)
+    homes_why: str = ""
 
 
 def score_text(score: dict[str, int | None], chosen: str) -> str:
@@ -299,9 +302,17 @@ class Planner:
             # `plugin.strategy=mig` keeps every MIG GPU in MIG), else the policy's default.
             home = node.home if node.home in rule.allowed_strategies else None
 
+            chosen = inp.homes.get(node.name, {})
+
             def target(
-                p: PublishedGpu, home: str | None = home, fallback: str = rule.default_strategy
+                p: PublishedGpu, home: str | None = home, fallback: str = rule.default_strategy,
+                chosen: dict[int, str] = chosen, allowed: list[str] = rule.allowed_strategies,
             ) -> str:
+                # The portfolio's home for this GPU first (same model as `carve simulate`), where the
+                # policy allows it and the GPU can run it.
+                mine = chosen.get(p.gpu.index)
+                if mine is not None and mine in allowed and _can_run(p, mine):
+                    return mine
                 return home if home is not None and _can_run(p, home) else fallback
 
             back = [
@@ -323,8 +334,11 @@ class Planner:
                         p.gpu.uuid,
                         before[p.gpu.index],
                         target(p),
-                        f"idle GPU back to node {node.name}'s default {target(p)}: no waiting claim "
-                        f"needs {before[p.gpu.index]}",
+                        (f"idle GPU to its home {target(p)} chosen by the portfolio: no waiting claim "
+                         f"needs {before[p.gpu.index]}; {inp.homes_why}"
+                         if chosen.get(p.gpu.index) == target(p) and inp.homes_why else
+                         f"idle GPU back to node {node.name}'s default {target(p)}: no waiting claim "
+                         f"needs {before[p.gpu.index]}"),
                         (),
                     )
                 )

@@ -23,8 +23,11 @@ from api.v1alpha1.partitioning import (
 )
 from driver.cluster.base import ClusterError, NotFound, ObjectApi
 from driver.cluster.informer import Informer
-from driver.controller.inputs import build_input, updated_partitioning
+from driver.controller.inputs import build_input, uncounted_shares, updated_partitioning
+from driver.controller.layout import LIVE_SEARCH_BUDGET, Layout, SimulateError, choose_layout
 from driver.controller.metrics import ControllerMetrics
+from driver.controller.nodes import NodeState
+from driver.controller.observed import ClaimLog
 from driver.controller.planner import Change, Plan, Planner
 from driver.devices import Settings
 from driver.devices.rules import StrategyRules
@@ -74,6 +77,12 @@ class ReconcilerConfig:
     dry_run: bool = False  # plan and log, write nothing
     settings: Settings = field(default_factory=Settings)
     plugin_rules: StrategyRules | None = None  # the plugins' --strategy: pins and the home strategy
+    # The home layout from the simulator's portfolio on the claims seen (layout.py); 0: never.
+    layout_interval_s: float = 900.0
+    layout_window_s: float = 24 * 3600.0
+    layout_min_pods: int = 20  # pods seen before the layout is chosen: a handful of claims is no workload
+    objective: str = "balanced"
+    search_budget: int = LIVE_SEARCH_BUDGET
 
 
 class Reconciler:
@@ -94,6 +103,10 @@ class Reconciler:
         self.last_plan: Plan | None = None
         self.problems: list[str] = []
         self._reported: set[tuple[str, str]] = set()  # (uid, resourceVersion) of invalid claims with an Event
+        self.claim_log = ClaimLog(config.layout_window_s)
+        self.layout: Layout | None = None
+        self._layout_at: float | None = None
+        self._uncounted: set[str] = set()  # uncounted_shares lines already logged
 
     def _changed(self, plural: str) -> None:
         self.dirty.set()
@@ -145,7 +158,12 @@ class Reconciler:
         )
         self.problems += problems
         self._report_invalid(invalid)
-        inp = type(inp)(**{**inp.__dict__, "max_changes": self.config.max_changes})
+        self._warn_uncounted()
+        self._relayout(inp.nodes, policy, now)
+        extra: dict[str, Any] = {}
+        if self.layout is not None:
+            extra = {"homes": self.layout.homes, "homes_why": f"portfolio: {self.layout.why}"}
+        inp = type(inp)(**{**inp.__dict__, "max_changes": self.config.max_changes, **extra})
         started = time.perf_counter()
         plan = self.planner.plan(inp)
         self.metrics.observe_plan(time.perf_counter() - started, plan.pending_by_reason())
@@ -165,6 +183,41 @@ class Reconciler:
                 self._announce_node(node, changes)
         self.last_plan = plan
         return plan
+
+    def _warn_uncounted(self) -> None:
+        """A warning log line, once per claim, for shares the scheduler counts nothing for (an upgrade
+        from a carve whose time-sliced GPUs published no capacity, inputs.uncounted_shares)."""
+        for line in uncounted_shares(self.informers["resourceslices"].items(),
+                                     self.informers["resourceclaims"].items()):
+            if line not in self._uncounted:
+                self._uncounted.add(line)
+                event(log, logging.WARNING, "controller.uncounted-share", problem=line)
+
+    def _relayout(self, nodes: list[NodeState], policy: PartitioningPolicySpec, now: float) -> None:
+        """Every `layout_interval_s`: the home layout the portfolio picks on the claims seen so far (the
+        model of `carve simulate --strategy auto`). The claim log is updated on every round."""
+        self.claim_log.update(self.informers["resourceclaims"].items(), now)
+        interval = self.config.layout_interval_s
+        if interval <= 0 or (self._layout_at is not None and now - self._layout_at < interval):
+            return
+        trace = self.claim_log.trace(now)
+        if len(trace) < self.config.layout_min_pods:
+            return
+        self._layout_at = now
+        started = time.perf_counter()
+        try:
+            # The simulation works on its own copies: the round's node states stay untouched.
+            layout = choose_layout(nodes, trace, policy, self.config.settings,
+                                   self.config.objective, self.config.search_budget)
+        except SimulateError as e:
+            self.problems.append(f"home layout: {e}")
+            return
+        if layout is None:
+            return
+        changed = self.layout is None or self.layout.homes != layout.homes
+        self.layout = layout
+        event(log, logging.INFO, "controller.layout", choice=layout.choice, pods=layout.pods,
+              changed=changed, seconds=round(time.perf_counter() - started, 3), why=layout.why)
 
     def _write(
         self,

@@ -72,6 +72,13 @@ class ApiLimits:
     partitionable_devices_default: bool = False
     device_taints_default: bool = False
     compatibility_groups_default: bool = False
+    # 1.34's scheduler checks a shared device's capacity against the slice's device at the request's
+    # device index, not the device being allocated (kubernetes/kubernetes#133705, fixed in 1.35 by
+    # #133706, in no 1.34 patch: k8s.io/dynamic-resource-allocation v0.34.4, allocateDevice ->
+    # CmpRequestOverCapacity(request, device.slice, r.deviceIndex)). A time-sliced device's bookkeeping
+    # capacity (slots, memory) would then be charged against the slice's first device's tally: one GPU's
+    # ten sharers per slice. Such a version gets time-sliced devices without capacity (slices.py).
+    capacity_checked_on_wrong_device: bool = False
 
 
 _LIMITS_1_35 = ApiLimits(
@@ -106,6 +113,7 @@ LIMITS: dict[str, ApiLimits] = {
         max_consumed_counters_per_device=32,
         max_consumed_counters_per_slice=1024,
         counters_with_their_devices=True,
+        capacity_checked_on_wrong_device=True,
     ),
     "1.35": _LIMITS_1_35,
     "1.36": _LIMITS_1_36,

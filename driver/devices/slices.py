@@ -130,6 +130,18 @@ def _tainted(ds: DeviceSet, taints: Sequence[dict[str, Any]] | None) -> DeviceSe
     )
 
 
+def _without_bookkeeping(ds: DeviceSet) -> DeviceSet:
+    """A time-sliced GPU as a scheduler whose capacity check reads the wrong device can serve it
+    (ApiLimits.capacity_checked_on_wrong_device, 1.34): shared, without the `slots`/`memory` bookkeeping.
+    That check passes a request without capacity requests on any device that holds no share; with the
+    bookkeeping, every share would be charged against the slice's first device and one GPU per slice
+    would take sharers. The price: no bound on sharers or memory per GPU (the scheduler cannot keep one)."""
+    if ds.strategy != names.STRATEGY_TIMESLICE:
+        return ds
+    return dataclasses.replace(ds, devices=tuple({k: v for k, v in d.items() if k != "capacity"}
+                                                 for d in ds.devices))
+
+
 def build_slices(
     node_name: str,
     gpus: list[Gpu],
@@ -160,6 +172,8 @@ def build_slices(
         _tainted(ds, (taints or {}).get(ds.gpu.index))
         for ds in device_sets([g for g in gpus if g.index not in withdrawn], strategies, settings, layouts)
     ]
+    if limits.capacity_checked_on_wrong_device:
+        sets = [_without_bookkeeping(ds) for ds in sets]
     chunks = _counter_chunks(limits, sets) + _device_chunks(limits, sets)
     if not chunks:
         chunks = [_Chunk()]  # a node without GPUs still publishes its (empty) pool

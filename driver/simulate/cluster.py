@@ -180,10 +180,14 @@ def _device_costs(slices: list[dict[str, Any]], gpus: list[Gpu]) -> dict[str, De
                 costs[d["name"]] = DeviceCost(parent, memory, None, turns=True)
             elif "memory" in cap:
                 memory = int(quantity_of(cap["memory"]["value"]).value)
-                if "cores" in cap:
+                sms = float(quantity_of(cap.get("multiprocessors", {}).get("value", "0")).value)
+                if (attrs.get("type") or {}).get("string") == "mig" and sms and mp.get(parent):
+                    # A MIG instance's `cores` is 100% of the instance (what its limiter allows); of the
+                    # GPU it holds its SMs' share (1g of an A100: 14 of 108 SMs, 13%).
+                    cores = 100.0 * sms / mp[parent]
+                elif "cores" in cap:
                     cores = float(quantity_of(cap["cores"]["value"]).value)
                 else:  # a device without a cores capacity: its share of the GPU's SMs
-                    sms = float(quantity_of(cap.get("multiprocessors", {}).get("value", "0")).value)
                     cores = 100.0 * sms / mp[parent] if mp.get(parent) else 100.0
                 costs[d["name"]] = DeviceCost(parent, memory, cores)
             else:
@@ -219,7 +223,8 @@ def build_cluster(groups: list[NodeGroup], strategy: str = AUTO, settings: Setti
                 gpus = [fake_gpu(model, i, node_name) for i, model in enumerate(group.models)]
             except (KeyError, ValueError) as e:
                 raise SimulateError(f"{label}: nodes[{gi}].gpus: {e}") from None
-            chosen = {g.index: resolve_strategy(g, group.strategy, strategy, auto_default) for g in gpus}
+            per = group.gpu_strategies or (group.strategy,) * len(gpus)
+            chosen = {g.index: resolve_strategy(g, per[g.index], strategy, auto_default) for g in gpus}
             try:
                 slices = build_slices(node_name, gpus, chosen, settings, k8s_version=K8S_VERSION)
             except ModelError as e:

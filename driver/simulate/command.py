@@ -13,6 +13,7 @@ from pathlib import Path
 
 from api.v1alpha1.partitioning import PartitioningPolicySpec
 from driver.cli import CliError
+from driver.controller.score import OBJECTIVES
 from driver.devices import Settings
 from driver.fsutil import write_atomic
 from driver.simulate import report_html
@@ -29,7 +30,7 @@ from driver.simulate.inputs import (
     load_trace,
 )
 from driver.simulate.policies import POLICIES
-from driver.simulate.portfolio import run_auto
+from driver.simulate.portfolio import SEARCH_BUDGET, run_auto
 from driver.simulate.report import as_json, sizing_table, table
 from driver.simulate.sizing import Sizing, size
 
@@ -53,6 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", action=argparse.BooleanOptionalAction, default=False,
                         help="answer how many GPUs the trace needs per strategy and under auto: the cluster "
                              "file's node groups scaled until p99 delay <= --p99-wait")
+    parser.add_argument("--objective", default="balanced", choices=OBJECTIVES,
+                        help="auto, when no layout is at or below the best single strategies on both "
+                             "peak GPUs and mean delay (a trade-off): balanced keeps the best single "
+                             "strategy's delay with the fewest GPUs, gpus takes the fewest GPUs, delay the "
+                             "least delay")
+    parser.add_argument("--search-budget", type=int, default=SEARCH_BUDGET, metavar="RUNS",
+                        help="auto: simulations spent searching node-level mixes of strategies when no "
+                             "layout tried reaches the best single strategies on both figures (0: none)")
     parser.add_argument("--p99-wait", type=float, default=300.0, metavar="SECONDS",
                         help="--size: the p99 delay to meet (wait + slowdown from time-slicing), seconds")
     parser.add_argument(
@@ -67,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def simulate(groups: list[NodeGroup], pods: list[TracePod], strategy: str = AUTO, node_policy: str = "kube",
              settings: Settings | None = None, cluster_label: str = "cluster.yaml",
              trace_label: str = "trace.yaml", policy: PartitioningPolicySpec | None = None,
-             known: dict[str, SimResult] | None = None) -> SimResult:
+             known: dict[str, SimResult] | None = None, objective: str = "balanced",
+             budget: int = SEARCH_BUDGET) -> SimResult:
     """One result: under `auto` the winner of every candidate layout (driver/simulate/portfolio.py),
     else one run of the trace on a fresh cluster under `strategy`."""
     policy = policy or PartitioningPolicySpec()
@@ -76,7 +86,7 @@ def simulate(groups: list[NodeGroup], pods: list[TracePod], strategy: str = AUTO
         return simulate_once(layout, pods, s, node_policy, settings, cluster_label, trace_label, pol)
 
     if strategy == AUTO:
-        return run_auto(groups, policy, one, known)
+        return run_auto(groups, policy, one, known, objective, budget)
     return one(groups, strategy, policy)
 
 
@@ -109,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings(split_count=args.split_count)
     except ValueError as e:
         raise CliError(f"--split-count: {e}") from None
+    if args.search_budget < 0:
+        raise CliError(f"--search-budget: {args.search_budget} is not a number of runs >= 0")
     if args.size and not (math.isfinite(args.p99_wait) and args.p99_wait >= 0):
         raise CliError(f"--p99-wait: {args.p99_wait} is not a number of seconds >= 0")
     sizing: Sizing | None = None
@@ -121,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
         for s in strategies:
             known = {r.strategy: r for r in results}
             results.append(simulate(groups, pods, s, args.node_policy, settings, args.cluster.name,
-                                    args.trace.name, known=known))
+                                    args.trace.name, known=known, objective=args.objective,
+                                    budget=args.search_budget))
         if args.size:
             policy = PartitioningPolicySpec()
 

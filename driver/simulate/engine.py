@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from driver.allocator import Unallocatable
+from driver.allocator.quantity import of as quantity_of
 from driver.simulate.auto import AutoPlanner
-from driver.simulate.cluster import SimCluster, SimNode
+from driver.simulate.cluster import DeviceCost, SimCluster, SimNode
 from driver.simulate.demand import lower_bound_gpus, pod_demand
 from driver.simulate.inputs import SimulateError, TracePod
 from driver.simulate.policies import NodePolicy
@@ -155,6 +156,29 @@ class _Running:
     since: float = 0.0
     turns: list[tuple[str, str]] = field(default_factory=list)  # (node, GPU uuid) it takes turns on
     started: float = 0.0
+    # The most of its own speed its devices' compute allows: below 1 where a device grants fewer SMs than
+    # the pod needs (a MIG instance chosen by memory: 1/7 of the SMs for a pod that needs 40% of a GPU).
+    cap: float = 1.0
+
+
+def granted_cores(result: dict[str, Any], cost: DeviceCost) -> float | None:
+    """Percent of a GPU's SMs one allocation result holds for itself: what a soft or MPS share consumed,
+    a MIG instance's or slot's own share, 100 for a whole GPU; None on a time-sliced GPU (no quota: the
+    holders take turns, share_rate)."""
+    if cost.turns:
+        return None
+    consumed = result.get("consumedCapacity") or {}
+    if "cores" in consumed:
+        return float(quantity_of(consumed["cores"]).value)
+    return cost.cores if cost.cores is not None else 100.0
+
+
+def compute_cap(granted: Iterable[float | None], need_per_result: float) -> float:
+    """A pod's speed limit from its quotas: the slowest device's granted/needed, at most 1. A pod
+    whose need is unknown (0) is not slowed."""
+    if need_per_result <= 0:
+        return 1.0
+    return min((min(1.0, g / need_per_result) for g in granted if g is not None), default=1.0)
 
 
 def share_rate(demands: Iterable[float]) -> float:
@@ -255,6 +279,7 @@ class Simulation:
         claim_sets: list[list[dict[str, Any]]] = []
         pod_shapes: list[int] = []
         fallback: list[float] = []
+        need_cores: list[float] = []  # percent of one GPU's SMs the pod needs, over all its devices
         for i, pod in enumerate(pods):
             key = json.dumps(pod.claims, sort_keys=True)
             pod_shapes.append(shapes.setdefault(key, len(shapes)))
@@ -265,6 +290,7 @@ class Simulation:
             ])
             results_hint = sum(len((s.get("devices") or {}).get("requests") or []) for s in pod.claims)
             fallback.append(pod_demand(pod).cores / max(1, results_hint))
+            need_cores.append(pod_demand(pod).cores)
 
         self._pods, self._claim_sets = pods, claim_sets  # read by _replan
         self._pod_shapes, self._fallback = pod_shapes, fallback
@@ -303,7 +329,8 @@ class Simulation:
                 run = running[j]
                 run.work_left = max(0.0, run.work_left - (now - run.since) * run.rate)
                 run.since = now
-                run.rate = min((share_rate(shared[g].values()) for g in run.turns), default=1.0)
+                run.rate = min((share_rate(shared[g].values()) for g in run.turns), default=run.cap)
+                run.rate = min(run.rate, run.cap)
                 live[j] = seq
                 heapq.heappush(events, (now + run.work_left / run.rate, _DEPART, seq, j))
                 seq += 1
@@ -318,6 +345,9 @@ class Simulation:
             placements[pods[i].name] = Placement(
                 run.node.name, now, [f"{r['request']}={r['device']}" for r in results])
             run.work_left, run.since, run.started = pods[i].duration, now, now
+            # The pod's need is spread evenly over the devices it got (a 4-GPU job: 100% of each).
+            run.cap = compute_cap((granted_cores(r, run.node.devices[r["device"]]) for r in results),
+                                  need_cores[i] / max(1, len(results)))
             affected = {i}
             for r in results:
                 cost = run.node.devices[r["device"]]

@@ -52,6 +52,9 @@ class NodeGroup:
     count: int
     models: tuple[str, ...]  # one catalog key per GPU, e.g. ("A100-80GB",) * 8
     strategy: str | None
+    # One strategy per GPU, in `models` order, where the GPUs of a node differ (auto's search of mixed
+    # layouts, portfolio.py); `strategy` then only names the mix ("2xmig+2xsoft").
+    gpu_strategies: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

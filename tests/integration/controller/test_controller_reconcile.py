@@ -225,3 +225,25 @@ def test_a_malformed_claim_gets_a_warning_event_once_and_the_others_are_planned(
     expected = "ResourceClaim ns/broken: spec.devices.requests: expected a list, got str 'x'"
     assert warnings[0]["message"] == expected
     assert r.problems == [warnings[0]["message"]]
+
+
+def test_the_home_layout_is_chosen_by_the_portfolio_once_enough_claims_were_seen(cluster, api, stop) -> None:
+    for k in range(3):
+        cluster.put_claim(claim(mig("1g.10gb"), name=f"iso-{k}"))
+    off = _reconciler(api, stop, layout_min_pods=4)
+    off.reconcile_once()
+    assert off.layout is None and len(off.claim_log.trace(time.time())) == 3  # seen, not enough yet
+    never = _reconciler(api, stop, layout_min_pods=1, layout_interval_s=0)
+    never.reconcile_once()
+    assert never.layout is None
+    r = _reconciler(api, stop, layout_min_pods=3)
+    r.reconcile_once()
+    assert r.layout is not None and r.layout.pods == 3
+    assert set(r.layout.homes) == {"node-a"} and set(r.layout.homes["node-a"]) == {0, 1}
+    # Every one of the portfolio's homes is a strategy the default policy allows, and the winner's
+    # figures are its reason.
+    assert set(r.layout.homes["node-a"].values()) <= {"exclusive", "soft", "mig"}
+    assert "peak" in r.layout.why and "mean delay" in r.layout.why
+    first = r.layout
+    r.reconcile_once()  # within the interval: kept, not chosen again
+    assert r.layout is first

@@ -141,3 +141,29 @@ def test_the_pods_a_claim_is_for_come_from_its_owner_and_its_reservations_once_e
         ]
     }
     assert claim_pods(c) == [("p", "u1"), ("q", "u2")]
+
+
+def test_a_time_sliced_share_from_before_the_upgrade_is_named_as_uncounted() -> None:
+    from support.partitioning import node_slices
+
+    from driver.controller.inputs import uncounted_shares
+
+    def held(uid: str, device: str, consumed: dict | None) -> dict:
+        result = {"request": "g", "driver": "gpu.carve.dev", "pool": "n1", "device": device,
+                  "shareID": f"{uid}-share"}
+        if consumed is not None:
+            result["consumedCapacity"] = consumed
+        return {"metadata": {"name": uid, "namespace": "ns", "uid": uid},
+                "status": {"allocation": {"devices": {"results": [result]}}}}
+
+    now = node_slices("n1", "2xA100-80GB", "timeslice")  # publishes slots and memory
+    claims = [held("old", "gpu-0", None), held("new", "gpu-1", {"slots": "1", "memory": "8Gi"})]
+    lines = uncounted_shares(now, claims)
+    assert len(lines) == 1 and lines[0].startswith("ResourceClaim ns/old: device n1/gpu-0: a share allocated")
+    # Where the device publishes no capacity (1.34), nothing is uncounted: there is nothing to count.
+    from driver.devices import build_slices
+    from driver.devices.catalog import fake_node
+
+    bare = build_slices("n1", fake_node("2xA100-80GB", "n1"), {0: "timeslice", 1: "timeslice"},
+                        k8s_version="1.34")
+    assert uncounted_shares(bare, claims) == []

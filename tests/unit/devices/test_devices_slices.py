@@ -172,3 +172,32 @@ def test_a_slice_filled_exactly_to_its_device_cap_is_not_split():
     over = build_slices("n1", fake_node("3xT4", "n1"), {0: "slots", 1: "slots", 2: "exclusive"},
                         Settings(split_count=cap // 2, soft_context_reserve=0), k8s_version="1.34")
     assert [len(s["spec"]["devices"]) for s in over] == [cap, 1]
+
+
+def test_on_1_34_time_sliced_gpus_carry_no_bookkeeping_capacity_and_still_take_sharers() -> None:
+    # 1.34's scheduler checks a shared device's capacity on the slice's first device (kubernetes#133705):
+    # with `slots`/`memory` every share would count against GPU 0 of the slice. There the device is
+    # published shared and without capacity (what the 1.34 check passes); 1.35+ keeps the bounds.
+    from driver.allocator import Allocator
+    from driver.simulate.cluster import device_classes
+
+    gpus = fake_node("2xA100-80GB", "n")
+    by_version = {}
+    for version in ("1.34", "1.35", "1.37"):
+        slices = build_slices("n", gpus, {0: "timeslice", 1: "timeslice"}, k8s_version=version)
+        devices = [d for s in slices for d in s["spec"].get("devices") or []]
+        assert all(d["allowMultipleAllocations"] for d in devices)
+        by_version[version] = {d["name"]: sorted(d.get("capacity") or {}) for d in devices}
+    assert by_version["1.34"] == {"gpu-0": [], "gpu-1": []}
+    bounded = {"gpu-0": ["memory", "slots"], "gpu-1": ["memory", "slots"]}
+    assert by_version["1.35"] == by_version["1.37"] == bounded
+    # A claim that asks for no capacity is allocated any number of times on 1.34 (no bound there).
+    allocator = Allocator(build_slices("n", gpus, {0: "timeslice", 1: "timeslice"}, k8s_version="1.34"),
+                          device_classes())
+    for k in range(12):
+        claim = {"metadata": {"name": f"c{k}", "namespace": "ns", "uid": f"u{k}"},
+                 "spec": {"devices": {"requests": [{"name": "g", "exactly": {
+                     "deviceClassName": "timeslice.carve.dev"}}]}}}
+        allocation = allocator.allocate(claim, node="n")
+        allocator.add_allocated({**claim, "status": {"allocation": allocation}})
+        assert allocation["devices"]["results"][0]["device"] == "gpu-0"

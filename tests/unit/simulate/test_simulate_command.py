@@ -83,3 +83,27 @@ def test_pods_that_never_fit_are_explained_on_stderr(files, capsys) -> None:
     out = capsys.readouterr()
     assert json.loads(out.out)["pods_never_scheduled"] == 1
     assert "pod huge fits on no node, even empty" in out.err
+
+
+def test_the_objective_reaches_auto_and_bad_search_budgets_are_refused(files, capsys) -> None:
+    # Two pods that each need 60% of one A100 (the trade-off of test_simulate_auto.py): --objective gpus
+    # packs them on one GPU (mig), the default keeps soft's zero delay on two.
+    cluster, trace = files
+    sixty = {"devices": {"requests": [{"name": "g", "firstAvailable": [
+        {"name": "mig", "deviceClassName": "mig.carve.dev", "selectors": [{"cel": {"expression":
+            'device.capacity["gpu.carve.dev"].memory.compareTo(quantity("10Gi")) >= 0'}}]},
+        {"name": "soft", "deviceClassName": "vgpu.carve.dev",
+         "capacity": {"requests": {"memory": "10Gi", "cores": "60"}}}]}]}}
+    trace.write_text(yaml.safe_dump({"pods": [
+        {"name": f"p{i}", "arrival": i, "duration": 1000, "demand": {"memory": "10Gi", "cores": 60},
+         "claims": [sixty]} for i in range(2)]}))
+    peaks = {}
+    for objective in ("balanced", "gpus"):
+        assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--objective", objective,
+                     "-o", "json"]) == 0
+        auto = json.loads(capsys.readouterr().out)
+        assert f"trade-off, objective {objective}" in auto["auto_why"]
+        peaks[objective] = auto["peak_gpus_busy"]
+    assert peaks == {"balanced": 2, "gpus": 1}
+    assert main(["simulate", "--cluster", str(cluster), "--trace", str(trace), "--search-budget", "-1"]) == 2
+    assert "--search-budget: -1 is not a number of runs >= 0" in capsys.readouterr().err

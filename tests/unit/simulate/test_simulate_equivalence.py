@@ -126,6 +126,36 @@ def test_a_time_sliced_gpu_takes_split_count_sharers_within_its_memory() -> None
     assert [take(k, _timeslice_claim("1Gi")) for k in range(2, 7)] == [True, True, True, True, False]
 
 
+def test_time_sliced_shares_allocated_before_the_upgrade_count_nothing_as_in_the_scheduler() -> None:
+    # A claim allocated on the old time-sliced device (no capacity) has a shareID and no
+    # consumedCapacity. The scheduler counts such a share as a use of the device and charges nothing
+    # (kubernetes v1.37.2 pkg/scheduler/framework/plugins/dynamicresources/allocateddevices.go,
+    # foreachAllocatedDevice: the consumed-capacity callback runs only when ConsumedCapacity != nil), so
+    # after the upgrade a GPU with k old shares takes split-count more. carve's allocator does the same,
+    # so the simulator and the controller's what-ifs agree with the cluster (docs/simulate.md says what
+    # to do about it).
+    gpu = fake_gpu("A100-80GB", 0, "n")
+    slices = build_slices("n", [gpu], {0: "timeslice"}, Settings(split_count=4), k8s_version=K8S_VERSION)
+    allocator = Allocator(slices, device_classes())
+    for k in range(3):
+        old = {"metadata": {"name": f"old{k}", "namespace": "ns", "uid": f"old{k}"},
+               "status": {"allocation": {"devices": {"results": [
+                   {"request": "gpu", "driver": "gpu.carve.dev", "pool": "n", "device": "gpu-0",
+                    "shareID": f"00000000-0000-0000-0000-00000000000{k}"}]}}}}
+        allocator.add_allocated(old)
+    placed = 0
+    for k in range(6):
+        claim = {"metadata": {"name": f"c{k}", "namespace": "ns", "uid": f"u{k}"},
+                 "spec": _timeslice_claim("1Gi")}
+        try:
+            allocation = allocator.allocate(claim, node="n")
+        except Unallocatable:
+            break
+        allocator.add_allocated({**claim, "status": {"allocation": allocation}})
+        placed += 1
+    assert placed == 4  # all four slots, beside the three old sharers: seven on a GPU of four
+
+
 def test_time_sliced_pods_take_turns_when_their_compute_exceeds_the_gpu() -> None:
     def ts(name: str, cores: float) -> TracePod:
         return TracePod(name, 0, 1000, (_timeslice_claim("4Gi"),), Demand(4 * GI, cores))
