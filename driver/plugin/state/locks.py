@@ -1,16 +1,23 @@
-"""Locks: one per claim inside the process, and one file lock for the node's plugin state.
+"""Locks: one per claim inside the process and across processes, and one file lock for the node's state.
 
 The kubelet may call prepare for the same claim twice at once (retries); the claim lock makes the second
 call wait and then find the claim prepared. The node lock guards the checkpoint and the devices, and is
 also a `flock` on `<plugin-dir>/plugin.lock`, so during a rolling update two plugin processes never
-change state at the same time.
+change the checkpoint at the same time. A claim's own files (its directory, its CDI spec) are written
+under its claim locks only, between two short holds of the node lock (docs/performance.md); the
+cross-process claim lock (`ClaimFileLocks`) keeps another plugin process from rolling back or preparing
+that claim meanwhile. Order: the claim's locks, then the node lock; whoever holds the node lock only tries
+a claim's file lock (never waits for it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import hashlib
 import os
+import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,3 +72,39 @@ class NodeLock:
                     # Closing the descriptor releases the flock.
                     os.close(self._fd)
                     self._fd = None
+
+
+class ClaimFileLocks:
+    """One exclusive lock per claim UID shared by every plugin process of the node: an open file
+    description lock (F_OFD_SETLK) on one byte of `<plugin-dir>/claims.lock`, at an offset hashed from the
+    UID (48 bits: two UIDs that collide only wait for each other). OFD locks belong to the descriptor, so
+    threads of one process exclude each other too, and closing another descriptor of the file releases
+    nothing (unlike POSIX record locks); the kernel drops them when a crashed process's descriptor closes.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @staticmethod
+    def _flock(uid: str, kind: int) -> bytes:
+        offset = int.from_bytes(hashlib.blake2b(uid.encode(), digest_size=6).digest(), "big")
+        # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks), padded as the C struct
+        return struct.pack("hhqqi4x", kind, os.SEEK_SET, offset, 1, 0)
+
+    @contextlib.contextmanager
+    def hold(self, uid: str, wait: bool = True) -> Iterator[bool]:
+        """Hold the claim's lock for the block; with `wait=False` yields False (holding nothing) when
+        another holder has it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                command = fcntl.F_OFD_SETLKW if wait else fcntl.F_OFD_SETLK
+                fcntl.fcntl(fd, command, self._flock(uid, fcntl.F_WRLCK))
+            except OSError as e:
+                if wait or e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)  # releases the lock
