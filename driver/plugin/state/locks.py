@@ -49,29 +49,45 @@ class ClaimLocks:
 
 
 class NodeLock:
-    """A threading lock plus an exclusive flock on a file; reentrant within one thread."""
+    """A threading lock plus an exclusive flock on a file; reentrant within one thread.
+
+    The file stays open between holds (a prepare takes the lock twice): LOCK_UN releases the flock, and a
+    descriptor whose file was removed (the plugin directory cleaned) is opened again."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self._thread_lock = threading.RLock()
         self._fd: int | None = None
+        self._ino: tuple[int, int] | None = None
         self._depth = 0
+
+    def _open(self) -> int:
+        try:
+            st = os.stat(self.path)
+            if self._fd is not None and (st.st_dev, st.st_ino) == self._ino:
+                return self._fd
+        except FileNotFoundError:
+            pass
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        st = os.fstat(fd)
+        self._fd, self._ino = fd, (st.st_dev, st.st_ino)
+        return fd
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
         with self._thread_lock:
             if self._depth == 0:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
+                fcntl.flock(self._open(), fcntl.LOCK_EX)
             self._depth += 1
             try:
                 yield
             finally:
                 self._depth -= 1
                 if self._depth == 0 and self._fd is not None:
-                    # Closing the descriptor releases the flock.
-                    os.close(self._fd)
-                    self._fd = None
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
 
 
 class ClaimFileLocks:
