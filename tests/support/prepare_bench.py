@@ -90,12 +90,26 @@ class InProcessNode:
         assert not errors, errors
 
 
-def run_rounds(prepare_one: Callable, unprepare_all: Callable, batches: list[list]) -> list[float]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process `pid` has used (/proc/<pid>/stat), all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_rounds(
+    prepare_one: Callable,
+    unprepare_all: Callable,
+    batches: list[list],
+    cpu: Callable[[], float] | None = None,
+    spent: list[float] | None = None,
+) -> list[float]:
     """Each batch: one thread per item released together by a barrier, one prepare each; then the batch is
-    unprepared (outside the timing). Returns every prepare's latency; any prepare error fails."""
+    unprepared (outside the timing). Returns every prepare's latency; any prepare error fails. With `cpu`
+    (a process's CPU seconds so far), the CPU time of each batch's prepares is appended to `spent`."""
     latencies: list[float] = []
     lock = threading.Lock()
     for batch in batches:
+        before = cpu() if cpu else 0.0
         gate = threading.Barrier(len(batch))
         errors: list[str] = []
 
@@ -114,6 +128,8 @@ def run_rounds(prepare_one: Callable, unprepare_all: Callable, batches: list[lis
             t.start()
         for t in threads:
             t.join()
+        if cpu and spent is not None:
+            spent.append(cpu() - before)
         assert not errors, errors[:3]
         unprepare_all(batch)
     return latencies
