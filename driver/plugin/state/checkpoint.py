@@ -300,9 +300,10 @@ class Checkpoint:
                 raise
             finally:
                 os.close(fd)
-                self._stamp = self._file_stamp()  # our own failed write is not another process's change
+                self._stamp = self._file_stamp()  # ours, written or failed: not another process's change
             self._log_records += len(changed)
-        self._stamp = self._file_stamp()
+        else:
+            self._stamp = self._file_stamp()
 
     def _compact(self, claims: dict[str, ClaimRecord]) -> None:
         # The snapshot first (it names the last seq it holds), then the empty log: a crash in between
