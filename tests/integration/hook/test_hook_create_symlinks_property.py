@@ -88,6 +88,8 @@ def plant(container, image: dict[str, str], host) -> None:
     hook's to resolve, not this test's, which would write on the machine itself."""
     for path, text in image.items():
         parts = path.strip("/").split("/")
+        if {".", ".."} & set(parts):
+            continue  # an image holds names, not traversals: "/../x" is no entry of its tree
         where, ok = container.root, True
         for part in parts[:-1]:
             where = where / part
@@ -96,7 +98,7 @@ def plant(container, image: dict[str, str], host) -> None:
                 break
             where.mkdir(exist_ok=True)
         target = where / parts[-1]
-        if ok and not (target.exists() or target.is_symlink()):
+        if ok and not os.path.lexists(target):
             os.symlink(text.format(host=host, proc="proc"), target)
 
 
@@ -104,9 +106,11 @@ def clear(container) -> None:
     """The root as Container made it (an empty /proc): the previous example's image removed, links
     unlinked, never followed."""
     for top in container.root.iterdir():
-        if top.name == "proc" and not top.is_symlink():
+        if top.is_symlink():  # first: is_dir() would follow it (to /proc/self/fd/0, anywhere)
+            top.unlink()
+        elif top.name == "proc":
             continue
-        if top.is_dir() and not top.is_symlink():
+        elif top.is_dir():
             shutil.rmtree(top)
         else:
             top.unlink()
