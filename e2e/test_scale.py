@@ -287,7 +287,11 @@ def _tear_down(api, namespace: str, phase: Phase) -> None:
         if s["spec"].get("nodeName") in nodes:
             custom.delete_cluster_custom_object(G, V, "resourceslices", s["metadata"]["name"])
     for n in phase.nodes:
-        core.delete_node(n)
+        try:
+            core.delete_node(n)
+        except client.exceptions.ApiException as e:
+            if e.status != 404:  # a publish cut short (a failure, a timeout) made only some of them
+                raise
 
 
 def _prepare_latency(api, namespace: str, phase: Phase, run: int) -> list[float]:
@@ -306,6 +310,7 @@ def _prepare_latency(api, namespace: str, phase: Phase, run: int) -> list[float]
 
 
 @pytest.mark.parametrize("node_count", SIZES, ids=[f"{n}x{GPUS_PER_NODE}" for n in SIZES])
+@pytest.mark.timeout(600 * REPEATS)  # a 100 x 8 pair takes 2-5 minutes on the loaded 2-core machine
 def test_scale(cluster, api, namespace, gates_on, node_count):
     if cluster.version.capacity_check_bug:
         # Every soft claim is checked against each slice's first device, which fills after ten claims: the
