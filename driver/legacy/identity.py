@@ -63,7 +63,7 @@ def pod_uids_in_checkpoint(path: Path, resource: str, ids: Sequence[str]) -> set
         raise IdentityError(f"kubelet checkpoint {path}: larger than {MAX_CHECKPOINT_BYTES} bytes")
     try:
         entries = json.loads(raw)["Data"]["PodDeviceEntries"] or []
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nesting past the stack
         raise IdentityError(
             f"kubelet checkpoint {path}: Data.PodDeviceEntries: not the kubelet's format"
         ) from None
@@ -74,7 +74,12 @@ def pod_uids_in_checkpoint(path: Path, resource: str, ids: Sequence[str]) -> set
         held = entry.get("DeviceIDs")
         if isinstance(held, dict):
             held = [i for per_numa in held.values() if isinstance(per_numa, list) for i in per_numa]
-        if isinstance(held, list) and set(held) == wanted and isinstance(entry.get("PodUID"), str):
+        if (
+            isinstance(held, list)
+            and all(isinstance(i, str) for i in held)  # device IDs are strings; anything else is no entry
+            and set(held) == wanted
+            and isinstance(entry.get("PodUID"), str)
+        ):
             found.add(entry["PodUID"])
     return found
 

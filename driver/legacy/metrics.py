@@ -69,8 +69,8 @@ def read_owner(allocation_dir: Path) -> AllocationOwner | None:
             return None
         gpus = tuple((str(g["uuid"]), int(g["minor"])) for g in doc["gpus"])
         return AllocationOwner(str(doc["namespace"]), str(doc["pod"]), str(doc["container"]), gpus)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError):
+        return None  # RecursionError: nesting past the stack; OverflowError: a minor of 1e400
 
 
 class AllocationsCollector(Collector):

@@ -14,21 +14,13 @@ import os
 import pstats
 import statistics
 import time
-import uuid
 
 import pytest
-from support.driverroot import LAYOUTS, build_driver_root, hook_dir
-from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess, result
+from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess
+from support.prepare_bench import InProcessNode, pct, soft_results
 
-from driver import names
-from driver.cluster import LocalCluster
-from driver.plugin.claims.catalog import NodeDevice
-from driver.plugin.claims.plan import ClaimRef
-from driver.plugin.claims.preparer import Preparer, PreparerSettings
-from driver.plugin.container.edits import HostLayout
 from driver.plugin.state import checkpoint as checkpoint_module
 from driver.plugin.state.checkpoint import Checkpoint
-from driver.plugin.state.recovery import recover
 
 ROUNDS = 150
 DURABLE_FSYNCS = 8  # region, limits, CDI spec: file + directory each; checkpoint started + completed
@@ -47,25 +39,14 @@ def where_time_goes(profile: cProfile.Profile, calls: int, top: int) -> list[str
     return out
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def soft_claim(node_or_cluster, i: int):
-    return [
-        result("s", f"gpu-{i % 2}", share_id=str(uuid.uuid4()), consumed={"memory": "1Gi", "cores": "10"})
-    ]
-
-
 def test_prepare_unprepare_latency_over_socket(tmp_path):
     if not FAKE_LIB_READY:
         pytest.fail("fake NVML not built: run `make native`")
     node = FakeNode(tmp_path)
-    kubelet = Kubelet(node)
+    kubelet = Kubelet(node, keep_connection=True)  # as the kubelet: one connection per plugin
     plugin = PluginProcess(node, "0=soft,1=soft,exclusive", extra=("--log-level", "warn")).start()
     try:
-        claims = [node.put_claim(f"c{i}", soft_claim(node, i)) for i in range(ROUNDS)]
+        claims = [node.put_claim(f"c{i}", soft_results(i)) for i in range(ROUNDS)]
         prep, unprep = [], []
         for c in claims:
             t0 = time.perf_counter()
@@ -75,6 +56,7 @@ def test_prepare_unprepare_latency_over_socket(tmp_path):
             prep.append(t1 - t0)
             unprep.append(time.perf_counter() - t1)
     finally:
+        kubelet.close()
         plugin.stop()
     both = [a + b for a, b in zip(prep, unprep, strict=True)]
     print(f"\n[bench] plugin over socket, {ROUNDS} soft-slice claims, one per call:")
@@ -86,32 +68,9 @@ def test_prepare_unprepare_latency_over_socket(tmp_path):
 
 
 def test_fsync_share_of_prepare(tmp_path, monkeypatch, stub_cache):
-    limiter = hook_dir(tmp_path / "lib")
-    (limiter / names.LIMITER_LIBRARY).touch()
-    driver = build_driver_root(tmp_path / "root", LAYOUTS["rhel"], stub_cache)
-    cluster = LocalCluster()
-    catalog = {
-        f"gpu-{i}": NodeDevice(f"gpu-{i}", names.TYPE_VGPU, f"GPU-{i}", i, {"memory": 80 << 30, "cores": 100})
-        for i in range(2)
-    }
-    preparer = Preparer(
-        PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter),
-        cluster,
-        HostLayout.scan(driver, hook_dir=limiter),
-        None,
-        lambda: catalog,
-        Checkpoint(tmp_path / "plugin" / "checkpoint.json", "boot"),
-    )
-    recover(preparer)
-    refs = []
-    for i in range(ROUNDS):
-        obj = cluster.put_resource_claim(
-            {
-                "metadata": {"name": f"c{i}", "namespace": "b"},
-                "status": {"allocation": {"devices": {"results": soft_claim(cluster, i)}}},
-            }
-        )
-        refs.append(ClaimRef("b", f"c{i}", obj["metadata"]["uid"]))
+    node = InProcessNode(tmp_path, stub_cache)
+    preparer = node.preparer
+    refs = [node.put_claim(f"c{i}", soft_results(i)) for i in range(ROUNDS)]
 
     spent = {"all": 0.0, "checkpoint": 0.0}
     in_checkpoint = {"on": False}
@@ -151,7 +110,7 @@ def test_fsync_share_of_prepare(tmp_path, monkeypatch, stub_cache):
         assert preparer.unprepare([ref]) == {ref.uid: ""}
     total = time.perf_counter() - t0
     # the cycles wrote the checkpoint and left it empty once every claim was unprepared
-    after = Checkpoint(tmp_path / "plugin" / "checkpoint.json", "boot").load()
+    after = Checkpoint(node.checkpoint_path, "boot").load()
     assert (after.status, after.claims) == ("ok", {})
     print(
         f"\n[bench] in-process prepare+unprepare x{len(prep_times)}: "

@@ -7,6 +7,7 @@ the plugin process read; allocations are written by hand in the shape the schedu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -302,13 +303,36 @@ class HealthWatch:
 
 
 class Kubelet:
-    """The kubelet's side of the sockets."""
+    """The kubelet's side of the sockets.
 
-    def __init__(self, node: FakeNode):
+    `keep_connection`: the DRA calls share one channel for the Kubelet's lifetime, as the real kubelet keeps
+    one gRPC connection per registered plugin (pkg/kubelet/cm/dra/plugin, getOrCreateGRPCConn); `close()`
+    ends it. Without it each call dials anew, which tests of a restarted plugin rely on.
+    """
+
+    def __init__(self, node: FakeNode, keep_connection: bool = False):
         self.node = node
+        self._kept: grpc.Channel | None = None
+        self._kept_lock = threading.Lock()
+        self.keep_connection = keep_connection
 
     def _channel(self, path: Path) -> grpc.Channel:
         return grpc.insecure_channel(f"unix://{path}")
+
+    def _dra_channel(self):
+        """A context manager yielding the channel of one DRA call."""
+        if not self.keep_connection:
+            return self._channel(self.node.plugin_dir / names.DRA_SOCKET)
+        with self._kept_lock:
+            if self._kept is None:
+                self._kept = self._channel(self.node.plugin_dir / names.DRA_SOCKET)
+        return contextlib.nullcontext(self._kept)
+
+    def close(self) -> None:
+        with self._kept_lock:
+            if self._kept is not None:
+                self._kept.close()
+                self._kept = None
 
     def get_info(self):
         with self._channel(self.node.registry_dir / names.REGISTRATION_SOCKET) as ch:
@@ -339,7 +363,7 @@ class Kubelet:
 
     def prepare(self, claims: list[tuple[str, str, str]], version: str = "v1", timeout: float = 30) -> dict:
         """uid -> {"error": str, "devices": [(request_names, pool, device, cdi_ids, share_id)]}"""
-        with self._channel(self.node.plugin_dir / names.DRA_SOCKET) as ch:
+        with self._dra_channel() as ch:
             pb, stub = self._stub(version, ch)
             req = pb.NodePrepareResourcesRequest(
                 claims=[pb.Claim(namespace=ns, name=n, uid=u) for ns, n, u in claims]
@@ -363,7 +387,7 @@ class Kubelet:
         return out
 
     def unprepare(self, claims: list[tuple[str, str, str]], version: str = "v1", timeout: float = 30) -> dict:
-        with self._channel(self.node.plugin_dir / names.DRA_SOCKET) as ch:
+        with self._dra_channel() as ch:
             pb, stub = self._stub(version, ch)
             req = pb.NodeUnprepareResourcesRequest(
                 claims=[pb.Claim(namespace=ns, name=n, uid=u) for ns, n, u in claims]

@@ -1,13 +1,16 @@
 """Prepare and unprepare claims: the node-side steps, in an order that survives a crash at any point.
 
-prepare (per claim, under its claim lock and the node lock):
+prepare (per claim, under its claim locks: in process and across processes, state/locks.py):
+  under the node lock:
   1. record PrepareStarted in the checkpoint (with the MIG placements it is about to create)
   2. create MIG instances at their allocated placements, each recorded in the MIG journal before and after
      (driver/plugin/mig/journal.py); an instance already at the placement is an error unless the journal
      names it as this claim's (a retry), never adopted otherwise
+  without it (the claim's own files; other claims' prepares overlap here):
   3. write the claim directory: the shared region and the limits file (soft slices and slots)
   4. write the CDI spec (edits from driver/plugin/container/edits.py claim_edits, host files checked again)
-  5. record PrepareCompleted
+  under the node lock again:
+  5. record PrepareCompleted, before the kubelet is answered
 A failure undoes what was done; a crash leaves PrepareStarted, which the next start rolls back
 (driver/plugin/state/recovery.py). unprepare runs the same steps backwards and is a no-op for unknown claims;
 it destroys the instances the journal records for that claim, by their recorded ids, after checking that
@@ -75,7 +78,7 @@ from driver.plugin.state.checkpoint import (
     DeviceRecord,
     MigRecord,
 )
-from driver.plugin.state.locks import ClaimLocks, NodeLock
+from driver.plugin.state.locks import ClaimFileLocks, ClaimLocks, NodeLock
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -122,6 +125,7 @@ class Preparer:
         self.specs = SpecStore(settings.cdi_dir)
         self.claim_locks = ClaimLocks()
         self.node_lock = NodeLock(Path(settings.plugin_dir) / "plugin.lock")
+        self.claim_files = ClaimFileLocks(Path(settings.plugin_dir) / "claims.lock")
         self.claims_dir = Path(settings.plugin_dir) / "claims"
         self.migs = MigKeeper(mig, MigJournal(Path(settings.plugin_dir) / FILE_NAME))
         self.state: dict[str, ClaimRecord] = {}
@@ -201,24 +205,24 @@ class Preparer:
             plan = plan_claim(ref, claim, self.settings.node_name, self.catalog())
             if needs_admin(plan):
                 check_admin_namespace(plan, self._namespace(ref))
-            with self.node_lock.hold():
-                self.sync()
-                leftover = self.state.get(ref.uid)
-                if self._answerable(leftover):  # prepared by another plugin process
-                    return Prepared(devices=tuple(leftover.devices))
-                if leftover and leftover.state == STATE_COMPLETED:
-                    # Its CDI spec vanished: the container could never start. Prepare it again; the MIG
-                    # journal still names its instances, so they are kept, not recreated.
-                    event(log, logging.WARNING, "cdi.missing", uid=ref.uid, action="preparing it again")
-                elif leftover:  # a PrepareStarted left by a failed attempt: start clean
-                    self._undo(leftover, inject=False)
-                record = self._record(plan)
-                record.pods = list(reserved_pods(claim))
+            # The node lock is held twice, briefly: to record PrepareStarted (and create MIG instances),
+            # then to record PrepareCompleted. The claim's own files and CDI spec are written in between
+            # under the claim's locks only, so concurrent prepares overlap their file I/O instead of
+            # queueing behind each other's (docs/performance.md); the cross-process claim lock keeps
+            # another plugin process from rolling this claim back meanwhile.
+            with self.claim_files.hold(ref.uid):
+                begun = self._begin(plan, claim)
+                if isinstance(begun, Prepared):
+                    return begun
+                record, instances, limits, runtime = begun
                 try:
-                    devices, limits = self._apply(plan, record)
+                    self._write(plan, instances, limits, runtime)
+                    self._complete(plan, record, limits)
                 except BaseException:
                     # Roll back this claim only; the error goes to the kubelet, which retries later.
-                    self._undo(record, inject=False)
+                    with self.node_lock.hold():
+                        self.sync()
+                        self._undo(record, inject=False)
                     raise
             # The status report is two API round trips: made outside the node lock (the claim's own lock
             # still orders it against this claim's unprepare), so concurrent prepares do not queue behind
@@ -229,7 +233,7 @@ class Preparer:
                 event(
                     log, logging.WARNING, "claim-status.failed", uid=ref.uid, error=f"{type(e).__name__}: {e}"
                 )
-            return Prepared(devices=tuple(devices))
+            return Prepared(devices=tuple(record.devices))
 
     def _namespace(self, ref: ClaimRef) -> dict | None:
         try:
@@ -271,28 +275,65 @@ class Preparer:
             uid=ref.uid, namespace=ref.namespace, name=ref.name, state=STATE_STARTED, devices=devices
         )
 
-    def _apply(self, plan: ClaimPlan, record: ClaimRecord) -> tuple[list[DeviceRecord], object]:
-        """Prepare under the node lock: (the claim's devices, its limits for the status report)."""
+    def _begin(self, plan: ClaimPlan, claim: dict):
+        """Under the node lock: PrepareStarted, MIG instances, the claim's limits and sharing runtime.
+
+        Returns the checkpoint's answer (Prepared) when another plugin process prepared the claim, else
+        (record, MIG instances by device name, limits or None, runtime or None)."""
         ref = plan.ref
-        self.state[ref.uid] = record
-        self._save(ref.uid)
-        faults.reached("prepare-after-checkpoint-started")
+        with self.node_lock.hold():
+            self.sync()
+            leftover = self.state.get(ref.uid)
+            if self._answerable(leftover):  # prepared by another plugin process
+                return Prepared(devices=tuple(leftover.devices))
+            if leftover and leftover.state == STATE_COMPLETED:
+                # Its CDI spec vanished: the container could never start. Prepare it again; the MIG
+                # journal still names its instances, so they are kept, not recreated.
+                event(log, logging.WARNING, "cdi.missing", uid=ref.uid, action="preparing it again")
+            elif leftover:  # a PrepareStarted left by a failed attempt (we hold its claim locks): start clean
+                self._undo(leftover, inject=False)
+            record = self._record(plan)
+            record.pods = list(reserved_pods(claim))
+            try:
+                self.state[ref.uid] = record
+                self._save(ref.uid)
+                faults.reached("prepare-after-checkpoint-started")
 
-        mig_off = {p.device.gpu_uuid for p in plan.devices if needs_mig_off(p.device) and not p.admin}
-        for gpu_uuid in sorted(mig_off):
-            self.migs.whole_gpu(ref, gpu_uuid)
-        instances: dict[str, MigInstance] = {}
-        for p, rec in zip(plan.devices, record.devices, strict=True):
-            if rec.mig:
-                instances[p.device.name] = inst = self.migs.create(ref, p.device)
-                rec.mig.gpu_instance_id, rec.mig.uuid = inst.gpu_instance_id, inst.uuid
-                rec.mig.compute_instance_id = inst.compute_instance_id
-        faults.reached("prepare-after-mig")
+                mig_off = {p.device.gpu_uuid for p in plan.devices if needs_mig_off(p.device) and not p.admin}
+                for gpu_uuid in sorted(mig_off):
+                    self.migs.whole_gpu(ref, gpu_uuid)
+                instances: dict[str, MigInstance] = {}
+                for p, rec in zip(plan.devices, record.devices, strict=True):
+                    if rec.mig:
+                        instances[p.device.name] = inst = self.migs.create(ref, p.device)
+                        rec.mig.gpu_instance_id, rec.mig.uuid = inst.gpu_instance_id, inst.uuid
+                        rec.mig.compute_instance_id = inst.compute_instance_id
+                faults.reached("prepare-after-mig")
+                limits = claim_limits(plan, region_container_path(ref.uid))
+                # The limits file's runtime (effective shares, high-priority neighbours) comes from the
+                # claims prepared or being prepared on this node; the watcher keeps it current afterwards.
+                runtime = (
+                    None
+                    if limits is None
+                    else claim_runtime(ref.uid, limits, self.state, self.claims_dir, self._claim_regions)
+                )
+            except BaseException:
+                self._undo(record, inject=False)
+                raise
+        return record, instances, limits, runtime
 
+    def _write(self, plan: ClaimPlan, instances: dict[str, MigInstance], limits, runtime) -> None:
+        """The claim's directory (region, limits file) and its CDI spec: its own files only, written under
+        the claim's locks without the node lock."""
+        ref = plan.ref
         files = ClaimFiles(self.claims_dir / ref.uid)
-        limits = claim_limits(plan, region_container_path(ref.uid))
         if limits is not None:
-            self._write_claim_files(ref, files, limits)
+            try:
+                write_claim_files(
+                    files, Path(self.settings.limiter_dir), limits, runtime, region_fs=self.region_fs
+                )
+            except LimiterMissing as e:
+                raise PrepareError(f"{ref}: {e}") from None
         faults.reached("prepare-after-limits")
 
         devices = []
@@ -316,8 +357,22 @@ class Preparer:
         self.specs.write(ref.uid, claim_spec(ref.uid, edits.devices, edits.common))
         faults.reached("prepare-after-cdi")
 
-        record.state = STATE_COMPLETED
-        self._save(ref.uid)
+    def _complete(self, plan: ClaimPlan, record: ClaimRecord, limits) -> None:
+        """Under the node lock: PrepareCompleted, once the claim's files and spec are written."""
+        ref = plan.ref
+        with self.node_lock.hold():
+            self.sync()
+            current = self.state.get(ref.uid)
+            if current is None or current.state != STATE_STARTED:
+                # Only a checkpoint rebuilt by another plugin process (it was corrupt) can get here: we hold
+                # the claim's locks, which every other writer of this claim's record takes first.
+                raise PrepareError(
+                    f"{ref}: its checkpoint record changed while it was prepared "
+                    f"({'gone' if current is None else current.state}); the kubelet retries"
+                )
+            record.state = STATE_COMPLETED
+            self.state[ref.uid] = record  # ours: it carries the MIG ids, which a reloaded copy lacks
+            self._save(ref.uid)
         event(
             log,
             logging.INFO,
@@ -329,7 +384,6 @@ class Preparer:
             limits=None if limits is None else [(d.memory_bytes, d.cores_percent) for d in limits.devices],
         )
         faults.reached("prepare-after-checkpoint-completed")
-        return record.devices, limits
 
     def _enforcement_edits(self, plan: ClaimPlan, files: ClaimFiles, limits):
         """The driver partition's hooks and the MPS client setup of a claim, or None when it has neither."""
@@ -371,21 +425,10 @@ class Preparer:
             break  # one MPS GPU per claim (plan.py checks)
         return edits
 
-    def _write_claim_files(self, ref: ClaimRef, files: ClaimFiles, limits) -> None:
-        try:
-            # The limits file's runtime (effective shares, high-priority neighbours) comes from the claims
-            # already prepared on this node; the watcher keeps it current afterwards.
-            runtime = claim_runtime(ref.uid, limits, self.state, self.claims_dir, self._claim_regions)
-            write_claim_files(
-                files, Path(self.settings.limiter_dir), limits, runtime, region_fs=self.region_fs
-            )
-        except LimiterMissing as e:
-            raise PrepareError(f"{ref}: {e}") from None
-
     # --- unprepare -------------------------------------------------------------------------------------
 
     def _unprepare_one(self, ref: ClaimRef) -> None:
-        with self.claim_locks.hold(ref.uid):
+        with self.claim_locks.hold(ref.uid), self.claim_files.hold(ref.uid):
             with self.node_lock.hold():
                 self.sync()
                 record = self.state.get(ref.uid)

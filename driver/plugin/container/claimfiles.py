@@ -10,6 +10,7 @@ limits file (what the limiter enforces; its directory is mounted read-only).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from driver import names
@@ -34,6 +35,19 @@ def check_limiter(limiter_dir: Path) -> None:
         raise LimiterMissing(f"limiter: {hook} (the ld.so.preload hook) does not exist")
 
 
+def _claim_dir(root: Path) -> None:
+    """The claim's directory, 0700 under a 0700 parent. The parent exists after the first claim: one
+    mkdir for a new claim (a prepare's hot path, docs/performance.md), the parent made only when missing."""
+    try:
+        os.mkdir(root, 0o700)
+    except FileNotFoundError:
+        ensure_private_dir(root.parent)
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass  # a retry: the mode is set below as for a new one
+    os.chmod(root, 0o700)  # whatever the umask took
+
+
 def write_claim_files(
     files: ClaimFiles,
     limiter_dir: Path,
@@ -46,8 +60,7 @@ def write_claim_files(
     claim alone on its GPUs). `region_fs` (auto, on, off): whether the region's directory is a tmpfs of its
     own (regionfs.py; the DRA plugin's --region-fs)."""
     check_limiter(limiter_dir)
-    ensure_private_dir(files.root.parent)
-    ensure_private_dir(files.root)
+    _claim_dir(files.root)
     files.region_dir.mkdir(mode=0o755, exist_ok=True)
     if region_fs != "off":  # what a tenant allocates through its region stays in its own share
         regionfs.cap(files.region_dir, force=region_fs == "on")

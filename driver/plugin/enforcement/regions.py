@@ -167,9 +167,13 @@ def claim_runtime(
         # A claim's shares and neighbour marks depend only on the claims of its own GPUs: skip the rest
         # before anything else (a 1,000-claim node, docs/reliability.md). checkpoint_gpus is empty for a
         # claim without limited devices, so this is limited_claims() restricted to our GPUs.
-        if other == uid or record.state != STATE_COMPLETED or not checkpoint_gpus(record) & mine_gpus:
+        if other == uid or not checkpoint_gpus(record) & mine_gpus:
             continue
         region = known.get(other)
+        # A claim still between its checkpoint records counts once its own prepare computed its region (it
+        # is in `known`): prepares overlap their file writes (docs/performance.md).
+        if record.state != STATE_COMPLETED and region is None:
+            continue
         if region is None:
             try:
                 region = claim_region(other, read_limits(ClaimFiles(Path(claims_dir) / other).limits))

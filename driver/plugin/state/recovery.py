@@ -79,7 +79,15 @@ def recover(preparer: Preparer) -> str:
         else:
             preparer.state = dict(loaded.claims)
             for record in list(preparer.state.values()):
-                if record.state == STATE_STARTED:
+                if record.state != STATE_STARTED:
+                    continue
+                # A claim whose cross-process lock is held is being prepared by another plugin process (a
+                # rolling update) between its two checkpoint records: it is not a crash's leftover. Only
+                # tried: waiting for it under the node lock would deadlock with its PrepareCompleted.
+                with preparer.claim_files.hold(record.uid, wait=False) as ours:
+                    if not ours:
+                        event(log, logging.INFO, "prepare.in-flight", uid=record.uid, action="left to it")
+                        continue
                     event(
                         log,
                         logging.WARNING,

@@ -109,6 +109,7 @@ static void save_current(void)
         fclose(f);
     }
     fprintf(stderr, "%s: failing input (%zu bytes) saved to %s\n", prog, current_len, path);
+    fflush(stderr); /* a target may buffer stderr */
 }
 
 static void on_abort(int sig)
@@ -148,8 +149,10 @@ int main(int argc, char **argv)
         size_t n = fread(data, 1, MAX_INPUT, f);
         fclose(f);
         corpus[ncorpus++] = (struct input){data, n};
-        run_one(data, n);
     }
+    /* All read before the first run: a target may leave the file system behind (contain_fuzz chroots). */
+    for (size_t i = 0; i < ncorpus; i++)
+        run_one(corpus[i].data, corpus[i].len);
     /* $FUZZ_SECONDS: a time budget besides the count (make test runs each target on one) */
     const char *budget = getenv("FUZZ_SECONDS");
     time_t stop_at = budget && atol(budget) > 0 ? time(NULL) + atol(budget) : 0;

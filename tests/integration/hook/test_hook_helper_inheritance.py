@@ -27,6 +27,8 @@ def _free_fd(start: int = 100) -> int:
         except OSError:
             return n
     raise RuntimeError("no free descriptor number")
+
+
 HOSTILE_ENV = {
     "LD_PRELOAD": "/tenant/evil.so",
     "LD_LIBRARY_PATH": "/tenant/lib",

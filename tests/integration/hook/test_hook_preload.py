@@ -91,7 +91,7 @@ def test_the_root_comes_from_the_bundle_config_not_a_nested_key(container, tmp_p
 
 def test_malformed_state_or_config_fails_clearly(container):
     done = container.hook("preload", "--library", LIB, stdin='{"bundle": ')
-    assert done.returncode == 1 and "no absolute \"bundle\"" in done.stderr
+    assert done.returncode == 1 and 'no absolute "bundle"' in done.stderr
     (container.bundle / "config.json").write_text('{"root": {"path": "rootfs"}} trailing')
     done = container.hook("preload", "--library", LIB)
     assert done.returncode == 1 and "root" in done.stderr

@@ -1,0 +1,168 @@
+"""Set-up shared by the prepare benchmarks (tests/benchmarks/test_prepare_concurrency.py,
+test_plugin_prepare_latency.py): the in-process Preparer that is their lower bound, the soft-slice claims
+both paths prepare, rounds of concurrent prepares, percentiles, and py-spy sampling of the plugin process.
+
+The in-process Preparer does the plugin's own work for a claim (limits file, region on its tmpfs when
+`region_fs` allows, CDI spec, checkpoint records) without gRPC, a process boundary or a status writer, so a
+figure over the socket divided by its figure is what the socket and the process add.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from support.driverroot import LAYOUTS, build_driver_root, hook_dir
+from support.plugin_harness import result
+
+from driver import names
+from driver.cluster import LocalCluster
+from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.claims.preparer import Preparer, PreparerSettings
+from driver.plugin.container.edits import HostLayout
+from driver.plugin.state.checkpoint import Checkpoint
+from driver.plugin.state.recovery import recover
+
+GPUS = 2  # the fake node's two soft-sliced A100s (the plugin process's "0=soft,1=soft,exclusive")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def soft_results(i: int) -> list[dict]:
+    """The allocation of one soft-slice claim (1 GiB, 10% of the cores) on GPU i % 2."""
+    return [
+        result("s", f"gpu-{i % GPUS}", share_id=str(uuid.uuid4()), consumed={"memory": "1Gi", "cores": "10"})
+    ]
+
+
+class InProcessNode:
+    """A Preparer called directly, on a driver root and plugin directory under `root`."""
+
+    def __init__(self, root: Path, stub_cache: Path, region_fs: str = "off"):
+        limiter = hook_dir(root / "lib")
+        (limiter / names.LIMITER_LIBRARY).touch()
+        driver = build_driver_root(root / "root", LAYOUTS["rhel"], stub_cache)
+        self.cluster = LocalCluster()
+        catalog = {
+            f"gpu-{i}": NodeDevice(
+                f"gpu-{i}", names.TYPE_VGPU, f"GPU-{i}", i, {"memory": 80 << 30, "cores": 100}
+            )
+            for i in range(GPUS)
+        }
+        self.checkpoint_path = root / "plugin" / "checkpoint.json"
+        self.preparer = Preparer(
+            PreparerSettings("node-a", root / "plugin", root / "cdi", limiter),
+            self.cluster,
+            HostLayout.scan(driver, hook_dir=limiter),
+            None,
+            lambda: catalog,
+            Checkpoint(self.checkpoint_path, "boot"),
+        )
+        self.preparer.region_fs = region_fs
+        recover(self.preparer)
+
+    def put_claim(self, name: str, results: list[dict]) -> ClaimRef:
+        obj = self.cluster.put_resource_claim(
+            {
+                "metadata": {"name": name, "namespace": "b"},
+                "status": {"allocation": {"devices": {"results": results}}},
+            }
+        )
+        return ClaimRef("b", name, obj["metadata"]["uid"])
+
+    def prepare_one(self, ref: ClaimRef) -> str:
+        return self.preparer.prepare([ref])[ref.uid].error
+
+    def unprepare(self, refs: list[ClaimRef]) -> None:
+        errors = {uid: e for uid, e in self.preparer.unprepare(refs).items() if e}
+        assert not errors, errors
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process `pid` has used (/proc/<pid>/stat), all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_rounds(
+    prepare_one: Callable,
+    unprepare_all: Callable,
+    batches: list[list],
+    cpu: Callable[[], float] | None = None,
+    spent: list[float] | None = None,
+) -> list[float]:
+    """Each batch: one thread per item released together by a barrier, one prepare each; then the batch is
+    unprepared (outside the timing). Returns every prepare's latency; any prepare error fails. With `cpu`
+    (a process's CPU seconds so far), the CPU time of each batch's prepares is appended to `spent`."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    for batch in batches:
+        before = cpu() if cpu else 0.0
+        gate = threading.Barrier(len(batch))
+        errors: list[str] = []
+
+        def worker(item, gate=gate, errors=errors):
+            gate.wait()
+            t0 = time.perf_counter()
+            err = prepare_one(item)
+            dt = time.perf_counter() - t0
+            with lock:
+                latencies.append(dt)
+                if err:
+                    errors.append(err)
+
+        threads = [threading.Thread(target=worker, args=(item,)) for item in batch]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if cpu and spent is not None:
+            spent.append(cpu() - before)
+        assert not errors, errors[:3]
+        unprepare_all(batch)
+    return latencies
+
+
+def figures(label: str, v: list[float], base: list[float] | None = None) -> str:
+    out = (
+        f"[bench]   {label:34s} p50 {pct(v, 0.5) * 1e3:7.2f} ms  p99 {pct(v, 0.99) * 1e3:7.2f} ms  "
+        f"mean {statistics.mean(v) * 1e3:7.2f} ms"
+    )
+    if base:
+        ratio50, ratio99 = pct(v, 0.5) / pct(base, 0.5), pct(v, 0.99) / pct(base, 0.99)
+        out += f"  ({ratio50:4.1f}x / {ratio99:4.1f}x the lower bound)"
+    return out
+
+
+@contextlib.contextmanager
+def sampled(pid: int, out_dir: str | None, name: str = "plugin.folded") -> Iterator[None]:
+    """py-spy samples process `pid` at 200 Hz (all threads, idle included) while the block runs, when
+    `out_dir` is set and py-spy is installed; raw folded stacks go to `out_dir/name`."""
+    spy = None
+    if out_dir and shutil.which("py-spy"):
+        os.makedirs(out_dir, exist_ok=True)
+        out = os.path.join(out_dir, name)
+        spy = subprocess.Popen(
+            ["py-spy", "record", "--threads", "--idle", "-r", "200", "-f", "raw", "-o", out, "-p", str(pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.0)
+    try:
+        yield
+    finally:
+        if spy is not None:
+            spy.send_signal(2)  # SIGINT: py-spy writes what it sampled and exits
+            spy.wait(timeout=30)
