@@ -57,7 +57,8 @@ mutate: native
 
 # What CI runs after `make test`: the lines changed since SINCE (default: see docs/testing.md), time-boxed.
 mutate-changed: native
-	nice -n 5 $(PY) hack/mutate_generated.py --changed-since $(SINCE) --budget $${CARVE_MUTATE_BUDGET_S:-300}
+	nice -n 5 $(PY) hack/mutate_generated.py --changed-since $(SINCE) --budget $${CARVE_MUTATE_BUDGET_S:-300} \
+	  --max-mutants $${CARVE_MUTATE_MAX:-24}
 
 demo: native
 	$(VENV)/bin/carve demo

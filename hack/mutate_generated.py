@@ -14,20 +14,23 @@ hack/mutants_allowed.yaml lists it with a reason (an equivalent mutant: no test 
     hack/mutate_generated.py --full --sample 30    30 mutants of each package, per-package score (make mutate)
     hack/mutate_generated.py --at FILE:LINE        every mutant of that line (a survivor, once tested)
 
-Time-boxed by --budget (or $CARVE_MUTATE_BUDGET_S): no mutant starts once the budget is spent; what ran is
-reported. Mutants are drawn in a fixed pseudo-random order (--seed, default the HEAD commit), so a run is
-reproducible and a short budget still samples every changed file. Exit status: 0 clean, 1 a survivor not
-allowed (or, with --full, a package under its goal), 2 a configuration or baseline problem.
+Time-boxed by --budget (or $CARVE_MUTATE_BUDGET_S) and --max-mutants: no mutant starts once either is
+spent; what ran is reported. Mutants are drawn in a fixed pseudo-random order (--seed; each mutant's place
+is a hash of the seed and of the mutant itself, draw_key), so a run is reproducible, a survivor stays drawn
+until it is killed or allowed, and a short budget still samples every changed file (files interleaved).
+Exit status: 0 clean, 1 a survivor not allowed (or, with --full, a package under its goal), 2 a
+configuration or baseline problem.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import fcntl
 import fnmatch
 import hashlib
+import math
 import os
-import random
 import re
 import shutil
 import signal
@@ -45,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES_FILE = ROOT / "hack" / "mutation_packages.yaml"
 ALLOWED_FILE = ROOT / "hack" / "mutants_allowed.yaml"
 DEFAULT_BUDGET_S = 300
+DEFAULT_SEED = "carve"
 # Operators whose mutants are not bugs a test can catch in this code base, with why:
 SKIPPED_OPERATORS = {
     # decorators here are @dataclass/@property/@staticmethod/@classmethod/@contextmanager: removing one
@@ -91,6 +95,7 @@ class Mutant:
     original_line: str
     mutated_line: str
     text: str = field(repr=False)  # the whole mutated file
+    nth: int = 0  # Python: which of its operator's mutants of this line (the draw's key, draw_key)
 
     @property
     def key(self) -> str:
@@ -109,8 +114,9 @@ class Allowed:
     reason: str
 
     def matches(self, m: Mutant) -> bool:
+        # `mutated: "*"`: every mutant of the line (a line whose effect no test can observe, said in reason)
         return (m.path == self.path and m.original_line.strip() == self.original.strip()
-                and m.mutated_line.strip() == self.mutated.strip())
+                and (self.mutated.strip() == "*" or m.mutated_line.strip() == self.mutated.strip()))
 
 
 # --- configuration ---------------------------------------------------------------------------------------
@@ -179,7 +185,9 @@ def _git(*args: str) -> str:
 
 def default_since() -> str:
     """The base a change is measured from: $CARVE_MUTATE_SINCE; on a branch, its merge-base with main; on
-    main (CI's fresh clone), the last commit more than 24 hours older than HEAD (a session's work)."""
+    main (CI's fresh clone, full history), the first-parent ancestor of HEAD that was main 24 hours before
+    HEAD's commit: the diff is what the last day's merges and commits brought (a session's work). A
+    fresh clone has no record of which commit CI passed last, so the window is by commit time."""
     if os.environ.get("CARVE_MUTATE_SINCE"):
         return os.environ["CARVE_MUTATE_SINCE"]
     branch = _git("rev-parse", "--abbrev-ref", "HEAD").strip()
@@ -193,7 +201,7 @@ def default_since() -> str:
         print("mutate: a shallow clone has no history to compare with: fetch it (git fetch --unshallow) or "
               "set CARVE_MUTATE_SINCE", file=sys.stderr)
     head_time = int(_git("log", "-1", "--format=%ct", "HEAD").strip())
-    before = _git("rev-list", "-1", f"--before={head_time - 24 * 3600}", "HEAD").strip()
+    before = _git("rev-list", "-1", "--first-parent", f"--before={head_time - 24 * 3600}", "HEAD").strip()
     return before or _git("rev-list", "--max-parents=0", "HEAD").split()[0]
 
 
@@ -232,11 +240,13 @@ def python_mutants(path: str, lines: set[int] | None) -> Iterator[Mutant]:
             continue
         operator = cls()
         positions = [start for node in ast_nodes(tree) for start, _ in operator.mutation_positions(node)]
+        on_line: dict[int, int] = {}
         for occurrence, (line, _col) in enumerate(positions):
+            nth = on_line[line] = on_line.get(line, -1) + 1
             if lines is not None and line not in lines:
                 continue
             yield Mutant(path, line, f"{name}#{occurrence}",
-                         original[line - 1] if line <= len(original) else "", "", "")
+                         original[line - 1] if line <= len(original) else "", "", "", nth)
 
 
 def _without_annotations(code: str) -> str | None:
@@ -282,7 +292,7 @@ def materialize(m: Mutant) -> Mutant | None:
         return None
     mutated = text.splitlines()
     line = mutated[m.line - 1] if m.line <= len(mutated) else ""
-    return Mutant(m.path, m.line, name.removeprefix("core/"), m.original_line, line, text)
+    return Mutant(m.path, m.line, name.removeprefix("core/"), m.original_line, line, text, m.nth)
 
 
 _UM_MUTANT = re.compile(
@@ -310,6 +320,18 @@ def c_mutants(path: str, lines: set[int] | None) -> Iterator[Mutant]:
                 continue
             seen.add(text)
             yield Mutant(path, int(m[1]), "universalmutator", m[2], m[3], text)
+
+
+def draw_key(seed: str, m: Mutant) -> str:
+    """Where a mutant falls in the draw: a hash of the seed and of what the mutant is (its file, the line's
+    text, the operator and, for C, the mutated line), not of its position among the others. So a mutant
+    keeps its place when other code changes or a test is added: a survivor CI drew is drawn again until a
+    test kills it or hack/mutants_allowed.yaml lists it, and a run on the same tree draws the same sample.
+    (Python mutants are made when drawn, so the operator and which of its mutants of the line it is stand
+    in for the mutated text.)"""
+    name, _, occurrence = m.operator.rpartition("#")
+    what = f"{name}#{m.nth}" if occurrence else m.mutated_line.strip()
+    return hashlib.sha256(f"{seed}\0{m.path}\0{m.original_line.strip()}\0{what}".encode()).hexdigest()
 
 
 def mutants_of(path: str, lines: set[int] | None) -> Iterator[Mutant]:
@@ -408,6 +430,16 @@ class Tally:
     def counted(self) -> int:
         return self.killed + len(self.survived) + self.allowed
 
+    def interval(self) -> tuple[float, float] | None:
+        """The score's 95% Wilson interval: a sample of n mutants says where the package's score lies."""
+        n = self.killed + len(self.survived)
+        if not n:
+            return None
+        z, p = 1.96, self.killed / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return 100.0 * max(0.0, centre - half), 100.0 * min(1.0, centre + half)
+
     def score(self) -> float | None:
         # an allowed survivor is an equivalent mutant: not a bug, so not counted against the tests
         total = self.killed + len(self.survived)
@@ -436,7 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     budget = float(os.environ.get("CARVE_MUTATE_BUDGET_S", DEFAULT_BUDGET_S))
     parser.add_argument("--budget", type=float, default=budget,
                         help="seconds; no mutant starts after (default $CARVE_MUTATE_BUDGET_S or 300)")
-    parser.add_argument("--seed", default="", help="the draw order's seed (default: the HEAD commit)")
+    parser.add_argument("--seed", default=DEFAULT_SEED,
+                        help=f"the draw order's seed (default {DEFAULT_SEED!r})")
+    parser.add_argument("--max-mutants", type=int, default=0,
+                        help="run at most this many mutants in all (0: no cap; CI's cap, with --budget)")
     parser.add_argument("--list", action="store_true", help="print the mutants that would run, run none")
     parser.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"))
     args = parser.parse_args(argv)
@@ -471,8 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated mutants of the lines changed since {since[:12]}: {len(wanted)} file(s) in the "
               f"mutation packages", flush=True)
 
-    restore_leftovers(packages)
-    seed = args.seed or _git("rev-parse", "HEAD").strip()
+    seed = args.seed
     tallies: dict[str, Tally] = {p.name: Tally() for p in packages}
     queue: list[tuple[Mutant, Package, Owner]] = []
     try:
@@ -484,8 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 mine += [(m, pkg, owner) for m in mutants_of(f, wanted[f])]
             tallies[pkg.name].generated = len(mine)
-            random.Random(f"{seed}:{pkg.name}").shuffle(mine)
-            queue += mine
+            queue += sorted(mine, key=lambda item: draw_key(seed, item[0]))
     except (ConfigError, subprocess.SubprocessError) as e:
         print(f"mutate: generating mutants: {e}", file=sys.stderr)
         return 2
@@ -497,8 +530,19 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{pkg.name}: {m.describe()}  tests: {' '.join(owner.tests)}")
         return 0
 
+    # One run at a time in a tree: a second one would take the first's backup for a leftover and put it back
+    # under the first's running tests.
+    tree = hashlib.sha256(bytes(ROOT)).hexdigest()[:12]
+    lock = os.open(Path(tempfile.gettempdir()) / f"carve-mutate-{tree}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:  # held until the process exits
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"mutate: another run is mutating {ROOT}; wait for it", file=sys.stderr)
+        return 2
+    restore_leftovers(packages)
     signal.signal(signal.SIGTERM, _on_signal)
     baselines: dict[tuple[str, ...], float | None] = {}
+    ran = 0
     try:
         for pkg in {p.name: p for _, p, _ in queue}.values():  # the unmutated tree builds, once per package
             if not build(pkg):
@@ -515,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             if any(a.matches(m) for a in allowed):
                 t.allowed += 1
                 continue
-            if time.monotonic() - started > args.budget:
+            if time.monotonic() - started > args.budget or (args.max_mutants and ran >= args.max_mutants):
                 t.not_run += 1
                 continue
             if owner.tests not in baselines:
@@ -531,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
                 t.not_run += 1
                 continue
             verdict, detail = run_mutant(m, pkg, owner, timeout, args.python)
+            ran += 1
             progress = f"[{i + 1}/{len(queue)} {elapsed:.0f}s]"
             print(f"{progress} {verdict.upper()}: {m.describe()} {detail}", flush=True)
             if verdict == "killed":
@@ -568,6 +613,8 @@ def report(tallies: dict[str, Tally], packages: list[Package], full: bool, took:
         score = t.score()
         run = t.killed + len(t.survived)
         shown = f"{score:.0f}%" if score is not None else "-"
+        if (ci := t.interval()) is not None:
+            shown += f", 95% interval {ci[0]:.0f}-{ci[1]:.0f}%"
         goal = f", goal {pkg.goal}%" if pkg.goal is not None else ""
         print(f"  {pkg.name}: {t.killed} / {run} killed ({shown}{goal}); {t.generated} generated, "
               f"{t.invalid} invalid, {t.allowed} allowed as equivalent, {t.not_run} not run")

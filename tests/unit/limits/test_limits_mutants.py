@@ -1,0 +1,45 @@
+"""Survivors of generated mutants in driver/limits (docs/testing.md, "Generated mutants"), killed through
+what the plugin and the limiter see: where a claim's limits file lives, an effective share out of range,
+and a mountinfo line whose device number is not numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from driver.limits import ClaimLimits, ClaimRuntime, DeviceLimit, limits_path_for, read_limits, write_limits
+from driver.limits.mounts import parse_mountinfo
+from driver.limits.region import RegionError
+
+
+def test_the_limits_file_is_limits_limits_beside_the_region(tmp_path):
+    # the limiter (native/src/limits.c) opens <region dir>/limits/limits; the plugin writes it there
+    assert limits_path_for("/var/run/carve/uid-1/region") == Path("/var/run/carve/uid-1/limits/limits")
+    region = tmp_path / "claim" / "region"
+    path = limits_path_for(region)
+    write_limits(path, ClaimLimits((DeviceLimit(1 << 30, 40),), str(region)))
+    assert path == tmp_path / "claim" / "limits" / "limits"
+    assert read_limits(path).cores_limits[0] == 40
+
+
+@pytest.mark.parametrize("share", [-1, 101])
+def test_an_effective_share_out_of_0_to_100_is_refused_naming_the_device(tmp_path, share):
+    path = tmp_path / "limits" / "limits"
+    limits = ClaimLimits((DeviceLimit(1 << 30, 50), DeviceLimit(1 << 30, 50)), "/r")
+    with pytest.raises(RegionError, match=rf"devices\[1\] effective share {share} is not in 0..100"):
+        write_limits(path, limits, ClaimRuntime(shares=(50, share)))
+    assert not path.exists()  # nothing half-written
+    for edge in (0, 100):  # both ends are valid
+        write_limits(path, limits, ClaimRuntime(shares=(edge, edge)))
+        assert read_limits(path).cores_limits[:2] == (edge, edge)
+
+
+def test_a_mountinfo_line_whose_device_is_not_two_numbers_is_skipped():
+    lines = [
+        "30 22 8:x /a /a rw - ext4 /dev/sda1 rw",  # minor not a number
+        "31 22 y:1 /b /b rw - ext4 /dev/sda1 rw",  # major not a number
+        "32 22 8:2 /c /c rw - ext4 /dev/sda2 rw",
+    ]
+    (entry,) = parse_mountinfo("\n".join(lines))
+    assert (entry.major, entry.minor, entry.mount_point) == (8, 2, "/c")
