@@ -1,6 +1,6 @@
 """Survivors of generated mutants in driver/limits (docs/testing.md, "Generated mutants"), killed through
 what the plugin and the limiter see: where a claim's limits file lives, an effective share out of range,
-and a mountinfo line whose device number is not numbers."""
+a mountinfo line whose device number is not numbers, memory past a uint64, a region header's size."""
 
 from __future__ import annotations
 
@@ -8,9 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from driver.limits import ClaimLimits, ClaimRuntime, DeviceLimit, limits_path_for, read_limits, write_limits
+from driver.limits import (
+    ClaimLimits,
+    ClaimRuntime,
+    DeviceLimit,
+    create_region,
+    limits_path_for,
+    read_limits,
+    write_limits,
+)
+from driver.limits.env import LimitsError
 from driver.limits.mounts import parse_mountinfo
-from driver.limits.region import RegionError
+from driver.limits.region import REGION_SIZE, Region, RegionError, RegionStruct
 
 
 def test_the_limits_file_is_limits_limits_beside_the_region(tmp_path):
@@ -43,3 +52,26 @@ def test_a_mountinfo_line_whose_device_is_not_two_numbers_is_skipped():
     ]
     (entry,) = parse_mountinfo("\n".join(lines))
     assert (entry.major, entry.minor, entry.mount_point) == (8, 2, "/c")
+
+
+def test_memory_of_2_to_the_64_bytes_is_refused_and_one_less_is_kept(tmp_path):
+    # the limits file's memory_limit is a uint64: 2**64 would wrap to "unlimited" (0)
+    region = tmp_path / "region"
+    too_big = r"limits.devices\[0\].memory_bytes: 18446744073709551616 is out of range"
+    with pytest.raises(LimitsError, match=too_big):
+        create_region(region, ClaimLimits((DeviceLimit(1 << 64, 0),), str(region)))
+    create_region(region, ClaimLimits((DeviceLimit((1 << 64) - 1, 0),), str(region)))
+    assert Region.open(region).device_count == 1
+
+
+@pytest.mark.parametrize("delta", [-8, 8])
+def test_a_region_whose_header_gives_another_size_is_refused(tmp_path, delta):
+    region = tmp_path / "region"
+    create_region(region, ClaimLimits((DeviceLimit(1 << 30, 50),), str(region)))
+    data = bytearray(region.read_bytes())
+    s = RegionStruct.from_buffer(data)
+    s.size = REGION_SIZE + delta
+    del s
+    region.write_bytes(bytes(data))
+    with pytest.raises(RegionError, match=f"size field is {REGION_SIZE + delta}, expected {REGION_SIZE}"):
+        Region.open(region)
