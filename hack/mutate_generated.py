@@ -530,16 +530,19 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{pkg.name}: {m.describe()}  tests: {' '.join(owner.tests)}")
         return 0
 
-    # One run at a time in a tree: a second one would take the first's backup for a leftover and put it back
-    # under the first's running tests.
-    tree = hashlib.sha256(bytes(ROOT)).hexdigest()[:12]
-    lock = os.open(Path(tempfile.gettempdir()) / f"carve-mutate-{tree}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:  # held until the process exits
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"mutate: another run is mutating {ROOT}; wait for it", file=sys.stderr)
-        return 2
-    restore_leftovers(packages)
+    # One run at a time per package of a tree: a second one would take the first's backup for a leftover
+    # and put it back under the first's running tests. (Runs of different packages may share a tree, when
+    # one's mutants cannot reach the other's tests: driver/allocator beside native/src, not native/src
+    # beside driver/limits, whose tests preload the limiter.)
+    for pkg in {p.name: p for _, p, _ in queue}.values():
+        tag = hashlib.sha256(f"{ROOT}\0{pkg.name}".encode()).hexdigest()[:12]
+        lock = os.open(Path(tempfile.gettempdir()) / f"carve-mutate-{tag}.lock", os.O_RDWR | os.O_CREAT)
+        try:  # held until the process exits
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"mutate: another run is mutating {pkg.name} in {ROOT}; wait for it", file=sys.stderr)
+            return 2
+    restore_leftovers({p.name: p for _, p, _ in queue}.values())
     signal.signal(signal.SIGTERM, _on_signal)
     baselines: dict[tuple[str, ...], float | None] = {}
     ran = 0
