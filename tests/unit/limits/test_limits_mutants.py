@@ -75,3 +75,14 @@ def test_a_region_whose_header_gives_another_size_is_refused(tmp_path, delta):
     region.write_bytes(bytes(data))
     with pytest.raises(RegionError, match=f"size field is {REGION_SIZE + delta}, expected {REGION_SIZE}"):
         Region.open(region)
+
+
+def test_a_uuid_of_48_bytes_is_refused_and_47_round_trips(tmp_path):
+    # the files keep it in char[48] with its NUL: 47 bytes is the longest the limiter can compare
+    path = tmp_path / "limits" / "limits"
+    longest = "GPU-" + "a" * 43
+    write_limits(path, ClaimLimits((DeviceLimit(1 << 30, 0, uuid=longest),), "/r"))
+    assert read_limits(path).uuids[0] == longest
+    with pytest.raises(LimitsError, match=r"limits.devices\[0\].uuid: 'GPU-a+b' is longer than 47 bytes"):
+        write_limits(path, ClaimLimits((DeviceLimit(1 << 30, 0, uuid=longest + "b"),), "/r"))
+    assert read_limits(path).uuids[0] == longest  # the file in place is untouched
