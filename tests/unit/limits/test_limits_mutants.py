@@ -1,9 +1,12 @@
 """Survivors of generated mutants in driver/limits (docs/testing.md, "Generated mutants"), killed through
 what the plugin and the limiter see: where a claim's limits file lives, an effective share out of range,
-a mountinfo line whose device number is not numbers, memory past a uint64, a region header's size."""
+a mountinfo line whose device number is not numbers, memory past a uint64, a region header's size, a uuid
+of 48 bytes, blocks a tenant allocated past its region's end."""
 
 from __future__ import annotations
 
+import ctypes
+import os
 from pathlib import Path
 
 import pytest
@@ -86,3 +89,48 @@ def test_a_uuid_of_48_bytes_is_refused_and_47_round_trips(tmp_path):
     with pytest.raises(LimitsError, match=r"limits.devices\[0\].uuid: 'GPU-a+b' is longer than 47 bytes"):
         write_limits(path, ClaimLimits((DeviceLimit(1 << 30, 0, uuid=longest + "b"),), "/r"))
     assert read_limits(path).uuids[0] == longest  # the file in place is untouched
+
+
+def test_opening_a_region_a_tenant_grew_past_its_end_gives_the_blocks_back(tmp_path):
+    # the plugin opens the claim's region with cut_oversized: blocks allocated past the end with
+    # fallocate(FALLOC_FL_KEEP_SIZE) (st_size unchanged) are freed, the region's own bytes stay
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    region = tmp_path / "region"
+    create_region(region, ClaimLimits((DeviceLimit(1 << 30, 50),), str(region)))
+    content = region.read_bytes()
+    fd = os.open(region, os.O_RDWR)
+    try:
+        assert libc.fallocate(fd, 1, 0, REGION_SIZE + (8 << 20)) == 0, ctypes.get_errno()  # KEEP_SIZE
+    finally:
+        os.close(fd)
+    grown = region.stat().st_blocks * 512
+    assert grown >= 8 << 20
+    with Region.open(region):  # not cut: the file is read as it is
+        pass
+    assert region.stat().st_blocks * 512 == grown
+    with Region.open(region, cut_oversized=True):
+        pass
+    st = region.stat()
+    assert st.st_size == REGION_SIZE and st.st_blocks * 512 < REGION_SIZE + (64 << 10), st.st_blocks
+    assert region.read_bytes() == content
+
+
+def test_a_containers_init_process_pid_1_is_listed_with_its_usage(tmp_path):
+    # in its own pid namespace a container's main process is pid 1: the limiter gives it a slot like any
+    # other, and the plugin's attribution must see it (a free slot has pid 0)
+    region = tmp_path / "region"
+    create_region(region, ClaimLimits((DeviceLimit(1 << 30, 50),), str(region)))
+    data = bytearray(region.read_bytes())
+    s = RegionStruct.from_buffer(data)
+    s.procs[3].pid, s.procs[3].pid_ns, s.procs[3].used[0] = 1, 4026531836, 5 << 20
+    del s
+    region.write_bytes(bytes(data))
+    with Region.open(region) as r:
+        (p,) = r.processes()
+    assert (p.pid, p.host_pid, p.used, p.pid_ns) == (1, 0, (5 << 20,), 4026531836)
+
+
+def test_a_negative_cores_percent_is_refused_naming_the_field(tmp_path):
+    with pytest.raises(LimitsError, match=r"limits.devices\[0\].cores_percent: -1 is not in 0..100"):
+        write_limits(tmp_path / "limits", ClaimLimits((DeviceLimit(1 << 30, -1),), "/r"))
