@@ -48,7 +48,7 @@ test-runc:
 
 # Generated mutation testing (docs/testing.md, "Generated mutants"): MUTATE_SAMPLE valid mutants of each
 # package of hack/mutation_packages.yaml, the score per package (killed / run) against its goal.
-MUTATE_SAMPLE ?= 30
+MUTATE_SAMPLE ?= 40
 MUTATE_BUDGET ?= 3600
 MUTATE_PACKAGES ?= driver/plugin driver/limits driver/allocator native/src
 mutate: native
