@@ -49,7 +49,7 @@ test-runc:
 # Generated mutation testing (docs/testing.md, "Generated mutants"): MUTATE_SAMPLE valid mutants of each
 # package of hack/mutation_packages.yaml, the score per package (killed / run) against its goal.
 MUTATE_SAMPLE ?= 40
-MUTATE_BUDGET ?= 3600
+MUTATE_BUDGET ?= 7200
 MUTATE_PACKAGES ?= driver/plugin driver/limits driver/allocator native/src
 mutate: native
 	nice -n 5 $(PY) hack/mutate_generated.py --full --sample $(MUTATE_SAMPLE) --budget $(MUTATE_BUDGET) \
