@@ -79,3 +79,46 @@ def test_allocations_past_the_table_are_charged_and_released_exactly(claim):
     with Region.open(c.region) as r:
         assert r.used_bytes(0) == 0
         assert r.peak_bytes(0) == res["charged"]
+
+
+REUSE = textwrap.dedent(
+    """
+    import ctypes, json
+    cuda = ctypes.CDLL("libcuda.so.1")
+    ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+    assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    def free_now():
+        assert cuda.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == 0
+        return free.value
+    held = ctypes.c_uint64()
+    assert cuda.cuMemAlloc_v2(ctypes.byref(held), ctypes.c_size_t(64 << 12)) == 0
+    seen, reused, after = {}, 0, []
+    for i in range(300):
+        size = 512 * (1 + (i * 7) % 8)  # all within one page: the same address comes back
+        p = ctypes.c_uint64()
+        assert cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(size)) == 0
+        if p.value in seen and seen[p.value] != size:
+            reused += 1
+        seen[p.value] = size
+        assert cuda.cuMemFree_v2(ctypes.c_uint64(p.value)) == 0
+        after.append(free_now())
+    print(json.dumps({"reused": reused, "after": sorted(set(after)), "total": total.value}))
+    """
+)
+
+
+def test_an_address_freed_and_allocated_again_at_another_size_releases_the_new_size(claim):
+    # A driver hands a freed address out again (here for a buffer of another size within the same page);
+    # the limiter's entry for the old allocation must be gone, or the next free of that address releases
+    # the old size (releasing too much lets the claim past its quota, too little leaks it).
+    limit = 64 * MIB
+    c = claim().create(memory=limit)
+    proc = subprocess.run(
+        [sys.executable, "-c", REUSE], env=c.env(), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["reused"] > 0, "the fake driver never gave an address out again: nothing was tested"
+    assert res["after"] == [limit - 64 * 4096]  # after every free: only the held buffer is charged
