@@ -165,3 +165,33 @@ def test_quantities_are_equal_by_value_in_either_order():
     for a, b in (("2Gi", "1Gi"), ("1Gi", "2Gi")):
         assert not cel.evaluate(f'quantity("{a}") == quantity("{b}")', empty)
         assert cel.evaluate(f'quantity("{a}") != quantity("{b}")', empty)
+
+
+def test_a_longer_regex_costs_more():
+    # Kubernetes' estimate for matches/find: the string's traversal times the pattern's length factor
+    name = f'device.attributes["{DRIVER}"].name'
+    short, long = (_cost(f'{name}.matches("{"a" * n}")') for n in (1, 400))
+    assert long > short, (short, long)
+
+
+def test_a_regex_costs_the_strings_traversal_times_a_quarter_of_the_patterns_length():
+    # Kubernetes' cost model: stringTraversalCostFactor 0.1 per character of the string, times
+    # regexStringLengthCostFactor 0.25 per character of the pattern (each rounded up)
+    text = "x" * 100
+    costs = {n: _cost(f'"{text}".matches("{"a" * n}")') for n in (8, 40)}
+    assert costs[40] - costs[8] == 10 * (10 - 2), costs
+
+
+def test_a_claim_that_fits_no_node_names_the_first_nodes_and_counts_the_rest():
+    from driver.allocator.explain import NODES_IN_DETAIL
+
+    def slices(n):
+        return [slice_(f"s{i}", [dev(f"g{i}")], node=f"n{i}") for i in range(n)]
+
+    wants = claim("c", exactly("r", count=2))  # one GPU per node: fits none
+    with pytest.raises(Unallocatable) as few:
+        allocate(wants, slices(NODES_IN_DETAIL), CLASSES)
+    assert f"does not fit on any of {NODES_IN_DETAIL} nodes" in str(few.value)
+    assert "more nodes" not in str(few.value)
+    with pytest.raises(Unallocatable, match=f"of {NODES_IN_DETAIL + 2} nodes; .*; 2 more nodes$"):
+        allocate(wants, slices(NODES_IN_DETAIL + 2), CLASSES)
