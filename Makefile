@@ -48,8 +48,8 @@ test-runc:
 
 # Generated mutation testing (docs/testing.md, "Generated mutants"): MUTATE_SAMPLE valid mutants of each
 # package of hack/mutation_packages.yaml, the score per package (killed / run) against its goal.
-MUTATE_SAMPLE ?= 30
-MUTATE_BUDGET ?= 3600
+MUTATE_SAMPLE ?= 40
+MUTATE_BUDGET ?= 7200
 MUTATE_PACKAGES ?= driver/plugin driver/limits driver/allocator native/src
 mutate: native
 	nice -n 5 $(PY) hack/mutate_generated.py --full --sample $(MUTATE_SAMPLE) --budget $(MUTATE_BUDGET) \
@@ -57,7 +57,8 @@ mutate: native
 
 # What CI runs after `make test`: the lines changed since SINCE (default: see docs/testing.md), time-boxed.
 mutate-changed: native
-	nice -n 5 $(PY) hack/mutate_generated.py --changed-since $(SINCE) --budget $${CARVE_MUTATE_BUDGET_S:-300}
+	nice -n 5 $(PY) hack/mutate_generated.py --changed-since $(SINCE) --budget $${CARVE_MUTATE_BUDGET_S:-300} \
+	  --max-mutants $${CARVE_MUTATE_MAX:-24}
 
 demo: native
 	$(VENV)/bin/carve demo

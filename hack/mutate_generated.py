@@ -14,20 +14,23 @@ hack/mutants_allowed.yaml lists it with a reason (an equivalent mutant: no test 
     hack/mutate_generated.py --full --sample 30    30 mutants of each package, per-package score (make mutate)
     hack/mutate_generated.py --at FILE:LINE        every mutant of that line (a survivor, once tested)
 
-Time-boxed by --budget (or $CARVE_MUTATE_BUDGET_S): no mutant starts once the budget is spent; what ran is
-reported. Mutants are drawn in a fixed pseudo-random order (--seed, default the HEAD commit), so a run is
-reproducible and a short budget still samples every changed file. Exit status: 0 clean, 1 a survivor not
-allowed (or, with --full, a package under its goal), 2 a configuration or baseline problem.
+Time-boxed by --budget (or $CARVE_MUTATE_BUDGET_S) and --max-mutants: no mutant starts once either is
+spent; what ran is reported. Mutants are drawn in a fixed pseudo-random order (--seed; each mutant's place
+is a hash of the seed and of the mutant itself, draw_key), so a run is reproducible, a survivor stays drawn
+until it is killed or allowed, and a short budget still samples every changed file (files interleaved).
+Exit status: 0 clean, 1 a survivor not allowed (or, with --full, a package under its goal), 2 a
+configuration or baseline problem.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import fcntl
 import fnmatch
 import hashlib
+import math
 import os
-import random
 import re
 import shutil
 import signal
@@ -45,6 +48,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES_FILE = ROOT / "hack" / "mutation_packages.yaml"
 ALLOWED_FILE = ROOT / "hack" / "mutants_allowed.yaml"
 DEFAULT_BUDGET_S = 300
+DEFAULT_SEED = "carve"
+# A mutant's timeout when no baseline was measured (--no-baseline): the slowest owner's tests (driver/plugin's
+# integration files) take about 80 s on a loaded 2-core machine; a timeout counts as killed.
+NO_BASELINE_TIMEOUT_S = 240.0
 # Operators whose mutants are not bugs a test can catch in this code base, with why:
 SKIPPED_OPERATORS = {
     # decorators here are @dataclass/@property/@staticmethod/@classmethod/@contextmanager: removing one
@@ -91,6 +98,7 @@ class Mutant:
     original_line: str
     mutated_line: str
     text: str = field(repr=False)  # the whole mutated file
+    nth: int = 0  # Python: which of its operator's mutants of this line (the draw's key, draw_key)
 
     @property
     def key(self) -> str:
@@ -109,8 +117,9 @@ class Allowed:
     reason: str
 
     def matches(self, m: Mutant) -> bool:
+        # `mutated: "*"`: every mutant of the line (a line whose effect no test can observe, said in reason)
         return (m.path == self.path and m.original_line.strip() == self.original.strip()
-                and m.mutated_line.strip() == self.mutated.strip())
+                and (self.mutated.strip() == "*" or m.mutated_line.strip() == self.mutated.strip()))
 
 
 # --- configuration ---------------------------------------------------------------------------------------
@@ -179,7 +188,9 @@ def _git(*args: str) -> str:
 
 def default_since() -> str:
     """The base a change is measured from: $CARVE_MUTATE_SINCE; on a branch, its merge-base with main; on
-    main (CI's fresh clone), the last commit more than 24 hours older than HEAD (a session's work)."""
+    main (CI's fresh clone, full history), the first-parent ancestor of HEAD that was main 24 hours before
+    HEAD's commit: the diff is what the last day's merges and commits brought (a session's work). A
+    fresh clone has no record of which commit CI passed last, so the window is by commit time."""
     if os.environ.get("CARVE_MUTATE_SINCE"):
         return os.environ["CARVE_MUTATE_SINCE"]
     branch = _git("rev-parse", "--abbrev-ref", "HEAD").strip()
@@ -193,7 +204,7 @@ def default_since() -> str:
         print("mutate: a shallow clone has no history to compare with: fetch it (git fetch --unshallow) or "
               "set CARVE_MUTATE_SINCE", file=sys.stderr)
     head_time = int(_git("log", "-1", "--format=%ct", "HEAD").strip())
-    before = _git("rev-list", "-1", f"--before={head_time - 24 * 3600}", "HEAD").strip()
+    before = _git("rev-list", "-1", "--first-parent", f"--before={head_time - 24 * 3600}", "HEAD").strip()
     return before or _git("rev-list", "--max-parents=0", "HEAD").split()[0]
 
 
@@ -232,11 +243,13 @@ def python_mutants(path: str, lines: set[int] | None) -> Iterator[Mutant]:
             continue
         operator = cls()
         positions = [start for node in ast_nodes(tree) for start, _ in operator.mutation_positions(node)]
+        on_line: dict[int, int] = {}
         for occurrence, (line, _col) in enumerate(positions):
+            nth = on_line[line] = on_line.get(line, -1) + 1
             if lines is not None and line not in lines:
                 continue
             yield Mutant(path, line, f"{name}#{occurrence}",
-                         original[line - 1] if line <= len(original) else "", "", "")
+                         original[line - 1] if line <= len(original) else "", "", "", nth)
 
 
 def _without_annotations(code: str) -> str | None:
@@ -282,7 +295,7 @@ def materialize(m: Mutant) -> Mutant | None:
         return None
     mutated = text.splitlines()
     line = mutated[m.line - 1] if m.line <= len(mutated) else ""
-    return Mutant(m.path, m.line, name.removeprefix("core/"), m.original_line, line, text)
+    return Mutant(m.path, m.line, name.removeprefix("core/"), m.original_line, line, text, m.nth)
 
 
 _UM_MUTANT = re.compile(
@@ -310,6 +323,18 @@ def c_mutants(path: str, lines: set[int] | None) -> Iterator[Mutant]:
                 continue
             seen.add(text)
             yield Mutant(path, int(m[1]), "universalmutator", m[2], m[3], text)
+
+
+def draw_key(seed: str, m: Mutant) -> str:
+    """Where a mutant falls in the draw: a hash of the seed and of what the mutant is (its file, the line's
+    text, the operator and, for C, the mutated line), not of its position among the others. So a mutant
+    keeps its place when other code changes or a test is added: a survivor CI drew is drawn again until a
+    test kills it or hack/mutants_allowed.yaml lists it, and a run on the same tree draws the same sample.
+    (Python mutants are made when drawn, so the operator and which of its mutants of the line it is stand
+    in for the mutated text.)"""
+    name, _, occurrence = m.operator.rpartition("#")
+    what = f"{name}#{m.nth}" if occurrence else m.mutated_line.strip()
+    return hashlib.sha256(f"{seed}\0{m.path}\0{m.original_line.strip()}\0{what}".encode()).hexdigest()
 
 
 def mutants_of(path: str, lines: set[int] | None) -> Iterator[Mutant]:
@@ -408,6 +433,16 @@ class Tally:
     def counted(self) -> int:
         return self.killed + len(self.survived) + self.allowed
 
+    def interval(self) -> tuple[float, float] | None:
+        """The score's 95% Wilson interval: a sample of n mutants says where the package's score lies."""
+        n = self.killed + len(self.survived)
+        if not n:
+            return None
+        z, p = 1.96, self.killed / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return 100.0 * max(0.0, centre - half), 100.0 * min(1.0, centre + half)
+
     def score(self) -> float | None:
         # an allowed survivor is an equivalent mutant: not a bug, so not counted against the tests
         total = self.killed + len(self.survived)
@@ -436,8 +471,14 @@ def main(argv: list[str] | None = None) -> int:
     budget = float(os.environ.get("CARVE_MUTATE_BUDGET_S", DEFAULT_BUDGET_S))
     parser.add_argument("--budget", type=float, default=budget,
                         help="seconds; no mutant starts after (default $CARVE_MUTATE_BUDGET_S or 300)")
-    parser.add_argument("--seed", default="", help="the draw order's seed (default: the HEAD commit)")
+    parser.add_argument("--seed", default=DEFAULT_SEED,
+                        help=f"the draw order's seed (default {DEFAULT_SEED!r})")
+    parser.add_argument("--max-mutants", type=int, default=0,
+                        help="run at most this many mutants in all (0: no cap; CI's cap, with --budget)")
     parser.add_argument("--list", action="store_true", help="print the mutants that would run, run none")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the owners' unmutated runs: only right after the whole suite passed "
+                             "(CI, after make test); each mutant then has NO_BASELINE_TIMEOUT_S")
     parser.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"))
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -471,8 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generated mutants of the lines changed since {since[:12]}: {len(wanted)} file(s) in the "
               f"mutation packages", flush=True)
 
-    restore_leftovers(packages)
-    seed = args.seed or _git("rev-parse", "HEAD").strip()
+    seed = args.seed
     tallies: dict[str, Tally] = {p.name: Tally() for p in packages}
     queue: list[tuple[Mutant, Package, Owner]] = []
     try:
@@ -484,8 +524,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 mine += [(m, pkg, owner) for m in mutants_of(f, wanted[f])]
             tallies[pkg.name].generated = len(mine)
-            random.Random(f"{seed}:{pkg.name}").shuffle(mine)
-            queue += mine
+            queue += sorted(mine, key=lambda item: draw_key(seed, item[0]))
     except (ConfigError, subprocess.SubprocessError) as e:
         print(f"mutate: generating mutants: {e}", file=sys.stderr)
         return 2
@@ -497,8 +536,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{pkg.name}: {m.describe()}  tests: {' '.join(owner.tests)}")
         return 0
 
+    # One run at a time per package of a tree: a second one would take the first's backup for a leftover
+    # and put it back under the first's running tests. (Runs of different packages may share a tree, when
+    # one's mutants cannot reach the other's tests: driver/allocator beside native/src, not native/src
+    # beside driver/limits, whose tests preload the limiter.)
+    for pkg in {p.name: p for _, p, _ in queue}.values():
+        tag = hashlib.sha256(f"{ROOT}\0{pkg.name}".encode()).hexdigest()[:12]
+        lock = os.open(Path(tempfile.gettempdir()) / f"carve-mutate-{tag}.lock", os.O_RDWR | os.O_CREAT)
+        try:  # held until the process exits
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"mutate: another run is mutating {pkg.name} in {ROOT}; wait for it", file=sys.stderr)
+            return 2
+    restore_leftovers({p.name: p for _, p, _ in queue}.values())
     signal.signal(signal.SIGTERM, _on_signal)
     baselines: dict[tuple[str, ...], float | None] = {}
+    ran = 0
     try:
         for pkg in {p.name: p for _, p, _ in queue}.values():  # the unmutated tree builds, once per package
             if not build(pkg):
@@ -515,22 +568,27 @@ def main(argv: list[str] | None = None) -> int:
             if any(a.matches(m) for a in allowed):
                 t.allowed += 1
                 continue
-            if time.monotonic() - started > args.budget:
+            if time.monotonic() - started > args.budget or (args.max_mutants and ran >= args.max_mutants):
                 t.not_run += 1
                 continue
-            if owner.tests not in baselines:
-                verdict, detail, took = run_tests(owner.tests, 1800, args.python)
-                if verdict != "passed":
-                    tests = " ".join(owner.tests)
-                    print(f"mutate: baseline of {tests} fails unmutated: {detail}", file=sys.stderr)
-                    return 2
-                baselines[owner.tests] = took
-            timeout = max(60.0, 3 * baselines[owner.tests] + 30)
-            elapsed = time.monotonic() - started
-            if elapsed + baselines[owner.tests] > args.budget:
-                t.not_run += 1
-                continue
+            if args.no_baseline:  # the suite just passed (CI's make test): no owner's time is known
+                elapsed = time.monotonic() - started
+                timeout = NO_BASELINE_TIMEOUT_S
+            else:
+                if owner.tests not in baselines:
+                    verdict, detail, took = run_tests(owner.tests, 1800, args.python)
+                    if verdict != "passed":
+                        tests = " ".join(owner.tests)
+                        print(f"mutate: baseline of {tests} fails unmutated: {detail}", file=sys.stderr)
+                        return 2
+                    baselines[owner.tests] = took
+                timeout = max(60.0, 3 * baselines[owner.tests] + 30)
+                elapsed = time.monotonic() - started
+                if elapsed + baselines[owner.tests] > args.budget:
+                    t.not_run += 1
+                    continue
             verdict, detail = run_mutant(m, pkg, owner, timeout, args.python)
+            ran += 1
             progress = f"[{i + 1}/{len(queue)} {elapsed:.0f}s]"
             print(f"{progress} {verdict.upper()}: {m.describe()} {detail}", flush=True)
             if verdict == "killed":
@@ -568,6 +626,8 @@ def report(tallies: dict[str, Tally], packages: list[Package], full: bool, took:
         score = t.score()
         run = t.killed + len(t.survived)
         shown = f"{score:.0f}%" if score is not None else "-"
+        if (ci := t.interval()) is not None:
+            shown += f", 95% interval {ci[0]:.0f}-{ci[1]:.0f}%"
         goal = f", goal {pkg.goal}%" if pkg.goal is not None else ""
         print(f"  {pkg.name}: {t.killed} / {run} killed ({shown}{goal}); {t.generated} generated, "
               f"{t.invalid} invalid, {t.allowed} allowed as equivalent, {t.not_run} not run")

@@ -246,7 +246,7 @@ def upperAscii(s: Any) -> celtypes.StringType:
 def replace(s: Any, old: Any, new: Any, n: Any = -1) -> celtypes.StringType:
     text, before, after, count = _str(s, "replace"), _str(old, "replace"), _str(new, "replace"), int(n)
     # Charge the result's size before building it: nested replaces grow a string geometrically.
-    hits = text.count(before) if before else len(text) + 1
+    hits = text.count(before)  # str.count("") is len + 1, as Go's strings.Count
     if count >= 0:
         hits = min(hits, count)
     Meter.charge(traversal_cost(len(text) + hits * len(after)))

@@ -59,8 +59,8 @@ def open_untrusted(
             os.ftruncate(fd, size)
         elif st.st_size != size:
             raise RegionError(f"{what} {path}: size is {st.st_size} bytes, expected {size}")
-        if cut_oversized and st.st_blocks * 512 > _PAGE * -(-size // _PAGE):
-            punch_past_end(fd, size)  # blocks a tenant allocated past the end (FALLOC_FL_KEEP_SIZE)
+        if cut_oversized:  # blocks a tenant allocated past the end (FALLOC_FL_KEEP_SIZE); none: a no-op
+            punch_past_end(fd, size)
     except BaseException:
         os.close(fd)
         raise

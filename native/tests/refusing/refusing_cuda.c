@@ -14,6 +14,8 @@
  *                                leaving the allocation in place (as a driver with a sticky error does)
  *   REFUSING_CUDA_ALLOC_OVER=B   cuMemAlloc_v2 of more than B bytes fails with CUDA_ERROR_OUT_OF_MEMORY
  *                                without reaching the fake
+ *   REFUSING_CUDA_DEVICE_COUNT=R cuDeviceGetCount fails with the CUresult R (a driver that cannot say how many
+ *                                devices it has)
  * refusingCudaRefusals() returns how many calls it refused (tests check the refusal happened).
  * refusingCudaInstantiateUnseen() instantiates a graph by calling the fake directly, as code the limiter
  * does not intercept would (a graph instantiated before the limiter saw it): the limiter has no record of
@@ -70,6 +72,19 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return real(dptr, bytesize);
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count)
+{
+    static CUresult (*real)(int *);
+    if (!real)
+        real = (CUresult(*)(int *))fake("cuDeviceGetCount");
+    uint64_t rc = env_u64("REFUSING_CUDA_DEVICE_COUNT", 0);
+    if (rc) {
+        __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+        return (CUresult)rc;
+    }
+    return real(count);
 }
 
 EXPORT uint64_t refusingCudaRefusals(void)

@@ -54,6 +54,22 @@ def test_an_allowed_survivor_without_a_reason_is_refused(mg, tmp_path):
     assert entry.matches(mg.Mutant("a.py", 3, "NumberReplacer", "    x = 1\n", "    x = 2", "..."))
     assert not entry.matches(mg.Mutant("b.py", 3, "NumberReplacer", "x = 1", "x = 2", "..."))
     assert not entry.matches(mg.Mutant("a.py", 3, "NumberReplacer", "x = 1", "x = 0", "..."))
+    f.write_text('allowed:\n  - {file: a.py, original: "x = 1", mutated: "*", reason: never observed}\n')
+    (entry,) = mg.load_allowed(f)  # every mutant of that line, and of no other
+    assert entry.matches(mg.Mutant("a.py", 3, "NumberReplacer", "x = 1", "x = 0", "..."))
+    assert not entry.matches(mg.Mutant("a.py", 3, "NumberReplacer", "x = 2", "x = 0", "..."))
+
+
+def test_a_mutants_place_in_the_draw_depends_on_the_seed_and_the_mutant_not_on_the_others(mg, tree):
+    mutants = list(mg.python_mutants("pkg/calc.py", None))
+    keys = {m.operator: mg.draw_key("s", m) for m in mutants}
+    assert len(set(keys.values())) == len(keys)
+    # a line added above moves every mutant's line and occurrence, not its place in the draw
+    calc = mg.ROOT / "pkg" / "calc.py"
+    calc.write_text("X = 1 + 2\n\n" + calc.read_text())
+    moved = [m for m in mg.python_mutants("pkg/calc.py", None) if "used" in m.original_line]
+    assert {mg.draw_key("s", m) for m in moved} == set(keys.values())
+    assert {mg.draw_key("t", m) for m in moved}.isdisjoint(keys.values())
 
 
 def test_changed_lines_are_read_from_the_new_side_of_each_hunk(mg, monkeypatch):
