@@ -23,7 +23,9 @@ from driver.simulate.inputs import cluster_from_data, trace_from_data
 
 REPO = Path(__file__).resolve().parents[3]
 FENCE = re.compile(r"^```ya?ml\n(.*?)^```", re.S | re.M)
-K8S_KINDS = {"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod", "ResourceSlice", "Job", "ResourceQuota"}
+K8S_KINDS = {
+    "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "Pod", "ResourceSlice", "Job", "ResourceQuota",
+}
 # Kueue's kinds in docs/kueue.md (v1beta2, the version e2e/test_kueue.py uses against the real Kueue).
 KUEUE_KINDS = {"Configuration", "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"}
 
