@@ -291,9 +291,17 @@ def _check_webhook_flags(args: argparse.Namespace) -> None:
 
 
 def _webhooks(args: argparse.Namespace, api, reconciler):
-    """The admission webhooks on --webhook-addr, reading the reconciler's informers."""
+    """The admission webhooks on --webhook-addr (driver/admission.py), reading the reconciler's informers:
+
+    - POST /validate-budget[/memory|/cores]: namespace GPU budgets (driver/quota/webhook.py) for
+      ResourceClaims and ResourceClaimTemplates; one path per webhook of the chart (one per budget label, as a
+      namespaceSelector cannot say "either label"), each checking every budget of the namespace so they agree;
+    - POST /mutate-hami: the HAMi pod conversion (driver/convert/webhook.py).
+    The controller is where these belong: its informers of ResourceClaims, ResourceSlices and Namespaces give
+    the sums and the GPU models from memory, not from a LIST per request, and it runs as two replicas.
+    """
+    from driver.admission import AdmissionServer
     from driver.cluster.base import AlreadyExists, ClusterError, NotFound
-    from driver.controller.webhook import AdmissionServer
     from driver.convert.hami import Options, models_from_slices
     from driver.convert.webhook import HamiMutator, TemplateError
     from driver.quota.webhook import BudgetCheck

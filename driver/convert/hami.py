@@ -1,5 +1,5 @@
 """HAMi pod specs to DRA, pure: one model for `carve convert` (command.py) and the controller's mutating
-webhook (driver/controller/webhook.py).
+webhook (driver/admission.py).
 
 Each container that asks HAMi's resources (`nvidia.com/gpu`, `nvidia.com/gpumem` in MiB,
 `nvidia.com/gpumem-percentage`, `nvidia.com/gpucores` in percent of SMs, `nvidia.com/priority`) is parsed by

@@ -1,4 +1,4 @@
-"""The opt-in mutating webhook of HAMi pods (served by the controller, driver/controller/webhook.py): the
+"""The opt-in mutating webhook of HAMi pods (served by the controller, driver/admission.py): the
 same conversion as `carve convert` (hami.py), applied to each Pod as it is created.
 
 A mutating webhook cannot add objects to the pod's request, and a pod can name only existing claims or

@@ -8,24 +8,19 @@ For a pod that asks for any of the legacy resources (init containers included) i
 - denies a privileged container that asks for a GPU: it would see every GPU and bypass the limiter;
 - denies a pod the extender would never place (its request does not parse, or a container asks a priority
   the admin does not allow in its namespace: docs/legacy.md, "Priority"), with the extender's reason.
-Answers are AdmissionReview v1 with a JSONPatch.
+Answers are AdmissionReview v1 with a JSONPatch, served by driver/admission.py.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import logging
-import ssl
-import threading
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-from driver import names
+from driver import admission, names
 from driver.legacy.request import Defaults, RequestError, pod_request, wants_legacy_gpu
-from driver.plugin.logfmt import event
 
-log = logging.getLogger(__name__)
 MAX_BODY = 1 << 20
 SIZE_NAMES = (names.LEGACY_GPUMEM, names.LEGACY_GPUMEM_PERCENTAGE, names.LEGACY_GPUCORES)
 
@@ -81,13 +76,10 @@ def review(
     return Decision(True, patch=tuple(patch))
 
 
-def admission_response(
-    body: dict, scheduler_name: str, default_gpu_num: int, defaults: Defaults | None = None
-) -> dict:
-    """AdmissionReview in -> AdmissionReview out (v1)."""
-    request = body.get("request")
-    if body.get("kind") != "AdmissionReview" or not isinstance(request, dict):
-        raise ValueError("body: expected an AdmissionReview with a request")
+def pod_review(
+    request: Mapping[str, Any], scheduler_name: str, default_gpu_num: int, defaults: Defaults | None = None
+) -> Decision:
+    """An AdmissionRequest's pod -> the decision (the route's handler)."""
     pod = request.get("object") or {}
     if (
         isinstance(pod, dict)
@@ -96,18 +88,23 @@ def admission_response(
     ):
         # A created pod's namespace is the request's (the object may not carry it yet).
         pod = {**pod, "metadata": {**(pod.get("metadata") or {}), "namespace": request["namespace"]}}
-    decision = review(pod, scheduler_name, default_gpu_num, defaults)
-    response: dict = {"uid": request.get("uid", ""), "allowed": decision.allowed}
-    if not decision.allowed:
-        response["status"] = {"code": 403, "message": decision.message}
-    if decision.patch:
-        response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(list(decision.patch)).encode()).decode()
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    return review(pod, scheduler_name, default_gpu_num, defaults)
 
 
-class WebhookServer:
-    """POST /mutate over HTTPS (plain HTTP when no certificate is given, for tests)."""
+def admission_response(
+    body: dict, scheduler_name: str, default_gpu_num: int, defaults: Defaults | None = None
+) -> dict:
+    """AdmissionReview in -> AdmissionReview out (v1)."""
+    return admission.admission_response(
+        body,
+        functools.partial(
+            pod_review, scheduler_name=scheduler_name, default_gpu_num=default_gpu_num, defaults=defaults
+        ),
+    )
+
+
+class WebhookServer(admission.AdmissionServer):
+    """POST /mutate over HTTPS (plain HTTP without a certificate: tests)."""
 
     def __init__(
         self,
@@ -118,62 +115,7 @@ class WebhookServer:
         key_file: str = "",
         defaults: Defaults | None = None,
     ) -> None:
-        host, _, port = addr.rpartition(":")
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                outer._serve(self)
-
-        self.scheduler_name = scheduler_name
-        self.default_gpu_num = default_gpu_num
-        self.defaults = defaults
-        self.httpd = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
-        self.httpd.daemon_threads = True
-        if cert_file:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-            ctx.load_cert_chain(cert_file, key_file)
-            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_address[1]
-
-    def start(self) -> None:
-        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), name="webhook", daemon=True).start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def _serve(self, h: BaseHTTPRequestHandler) -> None:
-        def reply(code: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            h.send_response(code)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(data)))
-            h.end_headers()
-            h.wfile.write(data)
-
-        if h.path.rstrip("/") != "/mutate":
-            return reply(404, {"error": f"no route POST {h.path}"})
-        try:
-            length = int(h.headers.get("Content-Length") or "0")
-        except ValueError:
-            return reply(400, {"error": "Content-Length: not a number"})
-        if not 0 <= length <= MAX_BODY:
-            h.close_connection = True
-            return reply(413, {"error": f"request body of {length} bytes is over the {MAX_BODY}-byte limit"})
-        try:
-            body = json.loads(h.rfile.read(length))
-            if not isinstance(body, dict):
-                raise ValueError("body: expected a JSON object")
-            return reply(
-                200, admission_response(body, self.scheduler_name, self.default_gpu_num, self.defaults)
-            )
-        except (ValueError, UnicodeDecodeError) as e:
-            return reply(400, {"error": f"/mutate: {e}"})
-        except Exception as e:
-            event(log, logging.ERROR, "webhook.internal-error", exc_info=True, error=repr(e))
-            return reply(500, {"error": f"internal error: {type(e).__name__}: {e}"})
+        handler = functools.partial(
+            pod_review, scheduler_name=scheduler_name, default_gpu_num=default_gpu_num, defaults=defaults
+        )
+        super().__init__(addr, {"/mutate": handler}, cert_file, key_file, max_body=MAX_BODY)

@@ -1,4 +1,4 @@
-"""The controller's admission webhooks over real HTTPS (driver/controller/webhook.py): AdmissionReview v1 in,
+"""The controller's admission webhooks over real HTTPS (driver/admission.py): AdmissionReview v1 in,
 the budget refusal and the HAMi conversion's JSONPatch out, as the API server would call them; the patch
 applied to the pod gives the converted pod; bad bodies, unknown paths and oversize bodies are answered with
 an HTTP error, never a dead server."""
@@ -14,7 +14,7 @@ import ssl
 import pytest
 
 from driver import names
-from driver.controller.webhook import MAX_BODY, AdmissionServer
+from driver.admission import MAX_BODY, AdmissionServer
 from driver.convert.hami import GpuModel
 from driver.convert.webhook import HamiMutator, TemplateError
 from driver.quota.webhook import BudgetCheck

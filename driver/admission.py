@@ -1,13 +1,8 @@
-"""The controller's admission webhooks over HTTPS (AdmissionReview v1), each off unless its flag is given:
-
-- POST /validate-budget[/memory|/cores]: namespace GPU budgets (driver/quota/webhook.py) for
-  ResourceClaims and ResourceClaimTemplates; one path per webhook of the chart (one per budget label, as a
-  namespaceSelector cannot say "either label"), each checking every budget of the namespace so the two agree;
-- POST /mutate-hami: the HAMi pod conversion (driver/convert/webhook.py).
-
-The controller is where these belong: it already runs with informers of ResourceClaims, ResourceSlices and
-Namespaces (the sums and the GPU models come from memory, not from a LIST per request) and as two replicas.
-Bodies are bounded (MAX_BODY); a bad body is a 400, an unexpected error a 500 for that request only.
+"""Admission webhooks over HTTPS (AdmissionReview v1): the edge both carve webhooks share, the controller's
+(namespace budgets, the HAMi conversion: driver/controller/command.py routes them) and the legacy shim's
+(driver/legacy/webhook.py). Each route is a pure handler, request -> answer; this module bounds the body
+(max_body), answers a bad body with a 400 and an unexpected error with a 500 for that request only, and turns
+an answer into the AdmissionResponse (a 403 status with the message when refused, a JSONPatch when given).
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ from typing import Any, Protocol
 from driver.plugin.logfmt import event
 
 log = logging.getLogger(__name__)
-MAX_BODY = 3 << 20  # the API server's own request limit is 3 MiB
+MAX_BODY = 3 << 20  # the API server's own request limit is 3 MiB: the default bound
 
 
 class Answer(Protocol):
@@ -60,7 +55,12 @@ class AdmissionServer:
     """Routes (path -> handler) over HTTPS; plain HTTP when no certificate is given (tests)."""
 
     def __init__(
-        self, addr: str, routes: dict[str, Handler], cert_file: str = "", key_file: str = ""
+        self,
+        addr: str,
+        routes: dict[str, Handler],
+        cert_file: str = "",
+        key_file: str = "",
+        max_body: int = MAX_BODY,
     ) -> None:
         host, _, port = addr.rpartition(":")
         outer = self
@@ -73,6 +73,7 @@ class AdmissionServer:
                 outer._serve(self)
 
         self.routes = routes
+        self.max_body = max_body
         self.httpd = ThreadingHTTPServer((host or "0.0.0.0", int(port)), _Handler)
         self.httpd.daemon_threads = True
         if cert_file:
@@ -107,9 +108,11 @@ class AdmissionServer:
             length = int(h.headers.get("Content-Length") or "0")
         except ValueError:
             return reply(400, {"error": "Content-Length: not a number"})
-        if not 0 <= length <= MAX_BODY:
+        if not 0 <= length <= self.max_body:
             h.close_connection = True
-            return reply(413, {"error": f"request body of {length} bytes is over the {MAX_BODY}-byte limit"})
+            return reply(
+                413, {"error": f"request body of {length} bytes is over the {self.max_body}-byte limit"}
+            )
         try:
             body = json.loads(h.rfile.read(length))
             if not isinstance(body, dict):
