@@ -70,3 +70,13 @@ def namespace(api, cluster):
     from e2e import kube
 
     kube.delete_namespace(api, name, claims=cluster.version.dra)
+
+
+@pytest.fixture(scope="module")
+def webhooks(cluster):
+    """The controller's admission webhooks (e2e/controller_webhooks.py), one per test module that asks."""
+    from e2e.controller_webhooks import ControllerWebhooks
+
+    w = ControllerWebhooks(cluster).start()
+    yield w
+    w.stop()

@@ -26,7 +26,7 @@ from driver import names
 from driver.allocator import quantity
 from e2e import kube
 from e2e.cluster.launcher import render_chart
-from e2e.controller_webhooks import HAMI_NAMESPACE_LABEL, ControllerWebhooks
+from e2e.controller_webhooks import HAMI_NAMESPACE_LABEL
 
 G, V = "resource.k8s.io", "v1"
 MI = 1 << 20
@@ -203,13 +203,6 @@ def test_carve_convert_output_runs_as_hami_meant(api, cluster, namespace, gates_
 
 
 # --- the mutating webhook -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def webhooks(cluster):
-    w = ControllerWebhooks(cluster).start()
-    yield w
-    w.stop()
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from driver import names
 from e2e import kube
-from e2e.controller_webhooks import ControllerWebhooks
 
 G, V = "resource.k8s.io", "v1"
 GI = 1 << 30
@@ -101,13 +100,6 @@ def test_resourcequota_counts_carve_devices_per_class_not_capacity(api, namespac
 
 
 # --- carve's namespace budget ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def webhooks(cluster):
-    w = ControllerWebhooks(cluster).start()
-    yield w
-    w.stop()
 
 
 @pytest.fixture
