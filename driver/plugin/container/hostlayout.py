@@ -39,6 +39,9 @@ NO_LEGACY_RUNTIME_ENV = "NVIDIA_VISIBLE_DEVICES=void"
 LIBCUDA_DIR_ENV = "NVIDIA_CTK_LIBCUDA_DIR"
 
 
+_STAMPED = (*LIBRARY_SEARCH_DIRS, "etc/ld.so.cache")  # what a driver install or upgrade changes
+
+
 @dataclass(frozen=True)
 class HostLayout:
     """The driver files and device nodes as the plugin sees them, and the host paths the runtime needs.
@@ -147,10 +150,13 @@ class HostLayout:
     def _library_dirs_stamp(self) -> tuple:
         # Installing or upgrading a driver adds, renames or removes library files, which changes the mtime
         # of the directory they are in (or the ld cache that points to them).
+        # os.path on a str, not pathlib: this runs at every prepare, and building a Path per directory
+        # cost more than the stat.
+        root = os.fspath(self.driver_root)
         stamp = []
-        for d in (*LIBRARY_SEARCH_DIRS, "etc/ld.so.cache"):
+        for d in _STAMPED:
             try:
-                st = os.stat(self.driver_root / d)
+                st = os.stat(os.path.join(root, d))
                 stamp.append((st.st_ino, st.st_mtime_ns))
             except OSError:
                 stamp.append(None)
