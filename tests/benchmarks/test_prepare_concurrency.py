@@ -21,7 +21,10 @@ writes the raw folded stacks there (docs/performance.md tells how they were read
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
+import tempfile
+from pathlib import Path
 
 import pytest
 from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess
@@ -43,6 +46,16 @@ def block(put_claim, prepare_one, unprepare, width: int, tag: str, cpu, spent: l
     return run_rounds(prepare_one, unprepare, batches, cpu, spent)
 
 
+def filesystem(path: Path) -> str:
+    """The type of the filesystem `path` is on (the longest mount point above it in /proc/self/mounts)."""
+    best, kind = "", "?"
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        point, fstype = line.split()[1:3]
+        if str(path.resolve()).startswith(point.rstrip("/") + "/") and len(point) > len(best):
+            best, kind = point, fstype
+    return kind
+
+
 def summary(blocks: list[list[float]]) -> tuple[float, float, float]:
     """(median of the blocks' p50, median of the blocks' p99, p99 of every prepare), in seconds."""
     pooled = [v for b in blocks for v in b]
@@ -57,6 +70,10 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     if not FAKE_LIB_READY:
         pytest.fail("fake NVML not built: run `make native`")
     load = os.getloadavg()[0]
+    # CARVE_BENCH_DIR=<dir>: the nodes' directories (plugin state, claims, CDI, cluster) under <dir> instead
+    # of pytest's tmp_path, e.g. a tmpfs (/dev/shm) to see what the disk's filesystem costs a prepare.
+    if os.environ.get("CARVE_BENCH_DIR"):
+        tmp_path = Path(tempfile.mkdtemp(prefix="prepare-bench-", dir=os.environ["CARVE_BENCH_DIR"]))
     # The plugin process runs with --region-fs auto (its default): the lower bound does the same work.
     local = InProcessNode(tmp_path / "inproc", stub_cache, region_fs="auto")
     node = FakeNode(tmp_path / "socket")
@@ -103,10 +120,13 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     finally:
         kept.close()
         plugin.stop()
+        if os.environ.get("CARVE_BENCH_DIR"):
+            shutil.rmtree(tmp_path, ignore_errors=True)
 
     print(
         f"\n[bench] single-claim soft-slice prepares: {REPEATS} blocks of {BLOCK_ROUNDS * CONCURRENT} per "
-        f"line, paths alternating; {os.cpu_count()} CPUs, load average {load:.1f} at the start"
+        f"line, paths alternating; {os.cpu_count()} CPUs, load average {load:.1f} at the start; "
+        f"directories on {filesystem(tmp_path)}"
     )
     print(
         "[bench]   (median of the blocks' p50 / p99, pooled p99; CPU: the serving process's CPU time per "

@@ -72,12 +72,14 @@ _LIMITS_SOURCES: dict[tuple, str] = {}
 def _limits_source(claims_dir: Path) -> str:
     """limits_source(), remembered per claims directory and the filesystem it is on: mountinfo has a line
     per claim's region tmpfs, so parsing it at every prepare grows with the claims on the node. A mount over
-    the directory (another filesystem) changes st_dev and so asks again."""
+    the directory (another filesystem) changes st_dev and so asks again; the path as given, not its
+    realpath (an lstat per component in Python, at every prepare): a symlink in it pointed elsewhere changes
+    the (st_dev, st_ino) that os.stat follows it to."""
     try:
         st = os.stat(claims_dir)
     except OSError:
         return limits_source(claims_dir)  # not there yet: nothing to remember it by
-    key = (os.path.realpath(claims_dir), st.st_dev, st.st_ino)
+    key = (str(claims_dir), st.st_dev, st.st_ino)
     found = _LIMITS_SOURCES.get(key)
     if found is None:
         found = _LIMITS_SOURCES[key] = limits_source(claims_dir)

@@ -39,6 +39,9 @@ NO_LEGACY_RUNTIME_ENV = "NVIDIA_VISIBLE_DEVICES=void"
 LIBCUDA_DIR_ENV = "NVIDIA_CTK_LIBCUDA_DIR"
 
 
+_STAMPED = (*LIBRARY_SEARCH_DIRS, "etc/ld.so.cache")  # what a driver install or upgrade changes
+
+
 @dataclass(frozen=True)
 class HostLayout:
     """The driver files and device nodes as the plugin sees them, and the host paths the runtime needs.
@@ -56,7 +59,8 @@ class HostLayout:
     driver_required: bool = True
     _scans: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, hash=False, repr=False)
-    _version: list = field(default_factory=list, compare=False, hash=False, repr=False)  # [(stamp, version)]
+    # [(watched paths, their stamp, the driver version)]: _driver_version's cache
+    _version: list = field(default_factory=list, compare=False, hash=False, repr=False)
     # driver_edits of the last scan: the same for every claim until the driver changes (a prepare's
     # largest pure cost otherwise: a mount per driver file, docs/reliability.md)
     _edits: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -144,28 +148,47 @@ class HostLayout:
                 self._scans[version] = cached
             return cached
 
-    def _library_dirs_stamp(self) -> tuple:
+    def _watched(self) -> tuple[str, ...]:
+        """What to stat to notice a driver install or upgrade: each library search directory (and the ld
+        cache) that exists, and for one that does not, its nearest ancestor that does: creating the
+        directory changes that ancestor's mtime, and the next lookup then watches the directory itself.
+        A node has a few of the eleven search directories, so this is a third of the stats of watching
+        each, at every prepare (docs/performance.md)."""
+        root = os.path.normpath(os.fspath(self.driver_root))
+        watched: dict[str, None] = {}
+        for d in _STAMPED:
+            path = os.path.normpath(os.path.join(root, d))
+            while path != root and not os.path.lexists(path):
+                path = os.path.dirname(path)
+            watched[path] = None
+        return tuple(watched)
+
+    @staticmethod
+    def _stamp(paths: tuple[str, ...]) -> tuple:
         # Installing or upgrading a driver adds, renames or removes library files, which changes the mtime
-        # of the directory they are in (or the ld cache that points to them).
+        # of the directory they are in (or the ld cache that points to them). os.path strings, not
+        # pathlib: this runs at every prepare.
         stamp = []
-        for d in (*LIBRARY_SEARCH_DIRS, "etc/ld.so.cache"):
+        for path in paths:
             try:
-                st = os.stat(self.driver_root / d)
+                st = os.stat(path)
                 stamp.append((st.st_ino, st.st_mtime_ns))
             except OSError:
                 stamp.append(None)
         return tuple(stamp)
 
     def _driver_version(self) -> str | None:
-        """driver_version() again only when a library directory changed: it globs and resolves every
+        """driver_version() again only when a watched directory changed: it globs and resolves every
         search directory, the largest cost of a prepare under the node lock (docs/performance.md)."""
-        stamp = self._library_dirs_stamp()
         with self._lock:
-            if self._version and self._version[0][0] == stamp:
-                return self._version[0][1]
+            cached = self._version[0] if self._version else None
+        if cached is not None and self._stamp(cached[0]) == cached[1]:
+            return cached[2]
+        watched = self._watched()
+        stamp = self._stamp(watched)  # before the lookup: a change during it is seen at the next call
         version = driver_version(self.driver_root)
         with self._lock:
-            self._version[:] = [(stamp, version)]
+            self._version[:] = [(watched, stamp, version)]
         return version
 
     def _tool(self, name: str) -> str:

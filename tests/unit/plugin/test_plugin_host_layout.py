@@ -182,3 +182,35 @@ def test_a_proc_root_without_the_caps_major_fails(rhel, tmp_path):
     (tmp_path / "proc/devices").write_text("Character devices:\n195 nvidia-frontend\n\nBlock devices:\n")
     with pytest.raises(DriverFilesError, match="no 'nvidia-caps'"):
         layout_of(rhel, tmp_path).mig_nodes(0, 3, 0)
+
+
+def test_a_driver_installed_into_a_missing_search_directory_is_seen(rhel, tmp_path):
+    """The version lookup watches a missing search directory through its nearest existing ancestor
+    (fewer stats per prepare): creating the directory, then moving the driver's libraries into it, is seen
+    at the next lookup, as an upgrade in place is."""
+    layout = layout_of(rhel, tmp_path)
+    assert f"/usr/lib64/libcuda.so.{VERSION}" in mounts_of(layout)
+    assert not (rhel / "lib/x86_64-linux-gnu").exists()
+    assert str(rhel / "lib/x86_64-linux-gnu") not in layout._watched()
+    new = rhel / "lib/x86_64-linux-gnu"
+    new.mkdir(parents=True)
+    assert str(new) in layout._watched()
+    layout.driver_edits()  # the lookup after the mkdir watches the new directory itself
+    old = rhel / "usr/lib64"
+    for f in list(old.iterdir()):
+        if f.name.endswith(VERSION):
+            f.rename(new / f.name.replace(VERSION, "590.1.2"))
+    mounts = mounts_of(layout)
+    assert "/lib/x86_64-linux-gnu/libcuda.so.590.1.2" in mounts, mounts
+
+
+def test_creating_a_missing_search_directory_changes_the_watched_stamp(rhel, tmp_path):
+    """The cached lookup notices the creation of a search directory whose parent already existed (the
+    parent's mtime, as the nearest existing ancestor), before any library is in it."""
+    (rhel / "lib").mkdir(exist_ok=True)
+    layout = layout_of(rhel, tmp_path)
+    layout.driver_edits()
+    watched, stamp, _ = layout._version[0]
+    assert str(rhel / "lib") in watched
+    (rhel / "lib/x86_64-linux-gnu").mkdir()
+    assert layout._stamp(watched) != stamp

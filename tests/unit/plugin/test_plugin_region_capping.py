@@ -91,3 +91,31 @@ def test_blocks_past_the_end_of_a_region_are_given_back(tmp_path, where):
     finally:
         os.close(fd)
         path.unlink()
+
+
+def test_is_mount_agrees_with_os_path_ismount(tmp_path):
+    """cap()'s mount-point check (regionfs._is_mount, without ismount's realpath walk) answers as
+    os.path.ismount does: mount points, plain directories, a symlink to a mount point, a missing path, a
+    directory reached through a symlinked parent."""
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "to-root").symlink_to("/")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "child").mkdir()
+    (tmp_path / "via").symlink_to(tmp_path / "real")
+    candidates = ["/", "/proc", "/dev", tmp_path, tmp_path / "plain", tmp_path / "to-root", tmp_path / "nope"]
+    candidates.append(tmp_path / "via" / "child")
+    for path in candidates:
+        assert regionfs._is_mount(Path(path)) == os.path.ismount(path), path
+    assert regionfs._is_mount(Path("/proc")) and not regionfs._is_mount(tmp_path / "plain")
+
+
+@needs_mount
+def test_is_mount_sees_a_region_tmpfs(tmp_path):
+    d = tmp_path / "region"
+    d.mkdir(mode=0o755)
+    try:
+        assert not regionfs._is_mount(d)
+        assert regionfs.cap(d, force=True)
+        assert regionfs._is_mount(d) and os.path.ismount(d)
+    finally:
+        unmount_under(tmp_path)
