@@ -8,8 +8,9 @@ import ast
 from pathlib import Path
 
 import jsonschema
+import pytest
 import yaml
-from helm_render import NAMESPACE, REPO, one, render, rules_of
+from helm_render import NAMESPACE, REPO, RenderError, one, render, rules_of
 
 from api.v1alpha1.partitioning import parse_policy
 from driver.cli import build_parser, env_twin
@@ -114,6 +115,29 @@ def test_every_carve_variable_of_the_deployment_is_a_controller_flag():
     twins = {env_twin(o) for a in sub._actions for o in a.option_strings if o.startswith("--")}
     carve_vars = {e["name"] for e in c["env"] if e["name"].startswith("CARVE_")}
     assert carve_vars and carve_vars <= twins
+
+
+def test_the_layout_choice_is_configured_through_its_flags_env_twins():
+    # The chart's defaults are the controller's own; a value set reaches the flag the controller parses.
+    parser = build_parser("controller")
+    defaults = parser.parse_args(["controller"])
+    (c,) = one(render(), "Deployment", of="controller")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert float(env["CARVE_LAYOUT_INTERVAL"]) == defaults.layout_interval
+    assert float(env["CARVE_LAYOUT_WINDOW"]) == defaults.layout_window
+    assert env["CARVE_OBJECTIVE"] == defaults.objective
+    assert int(env["CARVE_SEARCH_BUDGET"]) == defaults.search_budget
+    (c,) = one(
+        render("--set", "controller.objective=gpus", "--set", "controller.layoutInterval=0"), "Deployment",
+        of="controller",
+    )["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert (env["CARVE_OBJECTIVE"], env["CARVE_LAYOUT_INTERVAL"]) == ("gpus", "0")
+
+
+def test_a_bad_objective_is_refused_by_the_values_schema():
+    with pytest.raises(RenderError, match="objective"):
+        render("--set", "controller.objective=cheapest")
 
 
 def test_the_default_policy_is_valid_for_its_crd_and_the_model():
