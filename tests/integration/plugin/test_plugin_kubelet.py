@@ -15,6 +15,7 @@ from support.plugin_harness import NODE, result, slice_config
 
 from driver import names
 from driver.limits import read_limits
+from driver.limits.mounts import limits_source
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "unit" / "cdi" / "cdi-schema"
 
@@ -114,6 +115,9 @@ def test_prepare_and_unprepare_mig_soft_and_whole_gpu(node, kubelet, plugin_fact
     assert "ro" in limits["options"] and read_limits(Path(limits["hostPath"]) / "limits").memory_limits == (
         4 * 1024**3,
     )
+    # The limiter's trust anchor (driver/limits/mounts.py): the device and root of the filesystem holding
+    # the claims directory, as this host's mountinfo says, for every claim (the plugin remembers it).
+    assert env["CARVE_LIMITS_SOURCE"] == limits_source(Path(limits["hostPath"]).parents[1])
     assert "/usr/lib64/libcuda.so.580.95.05" in mounts and "/usr/bin/nvidia-smi" in mounts
     nodes = [n["path"] for n in soft_spec["devices"][0]["containerEdits"]["deviceNodes"]]
     assert nodes == ["/dev/nvidia1"]
