@@ -47,4 +47,6 @@ def test_status_shows_the_pod_holding_a_share(cluster, api, namespace, gates_on)
     assert table.returncode == 0, table.stderr
     header, line = table.stdout.splitlines()
     assert header.split()[0] == "NODE" and "holder" in line.split()
-    assert json.loads(_status(cluster, "--pod", "nobody", "-o", "json").stdout) == {"devices": []}
+    # No pod of that name, and this namespace has no GPU budget (docs/status.md, -o json): both lists empty.
+    nobody = _status(cluster, "-n", namespace, "--pod", "nobody", "-o", "json")
+    assert json.loads(nobody.stdout) == {"devices": [], "budgets": []}
