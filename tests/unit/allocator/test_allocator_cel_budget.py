@@ -126,3 +126,12 @@ def test_replace_is_charged_for_the_string_it_builds():
     long = device("a" * 3_000_000)
     with pytest.raises(cel.CelError, match="cost limit exceeded"):
         cel.compile_selector(f'{NAME}.replace("a", "aaaa") == ""').evaluate(long)
+
+
+def test_replace_with_a_count_is_charged_only_for_the_replacements_it_makes():
+    # replace(old, new, 1) on 3M characters builds 3M + 3 characters: within budget, where the unbounded
+    # replace above is not (each hit past the count would be charged for a string never built).
+    long = device("a" * 3_000_000)
+    assert cel.compile_selector(f'{NAME}.replace("a", "aaaa", 1).size() == 3000003').evaluate(long) is True
+    with pytest.raises(cel.CelError, match="cost limit exceeded"):
+        cel.compile_selector(f'{NAME}.replace("a", "aaaa", -1).size() == 0').evaluate(long)
