@@ -135,3 +135,13 @@ def test_replace_with_a_count_is_charged_only_for_the_replacements_it_makes():
     assert cel.compile_selector(f'{NAME}.replace("a", "aaaa", 1).size() == 3000003').evaluate(long) is True
     with pytest.raises(cel.CelError, match="cost limit exceeded"):
         cel.compile_selector(f'{NAME}.replace("a", "aaaa", -1).size() == 0').evaluate(long)
+
+
+def test_a_replace_is_estimated_at_the_string_it_may_build_times_its_replacement():
+    # Each of the label's characters may become 1,000, twice: 10^6 times the label's length to traverse, which
+    # the estimate refuses at compile time; one such replace is within the limit.
+    wide = "b" * 1000
+    once = f'{NAME}.replace("a", "{wide}") == ""'
+    cel.compile_selector(once)
+    with pytest.raises(cel.CelError, match="too complex: worst-case cost"):
+        cel.compile_selector(f'{NAME}.replace("a", "{wide}").replace("b", "{wide}") == ""')
