@@ -11,8 +11,8 @@ UUID = 'device.attributes["gpu.carve.dev"].uuid == "{}"'
 
 def _slices(generation):
     consumes = [{"counterSet": "gpu-0", "counters": {"slices": {"value": "4"}}}]
-    return [slice_("a", [dev("shared", "mig", multi=True, consumes=consumes), dev("whole", "mig", consumes=consumes)],
-                   generation=generation, counters=COUNTERS)]
+    devices = [dev("shared", "mig", multi=True, consumes=consumes), dev("whole", "mig", consumes=consumes)]
+    return [slice_("a", devices, generation=generation, counters=COUNTERS)]
 
 
 def test_a_shared_devices_counters_stay_consumed_across_a_new_generation():
@@ -27,5 +27,5 @@ def test_a_shared_devices_counters_stay_consumed_across_a_new_generation():
     a.replace_slices(_slices(2))
     with pytest.raises(Unallocatable):  # the shared device is still allocated: its 4 slices still used
         a.allocate(want_whole)
-    assert devices_of(a.allocate(claim("s2", exactly("r", cls="mig", selectors=[UUID.format("shared")])))) == [
-        ("r", "n1", "shared")]  # and still shareable
+    again = claim("s2", exactly("r", cls="mig", selectors=[UUID.format("shared")]))
+    assert devices_of(a.allocate(again)) == [("r", "n1", "shared")]  # and still shareable
