@@ -145,3 +145,15 @@ def test_a_replace_is_estimated_at_the_string_it_may_build_times_its_replacement
     cel.compile_selector(once)
     with pytest.raises(cel.CelError, match="too complex: worst-case cost"):
         cel.compile_selector(f'{NAME}.replace("a", "{wide}").replace("b", "{wide}") == ""')
+
+
+@pytest.mark.parametrize("op", ["&&", "||"])
+def test_both_sides_of_a_logical_operator_count_toward_the_estimate(op):
+    # Each side is about 58% of the limit (two replaces by 300 characters on a 64-character label); CEL
+    # may evaluate both, so together they are over it.
+    wide = "b" * 300
+    side = f'{NAME}.replace("a", "{wide}").replace("b", "{wide}") == ""'
+    other = f'{NAME}.replace("c", "{wide}").replace("b", "{wide}") == ""'
+    cel.compile_selector(side)
+    with pytest.raises(cel.CelError, match="too complex: worst-case cost"):
+        cel.compile_selector(f"{side} {op} {other}")
