@@ -61,7 +61,7 @@ def placement_for(
 def used_fraction(held: Mapping[str, int] | None, capacity: Mapping[str, Any]) -> Fraction:
     """How full a shareable device is: consumed / total of LOAD_CAPACITY (0 when it has none)."""
     spec = capacity.get(LOAD_CAPACITY)
-    total = getattr(spec, "value", spec) or 0
+    total = getattr(spec, "value", spec)
     if not total:
         return Fraction(0)
     return Fraction((held or {}).get(LOAD_CAPACITY, 0), int(total))

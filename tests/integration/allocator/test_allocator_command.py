@@ -162,6 +162,9 @@ def test_a_malformed_claim_fails_alone_and_the_others_are_allocated(tmp_path):
     out = {c["metadata"]["name"]: c for c in yaml.safe_load(r.stdout)["items"]}
     assert "allocation" in out["ok"]["status"]
     assert out["bad"]["metadata"]["annotations"]["allocate.carve.dev/reason"].startswith("invalid claim: ")
+    # The invalid claim comes back as the user wrote it, its reason added: every field kept.
+    assert out["bad"]["apiVersion"] == "resource.k8s.io/v1" and out["bad"]["kind"] == "ResourceClaim"
+    assert out["bad"]["spec"] == bad["spec"]
 
 
 def test_a_json_claim_list_with_one_claim_nested_thousands_deep_still_allocates_the_rest(tmp_path):
@@ -178,3 +181,5 @@ def test_a_json_claim_list_with_one_claim_nested_thousands_deep_still_allocates_
     assert "(ResourceClaim deep): nested deeper than" in r.stderr
     out = {c["metadata"]["name"]: c for c in yaml.safe_load(r.stdout)["items"]}
     assert "allocation" in out["ok"]["status"] and "status" not in out["deep"]
+    # carve's stand-in for the unreadable claim is internal: the output is the claim's kind and name
+    assert set(out["deep"]) == {"kind", "metadata"}, out["deep"]

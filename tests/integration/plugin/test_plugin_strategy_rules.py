@@ -84,6 +84,16 @@ def test_a_node_whose_mig_the_gpu_operator_manages_keeps_mig_off(node, plugin_fa
     assert any("MIG manager" in m and "GPU 0" in m for m in messages), messages
 
 
+def test_the_mig_managers_label_leaves_every_other_strategy_alone(node, plugin_factory):
+    # Only MIG is the MIG manager's: GPUs given another strategy run it, without a fallback or its Event.
+    _label(node, {"nvidia.com/mig.config": "all-disabled"})
+    plugin = plugin_factory("0=mig,timeslice")
+    plugin.wait_for_log(r"event=strategy\.fallback gpu=gpu-0")
+    assert _types(node) == {"0": {"vgpu"}, "1": {"timeslice"}, "2": {"timeslice"}}
+    fallbacks = [e["message"] for e in _events(node) if e["reason"] == "StrategyFallback"]
+    assert len(fallbacks) == 1 and "GPU 0" in fallbacks[0], fallbacks
+
+
 def test_toolkit_settings_that_hand_out_gpus_are_reported(node, plugin_factory, tmp_path):
     host = tmp_path / "host"
     config = host / "etc/nvidia-container-runtime/config.toml"

@@ -103,7 +103,7 @@ def test_semver_library(expression, expected):
     '"abc".substring(1) == "bc" && "abc".charAt(2) == "c"',
     '"1g.10gb".startsWith("1g") && "1g.10gb".endsWith("gb") && "1g.10gb".matches("^[0-9]g")',
     '"gpu-12".find("[0-9]+") == "12"',
-    '[1, 2, 3].isSorted() && [3, 1].max() == 3 && [1, 2].sum() == 3',
+    '[1, 2, 3].isSorted() && [3, 1].max() == 3 && [1, 2, 3].sum() == 6',
 ])
 def test_string_and_list_extensions(expression):
     assert ev(expression) is True

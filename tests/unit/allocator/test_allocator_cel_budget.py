@@ -126,3 +126,34 @@ def test_replace_is_charged_for_the_string_it_builds():
     long = device("a" * 3_000_000)
     with pytest.raises(cel.CelError, match="cost limit exceeded"):
         cel.compile_selector(f'{NAME}.replace("a", "aaaa") == ""').evaluate(long)
+
+
+def test_replace_with_a_count_is_charged_only_for_the_replacements_it_makes():
+    # replace(old, new, 1) on 3M characters builds 3M + 3 characters: within budget, where the unbounded
+    # replace above is not (each hit past the count would be charged for a string never built).
+    long = device("a" * 3_000_000)
+    assert cel.compile_selector(f'{NAME}.replace("a", "aaaa", 1).size() == 3000003').evaluate(long) is True
+    with pytest.raises(cel.CelError, match="cost limit exceeded"):
+        cel.compile_selector(f'{NAME}.replace("a", "aaaa", -1).size() == 0').evaluate(long)
+
+
+def test_a_replace_is_estimated_at_the_string_it_may_build_times_its_replacement():
+    # Each of the label's characters may become 1,000, twice: 10^6 times the label's length to traverse, which
+    # the estimate refuses at compile time; one such replace is within the limit.
+    wide = "b" * 1000
+    once = f'{NAME}.replace("a", "{wide}") == ""'
+    cel.compile_selector(once)
+    with pytest.raises(cel.CelError, match="too complex: worst-case cost"):
+        cel.compile_selector(f'{NAME}.replace("a", "{wide}").replace("b", "{wide}") == ""')
+
+
+@pytest.mark.parametrize("op", ["&&", "||"])
+def test_both_sides_of_a_logical_operator_count_toward_the_estimate(op):
+    # Each side is about 58% of the limit (two replaces by 300 characters on a 64-character label); CEL
+    # may evaluate both, so together they are over it.
+    wide = "b" * 300
+    side = f'{NAME}.replace("a", "{wide}").replace("b", "{wide}") == ""'
+    other = f'{NAME}.replace("c", "{wide}").replace("b", "{wide}") == ""'
+    cel.compile_selector(side)
+    with pytest.raises(cel.CelError, match="too complex: worst-case cost"):
+        cel.compile_selector(f"{side} {op} {other}")

@@ -1,5 +1,7 @@
 """Which nodes a slice with a nodeSelector serves: `metadata.name` fields as the scheduler reads them."""
 
+import json
+
 import pytest
 from allocator_fixtures import CLASSES, claim, dev, devices_of, exactly, slice_
 
@@ -74,3 +76,14 @@ def test_per_device_node_selection_reads_each_devices_selector():
     s["spec"]["devices"] = [{**dev("d0"), "nodeSelector": {"nodeSelectorTerms": [name_is("In", "n2")]}},
                             {**dev("d1"), "nodeSelector": {"nodeSelectorTerms": [name_is("In", "n1")]}}]
     assert devices_of(allocate(claim("c", exactly("r")), [s], CLASSES, node="n1")) == [("r", "p", "d1")]
+
+
+def test_a_selector_decoded_from_json_selects_by_its_operators_value():
+    # Slices come from the API server's JSON (or a file), so the operator is a string the decoder built, not
+    # the literal "In" of this module: the scheduler's In must be recognised by value.
+    decoded = json.loads(json.dumps(selected("s2", [dev("far-0")], name_is("In", "n1"))))
+    assert decoded["spec"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["operator"] is not "In"  # noqa: F632
+    out = allocate(claim("c", exactly("g")), [decoded], CLASSES, node="n1")
+    assert devices_of(out) == [("g", "far", "far-0")]
+    with pytest.raises(Unallocatable):
+        allocate(claim("c", exactly("g")), [decoded], CLASSES, node="n2")

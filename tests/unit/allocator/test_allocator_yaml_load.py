@@ -62,3 +62,14 @@ def test_plain_data_is_built_from_events_without_the_node_graph(monkeypatch):
     monkeypatch.setattr(yaml_load.FastSafeLoader, "construct_document", no_nodes)
     text = "a: [1, true, null, 1.5, '2', x]\nb: {c: &k d, e: *k}\n---\n- 8Gi\n"
     assert yaml_load.load_all(text) == list(yaml.safe_load_all(text))
+
+
+@pytest.mark.parametrize("text", [
+    "a: !!str 5\n<<: {x: 1, y: 2}\ny: 3\n",  # a merge key in a document's top mapping
+    "- !!str 5\n- <<: [{x: 1}, {z: 2}]\n  y: 3\n",  # in a list item
+    "a: !!str 5\n=: 7\n",  # the value key
+])
+def test_merge_and_value_keys_in_a_tagged_stream_read_as_safe_load_reads_them(text):
+    # The explicit tag sends the stream to FastSafeLoader, whose direct map builder must leave mappings with
+    # these keys to SafeLoader's constructor.
+    assert yaml_load.load_all(text) == list(yaml.safe_load_all(text))

@@ -203,3 +203,16 @@ def test_class_that_allows_disable_lets_the_claim_run_unthrottled():
     obj["status"]["allocation"]["devices"]["config"] = [opaque("SliceConfig", corePolicy="disable")]
     with pytest.raises(PrepareError, match="corePolicy: 'disable' is not allowed by the claim's DeviceClass"):
         plan_claim(REF, obj, "node-a", CATALOG)
+
+
+@pytest.mark.parametrize("cores", [("100",), ("60", "60")])
+def test_a_whole_gpus_worth_of_cores_on_one_gpu_is_not_throttled(cores):
+    # 100 cores percent (one share, or several of one claim summed past 100) is the whole GPU: the limiter's
+    # 0, no throttle at all, not a throttle at 99 or 100%.
+    shares = (SHARE_1, SHARE_2)
+    results = [
+        res("gpu-0", request=f"r{k}", shareID=shares[k], consumedCapacity={"memory": "4Gi", "cores": c})
+        for k, c in enumerate(cores)
+    ]
+    (dev,) = claim_limits(plan_claim(REF, claim(results), "node-a", CATALOG), "/r").devices
+    assert (dev.memory_bytes, dev.cores_percent) == (4 * GI * len(cores), 0)

@@ -1,0 +1,31 @@
+"""A new generation of a pool's slices keeps the counters its recorded claims consume, shared devices too."""
+
+import pytest
+from allocator_fixtures import CLASSES, claim, dev, devices_of, exactly, slice_
+
+from driver.allocator import Allocator, Unallocatable
+
+COUNTERS = [{"name": "gpu-0", "counters": {"slices": {"value": "7"}}}]
+UUID = 'device.attributes["gpu.carve.dev"].uuid == "{}"'
+
+
+def _slices(generation):
+    consumes = [{"counterSet": "gpu-0", "counters": {"slices": {"value": "4"}}}]
+    devices = [dev("shared", "mig", multi=True, consumes=consumes), dev("whole", "mig", consumes=consumes)]
+    return [slice_("a", devices, generation=generation, counters=COUNTERS)]
+
+
+def test_a_shared_devices_counters_stay_consumed_across_a_new_generation():
+    a = Allocator(_slices(1), CLASSES)
+    first = claim("s", exactly("r", cls="mig", selectors=[UUID.format("shared")]), uid="u-s")
+    out = a.allocate(first)
+    assert devices_of(out) == [("r", "n1", "shared")] and out["devices"]["results"][0].get("shareID")
+    a.add_allocated({**first, "status": {"allocation": out}})  # as the controller records a written claim
+    want_whole = claim("w", exactly("r", cls="mig", selectors=[UUID.format("whole")]))
+    with pytest.raises(Unallocatable):  # 4 + 4 slices of 7
+        a.allocate(want_whole)
+    a.replace_slices(_slices(2))
+    with pytest.raises(Unallocatable):  # the shared device is still allocated: its 4 slices still used
+        a.allocate(want_whole)
+    again = claim("s2", exactly("r", cls="mig", selectors=[UUID.format("shared")]))
+    assert devices_of(a.allocate(again)) == [("r", "n1", "shared")]  # and still shareable
