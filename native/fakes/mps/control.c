@@ -124,10 +124,19 @@ static int start_server(unsigned uid)
     if (g_server.pid && clients_of_server() > 0)
         return -1; /* one server per user at a time: the other user's server is busy */
     stop_server();
-    pid_t pid = fork();
-    if (pid < 0)
+    /* The server is listed only once it runs as its user: as the real daemon's, a server a client can see
+     * in get_server_list already has its uid (the child says so on `ready` after the credential change). */
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0)
         return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(ready[0]);
+        close(ready[1]);
+        return -1;
+    }
     if (pid == 0) {
+        close(ready[0]);
         signal(SIGTERM, SIG_DFL); /* the daemon's handler would keep the server alive */
         signal(SIGINT, SIG_DFL);
         /* The real server runs as its user (the daemon, root, starts it for that uid); an unprivileged
@@ -136,10 +145,23 @@ static int start_server(unsigned uid)
             _exit(1);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         prctl(PR_SET_NAME, "nvidia-cuda-mps-server");
+        if (write(ready[1], "1", 1) != 1)
+            _exit(1);
         for (int fd = 3; fd < 1024; fd++)
             close(fd);
         for (;;)
             pause();
+    }
+    close(ready[1]);
+    char byte;
+    ssize_t got;
+    while ((got = read(ready[0], &byte, 1)) < 0 && errno == EINTR)
+        ;
+    close(ready[0]);
+    if (got != 1) { /* the child could not take the uid: no server */
+        waitpid(pid, NULL, 0);
+        logf_("server for uid %u failed to start", uid);
+        return -1;
     }
     g_server = (server_t){.pid = pid, .uid = uid};
     logf_("server %d started for uid %u", (int)pid, uid);
