@@ -59,34 +59,17 @@ def _fixed(groups: list[NodeGroup], strategy: str) -> list[NodeGroup]:
             for g in groups]
 
 
-def _split(groups: list[NodeGroup], a: str, b: str) -> list[NodeGroup] | None:
-    """The first half (rounded up) of each open group under `a`, the rest under `b`; None when that is
-    no split at all (no open group of two nodes or more)."""
-    out: list[NodeGroup] = []
-    split = False
-    for g in groups:
-        if g.strategy is not None:
-            out.append(g)
-            continue
-        first = (g.count + 1) // 2
-        out.append(dataclasses.replace(g, name=f"{g.name}-{a}", count=first, strategy=_runnable(g, a)))
-        if g.count - first:
-            split = True
-            out.append(dataclasses.replace(g, name=f"{g.name}-{b}", count=g.count - first,
-                                           strategy=_runnable(g, b)))
-    return out if split else None
-
-
-def _mix(groups: list[NodeGroup], a: str, b: str, share: float) -> list[NodeGroup] | None:
-    """`share` of the nodes of each open group (rounded) under `a`, the rest under `b`; None when that
-    leaves every open group whole under one strategy (no mix at all)."""
+def _divide(groups: list[NodeGroup], a: str, b: str,
+            first_of: Callable[[int], int]) -> list[NodeGroup] | None:
+    """The first `first_of(count)` nodes of each open group under `a`, the rest under `b` (groups the file
+    pins keep theirs); None when that leaves every open group whole under one strategy (no mix at all)."""
     out: list[NodeGroup] = []
     mixed = False
     for g in groups:
         if g.strategy is not None:
             out.append(g)
             continue
-        first = min(g.count, max(0, round(g.count * share)))
+        first = first_of(g.count)
         if first:
             out.append(dataclasses.replace(g, name=f"{g.name}-{a}", count=first, strategy=_runnable(g, a)))
         if g.count - first:
@@ -94,6 +77,18 @@ def _mix(groups: list[NodeGroup], a: str, b: str, share: float) -> list[NodeGrou
                                            strategy=_runnable(g, b)))
         mixed = mixed or 0 < first < g.count
     return out if mixed else None
+
+
+def _split(groups: list[NodeGroup], a: str, b: str) -> list[NodeGroup] | None:
+    """The first half (rounded up) of each open group under `a`, the rest under `b`; None when that is
+    no split at all (no open group of two nodes or more)."""
+    return _divide(groups, a, b, lambda n: (n + 1) // 2)
+
+
+def _mix(groups: list[NodeGroup], a: str, b: str, share: float) -> list[NodeGroup] | None:
+    """`share` of the nodes of each open group (rounded) under `a`, the rest under `b`; None when that
+    leaves every open group whole under one strategy (no mix at all)."""
+    return _divide(groups, a, b, lambda n: min(n, max(0, round(n * share))))
 
 
 def _mix_gpus(groups: list[NodeGroup], a: str, b: str, m: int) -> list[NodeGroup] | None:
