@@ -92,7 +92,7 @@ static int control(const char *path, const char *pipe_dir, const char *command, 
         return -1;
     }
     if (pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY);
+        int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC); /* dup2 onto 2 clears it there */
         if (dup2(in[0], 0) < 0 || dup2(outp[1], 1) < 0 || (devnull >= 0 && dup2(devnull, 2) < 0))
             _exit(127);
         execve(path, argv, envp);

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -44,8 +45,12 @@ def test_the_mps_control_helper_inherits_no_descriptor_and_no_environment(tmp_pa
         pytest.fail(f"{HOOK} missing: run `make native`")
     seen = tmp_path / "seen"
     control = tmp_path / "control"
-    # The helper reports what it got: its descriptors (the shell's own, by pid) and its environment.
-    control.write_text(f"#!/bin/sh\nls /proc/$$/fd > {seen}.fds\nenv > {seen}.env\ncat >/dev/null\nexit 0\n")
+    # The helper reports what it got: its environment, then every descriptor it holds, from a program it
+    # becomes (`exec`: the shell keeps no saved copy of stdout, and its script descriptor is close-on-exec,
+    # so what `ls` lists beyond 0-2 is what the hook passed, plus the one `ls` opens on /proc/self/fd).
+    control.write_text(
+        f"#!/bin/sh\nenv > {seen}.env\ncat >/dev/null\nexec ls -l /proc/self/fd > {seen}.fds\n"
+    )
     control.chmod(0o755)
     secret = tmp_path / "secret"
     secret.write_text("runtime's file")
@@ -80,10 +85,16 @@ def test_the_mps_control_helper_inherits_no_descriptor_and_no_environment(tmp_pa
         os.close(leak_fd)
         os.close(fd)
     assert done.returncode == 0, done.stderr
-    fds = {int(n) for n in (tmp_path / "seen.fds").read_text().split()}
-    # 0-2, and the descriptor ls itself opened on /proc/<pid>/fd is not the shell's; the shell may hold its
-    # script open on a high descriptor of its own (dash: 10): none of that is the descriptor leaked here
-    assert leak_fd not in fds, f"the helper inherited descriptor {leak_fd}: {sorted(fds)}"
+    # `ls -l` lines: "... <fd> -> <target>"
+    fds = {}
+    for line in (tmp_path / "seen.fds").read_text().splitlines():
+        if " -> " in line:
+            head, target = line.split(" -> ", 1)
+            fds[int(head.split()[-1])] = target
+    assert leak_fd not in fds, f"the helper inherited descriptor {leak_fd}: {fds}"
+    # beyond 0-2 only ls's own directory handle: not the runtime's file, not a /dev/null of the hook's
+    extra = {n: t for n, t in fds.items() if n > 2 and not re.fullmatch(r"/proc/\d+/fd", t)}
+    assert not extra, f"the helper holds descriptors beyond 0-2: {extra}"
     env = dict(line.split("=", 1) for line in (tmp_path / "seen.env").read_text().splitlines() if "=" in line)
     assert env["CUDA_MPS_PIPE_DIRECTORY"] == str(pipe)
     assert "/tenant" not in env.get("PATH", "")
