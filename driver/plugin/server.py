@@ -81,6 +81,7 @@ log = logging.getLogger(__name__)
 class PluginConfig:
     node_name: str
     plugin_dir: Path = Path(names.DEFAULT_PLUGIN_DIR)
+    run_dir: Path | None = None  # claims/<uid> (per boot; the CLI's default /run/carve); None: plugin_dir
     registry_dir: Path = Path(names.DEFAULT_REGISTRY_DIR)
     cdi_dir: Path = Path(names.DEFAULT_CDI_DIR)
     driver_root: Path = Path("/")
@@ -196,6 +197,9 @@ class Plugin:
     def start(self) -> None:
         c = self.config
         ensure_private_dir(Path(c.plugin_dir))
+        run_dir = Path(c.run_dir) if c.run_dir is not None else None
+        if run_dir is not None:
+            ensure_private_dir(run_dir)  # root's only, as the plugin directory
         Path(c.registry_dir).mkdir(parents=True, exist_ok=True)
         layout = HostLayout.scan(
             Path(c.driver_root),
@@ -306,7 +310,7 @@ class Plugin:
 
         boot_id = c.boot_id if c.boot_id is not None else read_boot_id()
         self.preparer = Preparer(
-            PreparerSettings(c.node_name, Path(c.plugin_dir), Path(c.cdi_dir), self.limiter_dir),
+            PreparerSettings(c.node_name, Path(c.plugin_dir), Path(c.cdi_dir), self.limiter_dir, run_dir),
             self.cluster,
             layout,
             self.mig,
