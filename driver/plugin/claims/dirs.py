@@ -9,14 +9,15 @@ directory (a DESIGN contract).
 Upgrade: a plugin before `--run-dir` put the directories under `<plugin-dir>/claims/`. A claim prepared
 there keeps its directory where it is until it is unprepared (its containers have its region and limits
 bind-mounted from there; moving them would split the region its containers share and leave their limits
-file stale), so every lookup by claim asks the old place first. New claims always go to the run directory.
+file stale). New claims always go to the run directory. Which claims are in the old place is read once
+(`rescan`: at start, and when the plugin adopts a checkpoint another plugin process wrote, the one way a
+claim this process did not prepare appears), not at each lookup: a lookup is on a prepare's hot path.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,20 +32,23 @@ class ClaimDirs:
     def __init__(self, root: Path, legacy: Path | None = None):
         self.root = Path(root)
         self.legacy = None if legacy is None or Path(legacy) == self.root else Path(legacy)
+        self._old: frozenset[str] = frozenset()  # claims whose directory is under `legacy`
+        self.rescan()
+
+    def rescan(self) -> None:
+        """Read which claims have their directory in the old place (directories only: no symlink is
+        followed; the plugin directory is root's, but a link there would still not be a claim directory)."""
+        if self.legacy is None:
+            return
+        try:
+            with os.scandir(self.legacy) as entries:
+                self._old = frozenset(e.name for e in entries if e.is_dir(follow_symlinks=False))
+        except FileNotFoundError:
+            self._old = frozenset()
 
     def __truediv__(self, uid: str) -> Path:
-        """The directory of claim `uid`: where an older plugin made it, if it did, else under `root`.
-
-        An `lstat` of the old place per lookup (no symlink is followed: the plugin directory is root's, but
-        a link there would still not be a claim directory); no lookup at all without a legacy root."""
-        if self.legacy is not None:
-            old = self.legacy / uid
-            try:
-                if stat.S_ISDIR(os.lstat(old).st_mode):
-                    return old
-            except OSError:
-                pass
-        return self.root / uid
+        """The directory of claim `uid`: where an older plugin made it, if it did, else under `root`."""
+        return self.legacy / uid if uid in self._old else self.root / uid
 
     def __repr__(self) -> str:
         return f"ClaimDirs({str(self.root)!r}, legacy={None if self.legacy is None else str(self.legacy)!r})"
@@ -69,6 +73,8 @@ class ClaimDirs:
             if root.exists():
                 regionfs.release_under(root)
                 shutil.rmtree(root)  # no fsync: per-boot state (driver/fsutil.py)
+        if uid in self._old:
+            self._old = self._old - {uid}
 
 
 def as_dirs(where: Path | str | ClaimDirs) -> ClaimDirs:

@@ -492,6 +492,7 @@ class Preparer:
                 claims=len(loaded.claims),
             )
             self.state = dict(loaded.claims)
+            self.claims_dir.rescan()  # its claims may have their directories where an older plugin puts them
         else:
             event(
                 log,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -96,6 +97,15 @@ def test_claims_an_older_plugin_prepared_under_the_plugin_dir_are_recovered_and_
     legacy = node.plugin_dir / "claims" / before[2]
     limits = (legacy / "limits" / "limits").read_bytes()
     spec = spec_of(node, before[2])
+    # The status reports leave from a thread of their own: let them land before a kill, which would tear
+    # the file-backed API server's stand-in (not the plugin's state) mid-write.
+    deadline = time.monotonic() + 10
+    while not all(
+        node.cluster.get_resource_claim(ns, n).get("status", {}).get("devices")
+        for ns, n, _ in (before, whole)
+    ):
+        assert time.monotonic() < deadline, "status reports not written"
+        time.sleep(0.02)
     if crash:
         old.proc.kill()
         old.proc.wait()
