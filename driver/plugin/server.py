@@ -372,7 +372,7 @@ class Plugin:
             # Reports go out from a thread of their own: the kubelet's answer never waits on them.
             writer = StatusQueue(ClaimStatusWriter(self.cluster))
             preparer.after_prepare = lambda plan, record, limits: writer.write(
-                plan.ref, device_statuses(plan, record, limits)
+                plan.ref, device_statuses(plan, record, limits), plan.claim
             )
             self._status_writer = writer
         self.placement = PlacementWiring.for_flag(

@@ -19,6 +19,12 @@ directories are (pytest's tmp, or CARVE_BENCH_DIR), the run directory (claims' d
 the CDI directory on a tmpfs (CARVE_BENCH_RUN_DIR, default /dev/shm), as /run/carve and /var/run/cdi are on a
 node; the output names each one's filesystem.
 
+The API server: by default (CARVE_BENCH_CLUSTER=http) the plugin runs `--cluster kube` against the HTTP
+stand-in of the API server (tests/support/apiserver_standin.py, in this process), so reading the claim and
+writing its status go through the real `kubernetes` client as in a cluster; CARVE_BENCH_CLUSTER=file is the
+file-backed stand-in the earlier passes used (its status writes fsync in the plugin process). The plugin
+logs at CARVE_BENCH_LOG_LEVEL (default info, the chart's default).
+
 CARVE_BENCH_PROFILE=<dir> samples the plugin process with py-spy (when installed) while it serves, and
 writes the raw folded stacks there (docs/performance.md tells how they were read).
 """
@@ -32,6 +38,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support.apiserver_standin import ApiServerStandIn
 from support.mounts import unmount_under
 from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess
 from support.prepare_bench import InProcessNode, cpu_seconds, pct, run_rounds, sampled, soft_results
@@ -94,25 +101,44 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     )
     node = FakeNode(tmp_path / "socket")
     node.run_dir, node.cdi_dir = run_base / "run", run_base / "cdi"
+    cluster = os.environ.get("CARVE_BENCH_CLUSTER", "http")
+    log_level = os.environ.get("CARVE_BENCH_LOG_LEVEL", "info")
+    extra: tuple[str, ...] = ("--log-level", log_level)
+    put_claim = node.put_claim
+    server = None
+    if cluster == "http":
+        server = ApiServerStandIn().start()
+        kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+        extra += ("--cluster", "kube", "--kubeconfig", str(kubeconfig), "--k8s-version", "1.34")
+
+        def put_claim(name: str, results: list[dict]) -> tuple[str, str, str]:
+            stored = server.put_claim(
+                {
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"devices": {"requests": [{"name": r["request"]} for r in results]}},
+                    "status": {"allocation": {"devices": {"results": results}}},
+                }
+            )
+            return ("default", name, stored["metadata"]["uid"])
+
     where = {
         "plugin dir": filesystem(node.plugin_dir.parent),
         "run dir": filesystem(run_base),
         "CDI dir": filesystem(run_base),
-        "API stand-in": filesystem(node.cluster_dir.parent),
     }
-    plugin = PluginProcess(node, "0=soft,1=soft,exclusive", extra=("--log-level", "warn")).start()
+    plugin = PluginProcess(node, "0=soft,1=soft,exclusive", extra=extra).start()
     kept, dialing = Kubelet(node, keep_connection=True), Kubelet(node)
     mine, served = (lambda: cpu_seconds(os.getpid())), (lambda: cpu_seconds(plugin.proc.pid))
     paths = {
         "in process": (local.put_claim, local.prepare_one, local.unprepare, mine),
         "socket": (
-            node.put_claim,
+            put_claim,
             lambda c: kept.prepare([c])[c[2]]["error"],
             lambda cs: kept.unprepare(cs),
             served,
         ),
         "socket, a dial per call": (
-            node.put_claim,
+            put_claim,
             lambda c: dialing.prepare([c])[c[2]]["error"],
             lambda cs: dialing.unprepare(cs),
             served,
@@ -143,6 +169,8 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     finally:
         kept.close()
         plugin.stop()
+        if server is not None:
+            server.stop()
         unmount_under(run_base)
         shutil.rmtree(run_base, ignore_errors=True)
         if os.environ.get("CARVE_BENCH_DIR"):
@@ -154,6 +182,12 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
         f"line, paths alternating; {os.cpu_count()} CPUs, load average {load:.1f} at the start"
     )
     print("[bench]   filesystems: " + ", ".join(f"{k} {v}" for k, v in where.items()))
+    api = (
+        "HTTP stand-in, real kubernetes client"
+        if cluster == "http"
+        else f"file stand-in on {filesystem(node.cluster_dir)}"
+    )
+    print(f"[bench]   API server: {api}; plugin log level {log_level}")
     print(
         "[bench]   (median of the blocks' p50 / p99, pooled p99; CPU: the serving process's CPU time per "
         "prepare, the test process's in process; socket: x the lower bound's medians)"
