@@ -65,11 +65,10 @@ cluster serves monitoring.coreos.com/v1 (the Prometheus Operator's CRDs). */}}
 {{- default (printf "/var/lib/kubelet/plugins/%s" .Values.driverName) .Values.plugin.pluginDir | clean -}}
 {{- end -}}
 
-{{/* --run-dir: default /run/carve/<driverName> (per boot: the claims' directories; a tmpfs on every
-distribution). Per driver name, as the plugin dir: a plugin removes the claim directories its own
-checkpoint does not name. */}}
+{{/* --run-dir: default /run/carve, the plugin's own default (per boot: the claims' directories under
+claims/; a tmpfs on every distribution). */}}
 {{- define "carve.runDir" -}}
-{{- default (printf "/run/carve/%s" .Values.driverName) .Values.plugin.runDir | clean -}}
+{{- default "/run/carve" .Values.plugin.runDir | clean -}}
 {{- end -}}
 
 {{/* --limiter-dir: default <plugin-dir>/lib, the plugin's own default made explicit. */}}

@@ -20,10 +20,10 @@ def _run_volume(objects):
     return volumes["run"], mounts["run"], mounts["plugins"]
 
 
-def test_run_dir_defaults_to_run_carve_per_driver_name_on_its_own_host_path():
+def test_run_dir_defaults_to_the_plugins_default_on_its_own_host_path():
     objects = render()
     volume, mount, plugins = _run_volume(objects)
-    assert volume == {"path": f"/run/carve/{names.DRIVER_NAME}", "type": "DirectoryOrCreate"}
+    assert volume == {"path": names.DEFAULT_RUN_DIR, "type": "DirectoryOrCreate"}
     assert mount["mountPath"] == volume["path"]
     # The region tmpfs the plugin mounts in each claim's directory must reach the runtime on the host; the
     # plugin directory keeps it for the claims an older release prepared there.
@@ -50,7 +50,7 @@ def test_plugin_flag_default_is_the_names_constant():
     [
         ("--set", "plugin.runDir=/var/lib/kubelet/plugins/gpu.carve.dev"),
         ("--set", "plugin.runDir=/var/lib/kubelet/plugins/gpu.carve.dev/run"),
-        ("--set", "plugin.pluginDir=/run/carve/gpu.carve.dev/state"),
+        ("--set", "plugin.pluginDir=/run/carve/state"),
     ],
 )
 def test_run_dir_overlapping_the_plugin_dir_is_refused(args):
