@@ -113,7 +113,7 @@ def test_claims_an_older_plugin_prepared_under_the_plugin_dir_are_recovered_and_
         old.stop()
 
     # The new plugin, with its run directory elsewhere: the old claim is still prepared where it was.
-    new = plugin_factory(SOFT, extra=("--run-dir", str(run_tmpfs)))
+    new = plugin_factory(SOFT, extra=("--run-dir", str(run_tmpfs), "--region-interval", "0.1"))
     assert legacy.is_dir() and (legacy / "limits" / "limits").read_bytes() == limits
     again = kubelet.prepare([before])[before[2]]
     assert again["error"] == "" and spec_of(node, before[2]) == spec  # answered from the checkpoint
@@ -124,6 +124,15 @@ def test_claims_an_older_plugin_prepared_under_the_plugin_dir_are_recovered_and_
     assert kubelet.prepare([after])[after[2]]["error"] == ""
     assert (run_tmpfs / "claims" / after[2] / "limits" / "limits").is_file()
     assert not (node.plugin_dir / "claims" / after[2]).exists()
+    # The region watcher reads the old claim's limits and region where they are (a wrong place would be
+    # reported as unreadable), passes after the new claim included.
+    new.wait_for_log(r"event=regions\.limits-updated|event=plugin\.started")
+    time.sleep(0.5)
+    assert f"uid={before[2]}" not in "".join(
+        line
+        for line in new.log().splitlines()
+        if "regions.limits-unreadable" in line or "regions.skipped" in line
+    ), new.log()
 
     assert kubelet.unprepare([before, whole, after]) == {before[2]: "", whole[2]: "", after[2]: ""}
     assert not legacy.exists() and not (run_tmpfs / "claims" / after[2]).exists()
@@ -136,3 +145,69 @@ def test_a_stray_directory_in_either_place_is_removed_at_start(node, plugin_fact
     plugin = plugin_factory(SOFT, extra=("--run-dir", str(run_tmpfs)))
     plugin.wait_for_log("claimdir.stray-removed")
     assert list((node.plugin_dir / "claims").iterdir()) == [] == list((run_tmpfs / "claims").iterdir())
+
+
+def test_a_claim_another_older_process_prepares_meanwhile_is_found_after_its_checkpoint_is_adopted(
+    tmp_path, stub_cache
+):
+    # A rolling update: this process (with a run directory) started before another plugin process of the
+    # old layout prepared a claim. Adopting that process's checkpoint (sync) reads the old place again, so
+    # the region watcher, the metrics and the neighbours' shares find the claim's files where they are.
+    from support.driverroot import LAYOUTS, build_driver_root, hook_dir
+
+    from driver.cluster import LocalCluster
+    from driver.plugin.claims.catalog import NodeDevice
+    from driver.plugin.claims.plan import ClaimRef
+    from driver.plugin.claims.preparer import Preparer, PreparerSettings
+    from driver.plugin.container.edits import HostLayout
+    from driver.plugin.state.checkpoint import Checkpoint
+    from driver.plugin.state.recovery import recover
+
+    limiter = hook_dir(tmp_path / "lib")
+    (limiter / names.LIMITER_LIBRARY).touch()
+    driver = build_driver_root(tmp_path / "root", LAYOUTS["rhel"], stub_cache)
+    catalog = {"gpu-1": NodeDevice("gpu-1", names.TYPE_VGPU, "GPU-1", 1, {"memory": 80 << 30, "cores": 100})}
+    cluster = LocalCluster()
+
+    def preparer(run_dir):
+        return Preparer(
+            PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter, run_dir),
+            cluster,
+            HostLayout.scan(driver, hook_dir=limiter),
+            None,
+            lambda: catalog,
+            Checkpoint(tmp_path / "plugin" / names.CHECKPOINT_FILE, "boot"),
+        )
+
+    new, old = preparer(tmp_path / "run"), preparer(None)
+    recover(new)
+    stored = cluster.put_resource_claim(
+        {
+            "metadata": {"name": "c", "namespace": "ns"},
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {
+                                "request": "s",
+                                "driver": names.DRIVER_NAME,
+                                "pool": "node-a",
+                                "device": "gpu-1",
+                                "shareID": str(uuid.uuid4()),
+                                "consumedCapacity": {"memory": "1Gi", "cores": "10"},
+                            }
+                        ]
+                    }
+                }
+            },
+        }
+    )
+    ref = ClaimRef("ns", "c", stored["metadata"]["uid"])
+    assert old.prepare([ref])[ref.uid].error == ""
+    legacy = tmp_path / "plugin" / "claims" / ref.uid
+    assert (legacy / "limits" / "limits").is_file()
+    assert new.claims_dir / ref.uid == tmp_path / "run" / "claims" / ref.uid  # not known yet
+    with new.node_lock.hold():
+        new.sync()
+    assert ref.uid in new.state and new.claims_dir / ref.uid == legacy
+    assert new.unprepare([ref]) == {ref.uid: ""} and not legacy.exists()
