@@ -85,6 +85,9 @@ ENV_FAKE_PROC_ROOT = "CARVE_FAKE_PROC_ROOT"  # where the fake NVML writes MIG ca
 DEFAULT_PLUGIN_DIR = f"/var/lib/kubelet/plugins/{DRIVER_NAME}"
 DEFAULT_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
 DEFAULT_CDI_DIR = "/var/run/cdi"
+# Per-boot state of the plugin (each prepared claim's directory: region, limits file): a tmpfs on every
+# distribution, so creating a claim's files costs no disk work (driver/plugin/claims/dirs.py).
+DEFAULT_RUN_DIR = "/run/carve"
 REGISTRATION_SOCKET = f"{DRIVER_NAME}-reg.sock"
 DRA_SOCKET = "dra.sock"
 CHECKPOINT_FILE = "checkpoint.json"

@@ -144,7 +144,7 @@ def test_driver_backend_refuses_a_process_without_the_limiter(cluster, api, name
     # namespace, as on this hybrid host, by the same path; in one it reads "/").
     pod = client.CoreV1Api(api).read_namespaced_pod("strict", namespace)
     container_id = pod.status.container_statuses[0].container_id.rpartition("://")[2]
-    record = driver_node.plugin_dir / "claims" / claim["metadata"]["uid"] / "cgroups" / container_id
+    record = driver_node.run_dir / "claims" / claim["metadata"]["uid"] / "cgroups" / container_id
     partitioned = record.read_text()
     inside = kube.exec_sh(cluster, namespace, "strict", "grep '^0::' /proc/self/cgroup").strip()[3:]
     assert Path(partitioned).is_dir(), partitioned

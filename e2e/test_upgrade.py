@@ -259,10 +259,13 @@ def _assert_unprepares(u: Upgrade, name: str) -> None:
     migs_before = invariants.mig_instances(u.node)
     kube.delete_pod(u.api, NAMESPACE_WORK, name)
     spec = u.node.cdi_dir / f"k8s.{names.DRIVER_NAME}-claim_{uid}.json"
-    claim_dir = u.node.plugin_dir / "claims" / uid
+    # Under the run directory, or the plugin directory where a release before --run-dir put it.
+    claim_dirs = (u.node.run_dir / "claims" / uid, u.node.plugin_dir / "claims" / uid)
 
     def gone():
-        return not spec.exists() and not claim_dir.exists() and uid not in u.checkpoint_claims()
+        return (
+            not spec.exists() and not any(d.exists() for d in claim_dirs) and uid not in u.checkpoint_claims()
+        )
 
     kube.wait(f"claim {uid} of {name} unprepared", gone, 120)
     if name.endswith("-mig"):

@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from driver.limits import RegionError
 from driver.metrics.regions import ClaimUsage, is_limited, read_claim_usage, region_path
+from driver.plugin.claims.dirs import ClaimDirs
 from driver.plugin.enforcement.crosscheck import Findings
 from driver.plugin.logfmt import event
 from driver.plugin.state.checkpoint import STATE_COMPLETED, ClaimRecord
@@ -47,7 +48,7 @@ class PluginState:
 
     registered: bool
     claims: list[ClaimRecord]
-    claims_dir: Path
+    claims_dir: Path | ClaimDirs  # where each claim's directory is (driver/plugin/claims/dirs.py)
     gpus: list[GpuState] = field(default_factory=list)
     # Whether a claim is still prepared now: a region that vanished because the claim was just unprepared
     # is not an error.

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from driver import names
 from driver.limits import Region, read_limits
+from driver.plugin.claims.dirs import ClaimDirs, as_dirs
 from driver.plugin.container.edits import ClaimFiles
 from driver.plugin.enforcement.driverusage import driver_usage
 from driver.plugin.state.checkpoint import ClaimRecord
@@ -46,8 +47,8 @@ def is_limited(record: ClaimRecord) -> bool:
     return any(d.type in LIMITED_TYPES and not d.admin for d in record.devices)  # admin: no region
 
 
-def region_path(claims_dir: Path, uid: str) -> Path:
-    return ClaimFiles(Path(claims_dir) / uid).region
+def region_path(claims_dir: Path | ClaimDirs, uid: str) -> Path:
+    return ClaimFiles(as_dirs(claims_dir) / uid).region
 
 
 def _device_names(record: ClaimRecord) -> dict[str, str]:

@@ -58,7 +58,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="'kube' (the API server) or 'file:<dir>' (a directory-backed fake cluster, for demos/tests)",
     )
     p.add_argument(
-        "--plugin-dir", default=names.DEFAULT_PLUGIN_DIR, help="state dir: dra.sock, checkpoint.json, claims/"
+        "--plugin-dir", default=names.DEFAULT_PLUGIN_DIR, help="state dir: dra.sock, checkpoint.json, locks"
+    )
+    p.add_argument(
+        "--run-dir",
+        default=names.DEFAULT_RUN_DIR,
+        help="per-boot state: claims/<uid> (region, limits file); a tmpfs such as /run (default "
+        f"{names.DEFAULT_RUN_DIR}); claims an older plugin prepared under <plugin-dir>/claims stay there",
     )
     p.add_argument("--registry-dir", default=names.DEFAULT_REGISTRY_DIR, help="kubelet plugin registry dir")
     p.add_argument("--cdi-dir", default=names.DEFAULT_CDI_DIR, help="where CDI specs are written")
@@ -296,6 +302,7 @@ def run(args: argparse.Namespace) -> int:
     config = PluginConfig(
         node_name=args.node_name,
         plugin_dir=plugin_dir,
+        run_dir=Path(args.run_dir),
         registry_dir=Path(args.registry_dir),
         cdi_dir=Path(args.cdi_dir),
         driver_root=Path(args.driver_root),

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from driver.plugin.claims.dirs import ClaimDirs, as_dirs
 from driver.plugin.logfmt import event
 from driver.plugin.state.checkpoint import ClaimRecord
 
@@ -127,8 +128,8 @@ class MemoryBook:
     """Claim uid -> {GPU uuid: memory bytes} of its limits: told at prepare, read back from the claim's
     limits file for claims prepared before this process started, forgotten with the claim."""
 
-    def __init__(self, claims_dir: Path):
-        self.claims_dir = Path(claims_dir)
+    def __init__(self, claims_dir: Path | ClaimDirs):
+        self.claims_dir = as_dirs(claims_dir)
         self._known: dict[str, dict[str, int]] = {}
         self._lock = threading.Lock()
 

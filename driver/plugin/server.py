@@ -27,6 +27,7 @@ from driver.devices.limits import LIMITS
 from driver.fsutil import ensure_private_dir
 from driver.gpu.model import Gpu
 from driver.metrics import MetricsServer, PluginMetrics, plugin_state
+from driver.plugin.announce import Announcer
 from driver.plugin.claims.catalog import NodeDevice, catalog_from_slices
 from driver.plugin.claims.plan import ClaimRef
 from driver.plugin.claims.preparer import Preparer, PreparerSettings
@@ -58,21 +59,13 @@ from driver.plugin.mig.modes import (
 from driver.plugin.mig.partitioning import NodePartitioningApplier
 from driver.plugin.mps.daemon import MpsDaemons
 from driver.plugin.mps.daemon import watch as watch_mps
-from driver.plugin.placement import (
-    DEFAULT_PLACEMENT,
-    PLACEMENT_INDEX,
-    Coalescer,
-    MemoryBook,
-    gpu_loads,
-    order_devices,
-    shareable_order,
-)
+from driver.plugin.placement import DEFAULT_PLACEMENT, order_devices
+from driver.plugin.placement_wiring import PlacementWiring
 from driver.plugin.publisher import GATE_TAINTS, Publisher, PublishError
 from driver.plugin.service import DraV1, DraV1beta1, Registration, RegistrationState
 from driver.plugin.state.checkpoint import Checkpoint, read_boot_id
 from driver.plugin.state.recovery import recover
 from driver.plugin.strategies import NodeStrategies
-from driver.plugin.toolkit import toolkit_findings
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +74,7 @@ log = logging.getLogger(__name__)
 class PluginConfig:
     node_name: str
     plugin_dir: Path = Path(names.DEFAULT_PLUGIN_DIR)
+    run_dir: Path | None = None  # claims/<uid> (per boot; the CLI's default /run/carve); None: plugin_dir
     registry_dir: Path = Path(names.DEFAULT_REGISTRY_DIR)
     cdi_dir: Path = Path(names.DEFAULT_CDI_DIR)
     driver_root: Path = Path("/")
@@ -169,11 +163,9 @@ class Plugin:
         self.mps: MpsDaemons | None = None
         self.driver_memory: frozenset[str] = frozenset()
         self._status_writer: StatusQueue | None = None
-        # --placement binpack|spread: prepared memory per claim, the re-publish trigger, what was published.
-        self._placement_memory: MemoryBook | None = None
-        self._placement_watch: Coalescer | None = None
-        self._published_slices: list[dict] = []
-        self._published_order: tuple[str, ...] = ()
+        # --placement binpack|spread (placement_wiring.py); None under index, and before start.
+        self.placement: PlacementWiring | None = None
+        self.announce = Announcer(self.metrics, self.strategies)  # toolkit findings, gates off
         self.node_health = NodeHealth(
             config.node_name,
             gpus,
@@ -196,7 +188,53 @@ class Plugin:
     def start(self) -> None:
         c = self.config
         ensure_private_dir(Path(c.plugin_dir))
+        if c.run_dir is not None:
+            ensure_private_dir(Path(c.run_dir))  # root's only, as the plugin directory
         Path(c.registry_dir).mkdir(parents=True, exist_ok=True)
+        layout = self._scan_layout()
+        self.k8s_version = _k8s_version(self.cluster, c.k8s_version)
+        fake_dir = None if c.driver_required else _fake_dir()
+        partition_host = self._choose_memory_enforcement(layout, fake_dir)
+        strategies, pinned = self.strategies.resolve(self.gpus)
+        if c.toolkit_root is not None:
+            self.announce.toolkit(c.toolkit_root)
+        if c.partitioning and isinstance(self.cluster, ObjectApi):
+            # The NodePartitioning (or a change recorded in progress) overrides the flag, GPU by GPU.
+            self.partitioning = NodePartitioningApplier(
+                self.cluster,
+                c.node_name,
+                Path(c.plugin_dir),
+                lambda: self.gpus,
+                lambda wanted: self.publisher.request(wanted),
+                self._wake.set,
+                lambda: self.modes,
+            )
+            strategies = self.partitioning.start_strategies(strategies, pinned, self.strategies.sources)
+        self._start_publisher(strategies)
+        self.preparer = self._make_preparer(layout, fake_dir, partition_host)
+        recover(self.preparer)
+        self._publish_once()
+        self.mps.ensure(self._mps_gpus())
+        watch_mps(self.mps, self._mps_gpus, self._stop)
+        self._start_region_watcher()
+        self._start_servers()
+        threading.Thread(target=self._republish_loop, name="publisher", daemon=True).start()
+        if self.partitioning is not None:
+            self.partitioning.watch(self._stop)
+        event(
+            log,
+            logging.INFO,
+            "plugin.started",
+            dra_socket=str(self.dra_socket),
+            registration=str(self.reg_socket),
+            healthz=f"{c.healthz_addr.rpartition(':')[0]}:{self.health.port}" if self.health else None,
+            metrics=self.metrics_server.port if self.metrics_server else None,
+            claims=len(self.preparer.state),
+        )
+
+    def _scan_layout(self) -> HostLayout:
+        """The driver's files and device nodes as the plugin sees them; logs plugin.starting."""
+        c = self.config
         layout = HostLayout.scan(
             Path(c.driver_root),
             Path(c.mig_proc_root or c.proc_root),
@@ -219,14 +257,16 @@ class Plugin:
             dev_root=str(layout.dev_root),
             **driver,
         )
+        return layout
 
-        version = _k8s_version(self.cluster, c.k8s_version)
+    def _choose_memory_enforcement(self, layout: HostLayout, fake_dir: Path | None) -> PartitionHost | None:
+        """Which GPUs' memory the driver enforces (self.driver_memory), and the host side of its hook."""
+        c = self.config
         cgroup = probe_cgroup_v2()
         try:
             self.driver_memory = choose(c.memory_enforcement, self.gpus, cgroup)
         except EnforcementError as e:
             raise RuntimeError(str(e)) from None
-        fake_dir = None if c.driver_required else _fake_dir()
         nvml = nvml_host_path(layout, fake_dir) if self.driver_memory else None
         if self.driver_memory and (nvml is None or cgroup is None):
             event(
@@ -241,28 +281,22 @@ class Plugin:
             driver=sorted(g.name for g in self.gpus if g.uuid in self.driver_memory),
             cgroup=cgroup.mount if cgroup else None,
         )
+        if not (self.driver_memory and nvml and cgroup):
+            return None
+        return PartitionHost(
+            self.limiter_dir / names.HOOK_BINARY, nvml, cgroup.mount, fake=not c.driver_required
+        )
+
+    def _start_publisher(self, strategies: dict[int, str]) -> None:
+        """The slice builder and the publisher; the health monitor and the gate probe before any publish;
+        the catalog recovery reads prepared devices from."""
+        c = self.config
         settings = Settings(
             split_count=c.split_count,
             soft_context_reserve=c.soft_context_reserve,
             driver_memory=self.driver_memory,
         )
-        strategies, pinned = self.strategies.resolve(self.gpus)
-        if c.toolkit_root is not None:
-            self._check_toolkit(c.toolkit_root)
-        if c.partitioning and isinstance(self.cluster, ObjectApi):
-            # The NodePartitioning (or a change recorded in progress) overrides the flag, GPU by GPU.
-            self.partitioning = NodePartitioningApplier(
-                self.cluster,
-                c.node_name,
-                Path(c.plugin_dir),
-                lambda: self.gpus,
-                lambda wanted: self.publisher.request(wanted),
-                self._wake.set,
-                lambda: self.modes,
-            )
-            strategies = self.partitioning.start_strategies(strategies, pinned, self.strategies.sources)
-
-        self.k8s_version = version
+        version = self.k8s_version
 
         def build(
             chosen: dict[int, str], generation: int, layouts: bool = True, health: bool = True
@@ -283,14 +317,13 @@ class Plugin:
             return order_devices(built, self._gpu_loads(), c.placement)
 
         self._build = build
-
         self.publisher = Publisher(
             self.cluster,
             c.node_name,
             build,
             strategies,
             select=self._select_modes,
-            on_gates_off=self._gates_off,
+            on_gates_off=self.announce.gates_off,
         )
         if c.health_monitor:
             # Before the first publish: a GPU found unhealthy (or remembered so) is never offered.
@@ -304,60 +337,54 @@ class Plugin:
         self._catalog = catalog_from_slices(build(self.publisher.effective, 1, layouts=False, health=False))
         self._all_devices = dict(self._catalog)
 
+    def _make_preparer(
+        self, layout: HostLayout, fake_dir: Path | None, partition_host: PartitionHost | None
+    ) -> Preparer:
+        """The Preparer with its enforcement hosts, MPS daemons, status reports and placement hooks."""
+        c = self.config
         boot_id = c.boot_id if c.boot_id is not None else read_boot_id()
-        self.preparer = Preparer(
-            PreparerSettings(c.node_name, Path(c.plugin_dir), Path(c.cdi_dir), self.limiter_dir),
+        run_dir = Path(c.run_dir) if c.run_dir is not None else None
+        preparer = Preparer(
+            PreparerSettings(c.node_name, Path(c.plugin_dir), Path(c.cdi_dir), self.limiter_dir, run_dir),
             self.cluster,
             layout,
             self.mig,
             lambda: self._catalog,
             Checkpoint(Path(c.plugin_dir) / names.CHECKPOINT_FILE, boot_id),
         )
-        self.preparer.after_unprepare = self._after_unprepare
-        if self.driver_memory and nvml and cgroup:
-            self.preparer.partition_host = PartitionHost(
-                self.limiter_dir / names.HOOK_BINARY, nvml, cgroup.mount, fake=not c.driver_required
-            )
+        preparer.after_unprepare = self._after_unprepare
+        preparer.partition_host = partition_host
         self.mps = MpsDaemons(
             mps_control_path(Path(c.driver_root), fake_dir),
             Path(c.plugin_dir) / "mps",
             {k: v for k, v in os.environ.items() if k.startswith("CARVE_FAKE_")},
         )
-        self.preparer.mps_pipe_dir = self.mps.pipe_dir
-        self.preparer.mps_state_dir = self.mps.state_dir
+        preparer.mps_pipe_dir = self.mps.pipe_dir
+        preparer.mps_state_dir = self.mps.state_dir
         if self.mps.control is not None:
             # MPS serves one uid per GPU: the hook refuses a container of another uid while it has clients.
-            self.preparer.mps_user_check = MpsUserCheck(
+            preparer.mps_user_check = MpsUserCheck(
                 self.limiter_dir / names.HOOK_BINARY, layout.host_path(self.mps.control)
             )
-        self.preparer.mps_shm_dir = Path(c.mps_shm_dir) if c.mps_shm_dir else None
-        self.preparer.region_fs = c.region_fs
+        preparer.mps_shm_dir = Path(c.mps_shm_dir) if c.mps_shm_dir else None
+        preparer.region_fs = c.region_fs
         if c.claim_status and hasattr(self.cluster, "update_resource_claim_status"):
             # Reports go out from a thread of their own: the kubelet's answer never waits on them.
             writer = StatusQueue(ClaimStatusWriter(self.cluster))
-            self.preparer.after_prepare = lambda plan, record, limits: writer.write(
-                plan.ref, device_statuses(plan, record, limits)
+            preparer.after_prepare = lambda plan, record, limits: writer.write(
+                plan.ref, device_statuses(plan, record, limits), plan.claim
             )
             self._status_writer = writer
-        if c.placement != PLACEMENT_INDEX:
-            self._placement_memory = MemoryBook(self.preparer.claims_dir)
-            self._placement_watch = Coalescer(
-                self._placement_changed, c.placement_coalesce_s, name="placement"
-            ).start()
-            report = self.preparer.after_prepare
+        self.placement = PlacementWiring.for_flag(
+            c.placement, preparer.claims_dir, lambda: preparer.state, self._wake.set, c.placement_coalesce_s
+        )
+        if self.placement is not None:
+            preparer.after_prepare = self.placement.after_prepare(preparer.after_prepare)
+        preparer.specs.ensure()
+        return preparer
 
-            def after_prepare(plan, record, limits) -> None:
-                # Outside the node lock, after the checkpoint was written: two dict writes and an event.
-                self._placement_memory.remember(record.uid, limits)
-                self._placement_watch.notify()
-                report(plan, record, limits)
-
-            self.preparer.after_prepare = after_prepare
-        self.preparer.specs.ensure()
-        recover(self.preparer)
-        self._publish_once()
-        self.mps.ensure(self._mps_gpus())
-        watch_mps(self.mps, self._mps_gpus, self._stop)
+    def _start_region_watcher(self) -> None:
+        c = self.config
         enforcer = Enforcer(
             c.node_name,
             self.cluster if hasattr(self.cluster, "create_event") else None,
@@ -374,6 +401,10 @@ class Plugin:
         )
         self.region_watcher.start()
 
+    def _start_servers(self) -> None:
+        """The DRA socket, then the registration socket (the kubelet calls as soon as it sees that one);
+        the health and metrics endpoints."""
+        c = self.config
         dra = self._serve(
             self.dra_socket,
             lambda s: (
@@ -397,19 +428,6 @@ class Plugin:
         if c.metrics_addr:
             self.metrics_server = MetricsServer(c.metrics_addr, self.metrics.registry)
             self.metrics_server.start()
-        threading.Thread(target=self._republish_loop, name="publisher", daemon=True).start()
-        if self.partitioning is not None:
-            self.partitioning.watch(self._stop)
-        event(
-            log,
-            logging.INFO,
-            "plugin.started",
-            dra_socket=str(self.dra_socket),
-            registration=str(self.reg_socket),
-            healthz=f"{c.healthz_addr.rpartition(':')[0]}:{self.health.port}" if self.health else None,
-            metrics=self.metrics_server.port if self.metrics_server else None,
-            claims=len(self.preparer.state),
-        )
 
     def _serve(self, socket: Path, add) -> grpc.Server:
         if socket.exists() or socket.is_symlink():
@@ -430,8 +448,8 @@ class Plugin:
     def stop(self, grace_s: float = 2.0) -> None:
         self._stop.set()
         self._wake.set()
-        if self._placement_watch is not None:
-            self._placement_watch.stop()
+        if self.placement is not None:
+            self.placement.stop()
         self.node_health.stop()  # first: ends the kubelet's health streams, so the servers stop at once
         for socket in (self.reg_socket,):
             if socket.exists():
@@ -474,8 +492,8 @@ class Plugin:
         self.metrics.observe_publish(self.config.node_name, stored)
         # What the server kept is what the scheduler allocates from.
         self._catalog = catalog_from_slices(stored)
-        self._published_slices = stored
-        self._published_order = shareable_order(stored)
+        if self.placement is not None:
+            self.placement.published(stored)
         self._all_devices = catalog_from_slices(self._build(self.publisher.applied, 1, health=False))
         self.node_health.broadcast.publish()
         if self.partitioning is not None:
@@ -523,26 +541,14 @@ class Plugin:
 
     def _gpu_loads(self) -> dict:
         """GPU uuid -> Load of the claims prepared now (placement.py); {} under `index` or before state
-        is recovered. Reads the state without the node lock: a copy of the dict, taken atomically."""
-        if self._placement_memory is None:
-            return {}
-        records = list(dict(self.preparer.state).values())
-        return gpu_loads(records, self._placement_memory.memory(records))
-
-    def _placement_changed(self) -> None:
-        """After a burst of prepares/unprepares: re-publish when the load order of the published
-        shareable devices changed (only their order differs; the publisher writes nothing otherwise)."""
-        published = self._published_slices
-        wanted = shareable_order(order_devices(published, self._gpu_loads(), self.config.placement))
-        if wanted != self._published_order:
-            event(log, logging.INFO, "placement.reorder", placement=self.config.placement, order=list(wanted))
-            self._wake.set()
+        is recovered."""
+        return self.placement.loads() if self.placement is not None else {}
 
     def _after_unprepare(self, record) -> None:
         """Clear the claim's status.devices entries; publish at once when the claim held up a mode change
         (or had a MIG GPU whole, MIG mode off)."""
-        if self._placement_watch is not None:
-            self._placement_watch.notify()
+        if self.placement is not None:
+            self.placement.unprepared()
         if self._status_writer is not None:
             try:
                 self._status_writer.clear(ClaimRef(record.namespace, record.name, record.uid))
@@ -579,28 +585,6 @@ class Plugin:
         if self.registration.status == "refused":
             return f"registration refused by the kubelet: {self.registration.error}"
         return check_dra_socket(str(self.dra_socket))
-
-    def _check_toolkit(self, host_root: Path) -> None:
-        """Toolkit settings that hand out GPUs past carve: a warning, a Node Event, a metric each."""
-        for f in toolkit_findings(host_root):
-            event(log, logging.WARNING, "toolkit.unsafe", setting=f.setting, path=f.path, detail=f.detail)
-            self.metrics.observe_toolkit_finding(f.setting, f.path)
-            self.strategies.node_event(
-                "ContainerToolkitUnsafe",
-                f"NVIDIA container toolkit {f.path}: {f.setting}: {f.detail} (docs/install.md, \"Nodes with "
-                'the NVIDIA container toolkit and the GPU Operator")',
-            )
-
-    def _gates_off(self, gates: set[str], changed: dict[int, str]) -> None:
-        """A gate the API server has off: the metric and a Node Event, besides the publisher's log line."""
-        self.metrics.observe_gates_off(gates)
-        what = ", ".join(f"GPU {i}: {c}" for i, c in sorted(changed.items())) or "no GPU's strategy changed"
-        self.strategies.node_event(
-            "FeatureGatesOff",
-            f"the API server has {', '.join(sorted(gates))} off (it drops their fields): soft slices run as "
-            f"slots, MIG and time-slicing as whole GPUs ({what}); turn the gates on (docs/install.md, "
-            '"Feature gates per Kubernetes version")',
-        )
 
     def status(self) -> dict:
         return {

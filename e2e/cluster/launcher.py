@@ -119,6 +119,7 @@ def node_values(node: Node, image: Image, api_port: int) -> dict:
             "strategy": node.spec.strategy,
             "registryDir": str(node.registry_dir),
             "pluginDir": str(node.plugin_dir),
+            "runDir": str(node.run_dir),
             "cdiDir": str(node.cdi_dir),
             "driverRoot": str(node.driver_root),
             # The MPS daemons' /dev/shm: this node's own, not the host-wide default under /run.
@@ -300,6 +301,7 @@ class Cluster:
             for node in self.nodes.values():
                 if self.helm_release:
                     node.make_driver_root()
+                    node.mount_run_tmpfs()  # the chart's runDir: a tmpfs, as /run on a host
                     values = REPO / "helm" / "carve" / "ci" / "fake-gpus-values.yaml"
                     self.helm(
                         "install",
@@ -314,6 +316,7 @@ class Cluster:
                     assert self.image
                     port = int(self.cp.server.rsplit(":", 1)[1])
                     node.make_driver_root()
+                    node.mount_run_tmpfs()  # the chart's runDir: a tmpfs, as /run on a host
                     self.kubectl(
                         "apply", "-f", "-", stdin=node_daemonset(self.version, node, self.image, port)
                     )

@@ -77,6 +77,12 @@ class Node:
         return self.kubelet_dir / "plugins" / names.DRIVER_NAME
 
     @property
+    def run_dir(self) -> Path:
+        """The plugin's --run-dir (claims' directories): a tmpfs of its own, as /run is on a host, so the
+        limits file's trust anchor (CARVE_LIMITS_SOURCE) is another mount than the plugin directory's."""
+        return self.root / "run"
+
+    @property
     def registry_dir(self) -> Path:
         return self.kubelet_dir / "plugins_registry"
 
@@ -216,6 +222,8 @@ class Node:
             str(self.plugin_kubeconfig),
             "--plugin-dir",
             str(self.plugin_dir),
+            "--run-dir",
+            str(self.run_dir),
             "--registry-dir",
             str(self.registry_dir),
             "--cdi-dir",
@@ -268,9 +276,19 @@ class Node:
                 ["mount", "-t", "tmpfs", "-o", opts, "carve-state", str(self.plugin_dir)], check=True
             )
 
+    def mount_run_tmpfs(self) -> None:
+        """The node's run directory as a tmpfs, shared: a containerized plugin's region tmpfs mounts under
+        it (mountPropagation: Bidirectional) reach the host, as under a host's /run."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if not os.path.ismount(self.run_dir):
+            opts = "size=64m,mode=0755"
+            subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "carve-run", str(self.run_dir)], check=True)
+            subprocess.run(["mount", "--make-shared", str(self.run_dir)], check=True)
+
     def start_plugin(self, server: str, ca: Path, token: str) -> Proc:
         self.plugin_kubeconfig = kubeconfig.write(self.root / "plugin.kubeconfig", server, ca, token=token)
         self.make_driver_root()
+        self.mount_run_tmpfs()
         if self.state_tmpfs_mib:
             self.mount_state_tmpfs()
         self.metrics_port = self.metrics_port or free_port()

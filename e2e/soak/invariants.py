@@ -101,8 +101,13 @@ def leaks(c: Cluster, namespace: str) -> list[str]:
         specs = [p.name for p in node.cdi_dir.glob("k8s.gpu.carve.dev-claim_*.json")]
         if specs:
             problems.append(f"leak: {node.name}: CDI specs {specs}")
-        claims_dir = node.plugin_dir / "claims"
-        dirs = sorted(p.name for p in claims_dir.iterdir()) if claims_dir.exists() else []
+        # The run directory's, and the plugin directory's where a plugin before --run-dir put them.
+        dirs = sorted(
+            p.name
+            for claims_dir in (node.run_dir / "claims", node.plugin_dir / "claims")
+            if claims_dir.exists()
+            for p in claims_dir.iterdir()
+        )
         if dirs:
             problems.append(f"leak: {node.name}: claim directories {dirs}")
         loaded = Checkpoint(node.plugin_dir / names.CHECKPOINT_FILE, "").load(move_aside=False)

@@ -53,6 +53,9 @@ class FakeNode:
         self.node_name = node_name
         self.cluster_dir = self.root / "cluster"
         self.plugin_dir = self.root / "plugin"
+        # --run-dir: the claims' directories. The plugin directory here, so that the tests that look at
+        # <plugin-dir>/claims keep their paths; tests of a separate run directory set it.
+        self.run_dir = self.plugin_dir
         self.registry_dir = self.root / "registry"
         self.cdi_dir = self.root / "cdi"
         self.driver_root = self.root / "driver"
@@ -76,6 +79,8 @@ class FakeNode:
             f"file:{self.cluster_dir}",
             "--plugin-dir",
             str(self.plugin_dir),
+            "--run-dir",
+            str(self.run_dir),
             "--registry-dir",
             str(self.registry_dir),
             "--cdi-dir",
@@ -110,7 +115,7 @@ class FakeNode:
         return sorted(p.name for p in self.cdi_dir.glob("*.json")) if self.cdi_dir.exists() else []
 
     def claim_dirs(self) -> list[str]:
-        d = self.plugin_dir / "claims"
+        d = self.run_dir / "claims"
         return sorted(p.name for p in d.iterdir()) if d.exists() else []
 
     def checkpoint_claims(self) -> dict:

@@ -50,7 +50,14 @@ def soft_results(i: int) -> list[dict]:
 class InProcessNode:
     """A Preparer called directly, on a driver root and plugin directory under `root`."""
 
-    def __init__(self, root: Path, stub_cache: Path, region_fs: str = "off"):
+    def __init__(
+        self,
+        root: Path,
+        stub_cache: Path,
+        region_fs: str = "off",
+        run_dir: Path | None = None,
+        cdi_dir: Path | None = None,
+    ):
         limiter = hook_dir(root / "lib")
         (limiter / names.LIMITER_LIBRARY).touch()
         driver = build_driver_root(root / "root", LAYOUTS["rhel"], stub_cache)
@@ -63,7 +70,7 @@ class InProcessNode:
         }
         self.checkpoint_path = root / "plugin" / "checkpoint.json"
         self.preparer = Preparer(
-            PreparerSettings("node-a", root / "plugin", root / "cdi", limiter),
+            PreparerSettings("node-a", root / "plugin", cdi_dir or root / "cdi", limiter, run_dir),
             self.cluster,
             HostLayout.scan(driver, hook_dir=limiter),
             None,

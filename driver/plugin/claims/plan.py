@@ -63,6 +63,9 @@ class PlannedDevice:
 class ClaimPlan:
     ref: ClaimRef
     devices: tuple[PlannedDevice, ...]
+    # The claim as read for this prepare: the status report's first write goes from it, without reading
+    # the claim again (its resourceVersion makes a stale copy a Conflict, which re-reads).
+    claim: dict | None = field(default=None, compare=False, repr=False)
 
 
 def plan_claim(ref: ClaimRef, claim: dict, pool: str, catalog: dict[str, NodeDevice]) -> ClaimPlan:
@@ -133,7 +136,7 @@ def plan_claim(ref: ClaimRef, claim: dict, pool: str, catalog: dict[str, NodeDev
         if p.device.is_limited and getattr(p.config, "memoryLimit", None) is not None:
             device_memory(ref, p)  # memoryLimit against the request, the backend and the class's ratio
     _check_one_mps_gpu(ref, planned)
-    return ClaimPlan(ref=ref, devices=tuple(planned))
+    return ClaimPlan(ref=ref, devices=tuple(planned), claim=claim)
 
 
 def device_memory(ref: ClaimRef, p: PlannedDevice) -> tuple[int, int]:

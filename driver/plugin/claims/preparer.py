@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from driver.gpu.model import MigInstance
 from driver.plugin import faults
 from driver.plugin.claims.admin import check_admin_namespace, needs_admin
 from driver.plugin.claims.catalog import NodeDevice
+from driver.plugin.claims.dirs import CLAIMS, ClaimDirs
 from driver.plugin.claims.plan import (
     ClaimPlan,
     ClaimRef,
@@ -45,7 +45,6 @@ from driver.plugin.claims.plan import (
     memory_partitions,
     plan_claim,
 )
-from driver.plugin.container import regionfs
 from driver.plugin.container.claimfiles import LimiterMissing, write_claim_files
 from driver.plugin.container.edits import (
     ClaimDevice,
@@ -96,6 +95,8 @@ class PreparerSettings:
     plugin_dir: Path
     cdi_dir: Path
     limiter_dir: Path
+    # Per-boot claim directories go under <run_dir>/claims (claims/dirs.py); None: the plugin directory.
+    run_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ class Preparer:
         self.claim_locks = ClaimLocks()
         self.node_lock = NodeLock(Path(settings.plugin_dir) / "plugin.lock")
         self.claim_files = ClaimFileLocks(Path(settings.plugin_dir) / "claims.lock")
-        self.claims_dir = Path(settings.plugin_dir) / "claims"
+        run_dir = settings.plugin_dir if settings.run_dir is None else settings.run_dir
+        self.claims_dir = ClaimDirs(Path(run_dir) / CLAIMS, legacy=Path(settings.plugin_dir) / CLAIMS)
         self.migs = MigKeeper(mig, MigJournal(Path(settings.plugin_dir) / FILE_NAME))
         self.state: dict[str, ClaimRecord] = {}
         self.after_unprepare: Callable[[ClaimRecord], None] = lambda _record: None
@@ -169,7 +171,7 @@ class Preparer:
                 return None, self._internal_error(who, ref, e)
             # A full state disk is the operator's to fix, not a bug: one line, no traceback. What this claim
             # had written is rolled back (the checkpoint cuts a torn append back), so the retry starts clean.
-            where = e.filename or str(self.claims_dir.parent)
+            where = e.filename or str(self.claims_dir.root.parent)
             error = f"{ref}: {action}: no space left on the plugin's state filesystem ({where})"
             event(log, logging.WARNING, f"{action}.failed", claim=who, uid=ref.uid, error=error)
             return None, error
@@ -471,10 +473,7 @@ class Preparer:
         point("unprepare-after-checkpoint")
 
     def remove_claim_dir(self, uid: str) -> None:
-        root = self.claims_dir / uid
-        if root.exists():
-            regionfs.release_under(root)
-            shutil.rmtree(root)  # no fsync: per-boot state (driver/fsutil.py)
+        self.claims_dir.remove(uid)
 
     def sync(self) -> None:
         """Adopt the checkpoint another plugin process wrote (rolling update); call with the node lock held.
@@ -493,6 +492,7 @@ class Preparer:
                 claims=len(loaded.claims),
             )
             self.state = dict(loaded.claims)
+            self.claims_dir.rescan()  # its claims may have their directories where an older plugin puts them
         else:
             event(
                 log,

@@ -10,6 +10,8 @@ and `data` (apiVersion gpu.carve.dev/v1alpha1, kind DeviceStatus): strategy (the
 migUUID, memoryLimitBytes and coresLimitPercent (where a quota applies), adminAccess.
 
 Written through the status subresource with the claim's resourceVersion; a Conflict re-reads and retries.
+A write after prepare starts from the claim the prepare read (no second read of the claim; a copy that
+changed since is a Conflict, which re-reads).
 At unprepare our entries are removed (the claim being gone is fine). The API server checks each entry
 against the allocation and, with granular status authorization (1.36+), the writer's permission on
 `resourceclaims/driver` for this driver (helm/carve/templates/claimstatus-rbac.yaml).
@@ -117,19 +119,28 @@ class ClaimStatusWriter:
         self.attempts = attempts
         self.sleep = sleep or time.sleep
 
-    def write(self, ref: ClaimRef, entries: list[dict]) -> bool:
-        return self._update(ref, lambda existing: merged(existing, entries), "write")
+    def write(self, ref: ClaimRef, entries: list[dict], claim: dict | None = None) -> bool:
+        """`claim`: the claim as just read (at prepare), tried first instead of reading it again."""
+        return self._update(ref, lambda existing: merged(existing, entries), "write", claim)
 
     def clear(self, ref: ClaimRef) -> bool:
         return self._update(ref, lambda existing: merged(existing, []), "clear")
 
-    def _update(self, ref: ClaimRef, change: Callable[[list[dict]], list[dict]], what: str) -> bool:
+    def _update(
+        self,
+        ref: ClaimRef,
+        change: Callable[[list[dict]], list[dict]],
+        what: str,
+        known: dict | None = None,
+    ) -> bool:
         delay = 0.05
         for attempt in range(1, self.attempts + 1):
-            try:
-                claim = self.cluster.get_resource_claim(ref.namespace, ref.name)
-            except NotFound:
-                return False  # deleted: nothing to report on
+            claim, known = known, None  # the copy given is for the first attempt only
+            if claim is None:
+                try:
+                    claim = self.cluster.get_resource_claim(ref.namespace, ref.name)
+                except NotFound:
+                    return False  # deleted: nothing to report on
             if (claim.get("metadata") or {}).get("uid") != ref.uid:
                 return False  # a new claim under the old name: not ours to touch
             status = dict(claim.get("status") or {})
@@ -165,7 +176,8 @@ class ClaimStatusWriter:
 class StatusQueue:
     """Claim status reports off the kubelet's path: one thread applies them in order, latest per claim wins.
 
-    A report is two API round trips (read, write), made under no lock of the preparer, so a prepare answers
+    A report is two API round trips (read, write; a write after prepare one: it starts from the claim the
+    prepare read), made under no lock of the preparer, so a prepare answers
     the kubelet without waiting for them (docs/performance.md). Per claim the order is kept: a clear queued
     behind a write replaces it (the claim is gone before its report went out). A report is not durable: a
     plugin that crashes before sending it leaves the claim without status.devices, as one that crashed
@@ -174,23 +186,25 @@ class StatusQueue:
 
     def __init__(self, writer: ClaimStatusWriter, name: str = "claim-status"):
         self.writer = writer
-        self._pending: dict[str, tuple[ClaimRef, list[dict] | None]] = {}  # uid -> entries, None: clear
+        # uid -> (ref, entries or None for a clear, the claim as read at prepare or None)
+        self._pending: dict[str, tuple[ClaimRef, list[dict] | None, dict | None]] = {}
         self._cond = threading.Condition()
         self._busy = False
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def write(self, ref: ClaimRef, entries: list[dict]) -> None:
-        self._put(ref, entries)
+    def write(self, ref: ClaimRef, entries: list[dict], claim: dict | None = None) -> None:
+        """`claim`: the claim as the prepare read it (ClaimStatusWriter.write)."""
+        self._put(ref, entries, claim)
 
     def clear(self, ref: ClaimRef) -> None:
-        self._put(ref, None)
+        self._put(ref, None, None)
 
-    def _put(self, ref: ClaimRef, entries: list[dict] | None) -> None:
+    def _put(self, ref: ClaimRef, entries: list[dict] | None, claim: dict | None) -> None:
         with self._cond:
             self._pending.pop(ref.uid, None)  # re-inserted last: dict order is the send order
-            self._pending[ref.uid] = (ref, entries)
+            self._pending[ref.uid] = (ref, entries, claim)
             self._cond.notify()
 
     def flush(self, timeout_s: float) -> bool:
@@ -218,13 +232,15 @@ class StatusQueue:
                 if self._closed and not self._pending:
                     return
                 uid = next(iter(self._pending))
-                ref, entries = self._pending.pop(uid)
+                ref, entries, claim = self._pending.pop(uid)
                 self._busy = True
             try:
                 if entries is None:
                     self.writer.clear(ref)
-                else:
+                elif claim is None:
                     self.writer.write(ref, entries)
+                else:
+                    self.writer.write(ref, entries, claim)
             except Exception as e:  # a report: logged, never the claim's error
                 event(
                     log, logging.WARNING, "claim-status.failed", uid=ref.uid, error=f"{type(e).__name__}: {e}"

@@ -42,6 +42,7 @@ from driver.limits import (
     scan_host_pids,
     write_limits,
 )
+from driver.plugin.claims.dirs import ClaimDirs, as_dirs
 from driver.plugin.container.edits import ClaimFiles, region_container_path
 from driver.plugin.enforcement.attribution import reserved_pods
 from driver.plugin.enforcement.crosscheck import ClaimView
@@ -151,7 +152,7 @@ def claim_runtime(
     uid: str,
     limits: ClaimLimits,
     state: Mapping[str, ClaimRecord],
-    claims_dir: Path,
+    claims_dir: Path | ClaimDirs,
     known: dict[str, ClaimRegion] | None = None,
 ) -> ClaimRuntime:
     """At prepare: the runtime of a new claim next to the claims already prepared on the node.
@@ -176,7 +177,7 @@ def claim_runtime(
             continue
         if region is None:
             try:
-                region = claim_region(other, read_limits(ClaimFiles(Path(claims_dir) / other).limits))
+                region = claim_region(other, read_limits(ClaimFiles(as_dirs(claims_dir) / other).limits))
             except RegionError:
                 continue  # the watcher reports it; this claim's share is corrected at its next pass
             known[other] = region
@@ -213,7 +214,7 @@ class RegionWatcher:
     def __init__(
         self,
         state: Callable[[], Mapping[str, ClaimRecord]],
-        claims_dir: Path,
+        claims_dir: Path | ClaimDirs,
         interval_s: float = DEFAULT_INTERVAL_S,
         proc_root: Path = Path("/proc"),
         enforcer: Enforcer | None = None,
@@ -221,7 +222,7 @@ class RegionWatcher:
     ):
         self._state = state
         self._claims = claims  # None: the pods recorded at prepare are all the watcher knows
-        self._claims_dir = Path(claims_dir)
+        self._claims_dir = as_dirs(claims_dir)
         self.interval_s = interval_s
         self._proc = Path(proc_root)
         self.enforcer = enforcer  # None: no NVML cross-check (no GPU access, or tests of the rest)

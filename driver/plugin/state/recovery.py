@@ -109,11 +109,11 @@ def _remove_strays(preparer: Preparer) -> None:
     for uid in preparer.specs.claim_uids() - set(preparer.state):
         preparer.specs.remove(uid)
         event(log, logging.WARNING, "cdi.stray-removed", uid=uid)
-    if preparer.claims_dir.is_dir():
-        for path in preparer.claims_dir.iterdir():
-            if path.name not in preparer.state:
-                preparer.remove_claim_dir(path.name)
-                event(log, logging.WARNING, "claimdir.stray-removed", uid=path.name)
+    # Both places: the run directory and the plugin directory where a plugin before --run-dir put them.
+    for uid in list(preparer.claims_dir.uids()):
+        if uid not in preparer.state:
+            preparer.remove_claim_dir(uid)
+            event(log, logging.WARNING, "claimdir.stray-removed", uid=uid)
     for record in preparer.state.values():
         if not preparer.specs.path(record.uid).exists():
             event(

@@ -65,6 +65,12 @@ cluster serves monitoring.coreos.com/v1 (the Prometheus Operator's CRDs). */}}
 {{- default (printf "/var/lib/kubelet/plugins/%s" .Values.driverName) .Values.plugin.pluginDir | clean -}}
 {{- end -}}
 
+{{/* --run-dir: default /run/carve, the plugin's own default (per boot: the claims' directories under
+claims/; a tmpfs on every distribution). */}}
+{{- define "carve.runDir" -}}
+{{- default "/run/carve" .Values.plugin.runDir | clean -}}
+{{- end -}}
+
 {{/* --limiter-dir: default <plugin-dir>/lib, the plugin's own default made explicit. */}}
 {{- define "carve.limiterDir" -}}
 {{- default (printf "%s/lib" (include "carve.pluginDir" .)) .Values.plugin.limiterDir | clean -}}

@@ -1,0 +1,64 @@
+"""The status report after prepare starts from the claim the prepare read: one API round trip (the write)
+instead of two, and a copy that went stale meanwhile is a Conflict that re-reads, never a lost entry."""
+
+from __future__ import annotations
+
+from driver import names
+from driver.cluster import LocalCluster
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.claims.status import ClaimStatusWriter, StatusQueue
+
+REF = ClaimRef("ml", "c", "uid-1")
+OURS = {"driver": names.DRIVER_NAME, "pool": "node-a", "device": "gpu-1"}
+OTHER = {"driver": "net.example.com", "pool": "p", "device": "nic"}
+
+
+class CountingCluster(LocalCluster):
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+
+    def get_resource_claim(self, namespace, name):
+        self.reads += 1
+        return super().get_resource_claim(namespace, name)
+
+
+def _cluster() -> CountingCluster:
+    cluster = CountingCluster()
+    cluster.put_resource_claim(
+        {"metadata": {"name": "c", "namespace": "ml", "uid": "uid-1"}, "status": {"allocation": {}}}
+    )
+    return cluster
+
+
+def test_the_claim_read_at_prepare_is_written_from_without_a_second_read():
+    cluster = _cluster()
+    read_at_prepare = cluster.get_resource_claim("ml", "c")
+    cluster.reads = 0
+    assert ClaimStatusWriter(cluster).write(REF, [OURS], read_at_prepare)
+    assert cluster.reads == 0
+    assert cluster.get_resource_claim("ml", "c")["status"]["devices"] == [OURS]
+
+
+def test_a_copy_gone_stale_is_a_conflict_that_re_reads_and_keeps_the_other_drivers_entry():
+    cluster = _cluster()
+    read_at_prepare = cluster.get_resource_claim("ml", "c")
+    # Another driver reports on the claim between our prepare's read and our report.
+    fresh = cluster.get_resource_claim("ml", "c")
+    cluster.update_resource_claim_status({**fresh, "status": {**fresh["status"], "devices": [OTHER]}})
+    cluster.reads = 0
+    assert ClaimStatusWriter(cluster, sleep=lambda _s: None).write(REF, [OURS], read_at_prepare)
+    assert cluster.reads == 1  # the conflict's re-read
+    assert cluster.get_resource_claim("ml", "c")["status"]["devices"] == [OTHER, OURS]
+
+
+def test_the_queue_hands_the_prepares_claim_to_the_writer():
+    cluster = _cluster()
+    read_at_prepare = cluster.get_resource_claim("ml", "c")
+    cluster.reads = 0
+    queue = StatusQueue(ClaimStatusWriter(cluster))
+    queue.write(REF, [OURS], read_at_prepare)
+    assert queue.flush(5)
+    queue.close()
+    assert cluster.reads == 0
+    assert cluster.get_resource_claim("ml", "c")["status"]["devices"] == [OURS]
