@@ -31,7 +31,7 @@ from driver.plugin.announce import Announcer
 from driver.plugin.claims.catalog import NodeDevice, catalog_from_slices
 from driver.plugin.claims.plan import ClaimRef
 from driver.plugin.claims.preparer import Preparer, PreparerSettings
-from driver.plugin.claims.status import ClaimStatusWriter, StatusQueue, device_statuses
+from driver.plugin.claims.status import ClaimStatusWriter, KubeletCalls, StatusQueue, device_statuses
 from driver.plugin.container.edits import DriverFilesError, HostLayout
 from driver.plugin.container.enforcement_edits import (
     MpsUserCheck,
@@ -163,6 +163,7 @@ class Plugin:
         self.mps: MpsDaemons | None = None
         self.driver_memory: frozenset[str] = frozenset()
         self._status_writer: StatusQueue | None = None
+        self.kubelet_calls = KubeletCalls()  # in flight on the DRA socket; the status reports yield to them
         # --placement binpack|spread (placement_wiring.py); None under index, and before start.
         self.placement: PlacementWiring | None = None
         self.announce = Announcer(self.metrics, self.strategies)  # toolkit findings, gates off
@@ -370,7 +371,7 @@ class Plugin:
         preparer.region_fs = c.region_fs
         if c.claim_status and hasattr(self.cluster, "update_resource_claim_status"):
             # Reports go out from a thread of their own: the kubelet's answer never waits on them.
-            writer = StatusQueue(ClaimStatusWriter(self.cluster))
+            writer = StatusQueue(ClaimStatusWriter(self.cluster), calls=self.kubelet_calls)
             preparer.after_prepare = lambda plan, record, limits: writer.write(
                 plan.ref, device_statuses(plan, record, limits), plan.claim
             )
@@ -408,9 +409,11 @@ class Plugin:
         dra = self._serve(
             self.dra_socket,
             lambda s: (
-                dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(DraV1(self.preparer, self.metrics), s),
+                dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(
+                    DraV1(self.preparer, self.metrics, self.kubelet_calls), s
+                ),
                 dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
-                    DraV1beta1(self.preparer, self.metrics), s
+                    DraV1beta1(self.preparer, self.metrics, self.kubelet_calls), s
                 ),
                 add_health_service(self.node_health.broadcast, s),
             ),

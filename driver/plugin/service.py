@@ -22,6 +22,7 @@ from api.grpc import (
 from driver import names
 from driver.plugin.claims.plan import ClaimRef
 from driver.plugin.claims.preparer import Preparer
+from driver.plugin.claims.status import KubeletCalls
 from driver.plugin.logfmt import event
 
 if TYPE_CHECKING:
@@ -51,9 +52,12 @@ class _DraServicer:
     api_version = "v1"
     with_share_id = True
 
-    def __init__(self, preparer: Preparer, metrics: PluginMetrics | None = None):
+    def __init__(
+        self, preparer: Preparer, metrics: PluginMetrics | None = None, calls: KubeletCalls | None = None
+    ):
         self.preparer = preparer
         self.metrics = metrics
+        self.calls = calls if calls is not None else KubeletCalls()  # the status reports wait on them
 
     def _observe(self, operation: str, started: float, errors: list[str]) -> None:
         # A call without claims is the health probe, not the kubelet: it would swamp the figures.
@@ -62,7 +66,8 @@ class _DraServicer:
 
     def NodePrepareResources(self, request, context):
         started = time.monotonic()
-        results = self.preparer.prepare(_refs(request))
+        with self.calls.serving():
+            results = self.preparer.prepare(_refs(request))
         self._observe("prepare", started, [r.error for r in results.values()])
         response = self.pb.NodePrepareResourcesResponse()
         for uid, outcome in results.items():
@@ -83,7 +88,8 @@ class _DraServicer:
 
     def NodeUnprepareResources(self, request, context):
         started = time.monotonic()
-        results = self.preparer.unprepare(_refs(request))
+        with self.calls.serving():
+            results = self.preparer.unprepare(_refs(request))
         self._observe("unprepare", started, list(results.values()))
         response = self.pb.NodeUnprepareResourcesResponse()
         for uid, error in results.items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from driver.plugin.claims.plan import ClaimRef
-from driver.plugin.claims.status import StatusQueue
+from driver.plugin.claims.status import KubeletCalls, StatusQueue
 
 
 class SlowWriter:
@@ -76,3 +76,59 @@ def test_flush_gives_up_after_its_timeout():
     writer.gate.set()
     assert queue.flush(5)
     queue.close()
+
+
+def test_a_report_waits_for_the_kubelets_calls_in_flight_and_goes_once_they_end():
+    """A burst of prepares and the reports share one interpreter: a report queued while a call is in
+    flight is sent when the last call ends, not during it (docs/performance.md, fourth pass)."""
+    writer = SlowWriter()
+    writer.gate.set()
+    calls = KubeletCalls()
+    queue = StatusQueue(writer, calls=calls, yield_s=30)
+    first, second = calls.serving(), calls.serving()
+    first.__enter__()
+    second.__enter__()
+    queue.write(ClaimRef("ns", "a", "uid-a"), [{"n": 1}])
+    assert not writer.started.wait(0.3)  # two calls in flight: the report waits
+    first.__exit__(None, None, None)
+    assert not writer.started.wait(0.3)  # one still in flight
+    second.__exit__(None, None, None)
+    assert queue.flush(5)  # the last call ended: sent long before yield_s
+    assert writer.sent == [("write", "uid-a", [{"n": 1}])]
+    queue.close()
+
+
+def test_under_a_steady_stream_of_calls_a_report_waits_no_longer_than_yield_s():
+    writer = SlowWriter()
+    writer.gate.set()
+    calls = KubeletCalls()
+    queue = StatusQueue(writer, calls=calls, yield_s=0.2)
+    with calls.serving():  # a call that outlasts the report's patience
+        queue.write(ClaimRef("ns", "a", "uid-a"), [])
+        assert writer.started.wait(5)  # sent while the call is still in flight
+        assert calls.wait_idle(0) is False
+    assert calls.wait_idle(0) is True
+    assert writer.sent == [("write", "uid-a", [])]
+    queue.close()
+
+
+def test_the_servicer_counts_its_calls_in_flight_while_the_preparer_runs():
+    from driver.plugin.service import DraV1
+
+    seen: list[bool] = []
+
+    class Preparer:
+        def prepare(self, refs):
+            seen.append(calls.wait_idle(0))
+            return {}
+
+        def unprepare(self, refs):
+            seen.append(calls.wait_idle(0))
+            return {}
+
+    calls = KubeletCalls()
+    service = DraV1(Preparer(), None, calls)
+    service.NodePrepareResources(service.pb.NodePrepareResourcesRequest(), None)
+    service.NodeUnprepareResources(service.pb.NodeUnprepareResourcesRequest(), None)
+    assert seen == [False, False]  # busy inside each call
+    assert calls.wait_idle(0) is True  # and idle after
