@@ -157,3 +157,31 @@ def test_both_sides_of_a_logical_operator_count_toward_the_estimate(op):
     cel.compile_selector(side)
     with pytest.raises(cel.CelError, match="too complex: worst-case cost"):
         cel.compile_selector(f"{side} {op} {other}")
+
+
+def _estimate(expression: str) -> cel_cost.Estimate:
+    cel.compile_selector("true")  # the parser is made with the first environment
+    return cel_cost.estimate(cel.cel_ast.reduce(cel._PARSER.parse(expression)))
+
+
+@pytest.mark.parametrize(("expression", "size", "item"), [
+    ("device.driver", cel_cost.MAX_ATTRIBUTE_LENGTH, 1),
+    (NAME, cel_cost.MAX_ATTRIBUTE_LENGTH, 1),
+    (f'device.capacity["{DRIVER}"].memory', cel_cost.MAX_ATTRIBUTE_LENGTH, 1),
+    # a domain's map: at most 32 entries (ResourceSliceMaxAttributesAndCapacitiesPerDevice), each value at
+    # most 64 characters (DeviceAttributeMaxValueLength)
+    (f'device.attributes["{DRIVER}"]', cel_cost.MAX_DOMAIN_ENTRIES, cel_cost.MAX_ATTRIBUTE_LENGTH),
+    ('"abc"', 3, 1),
+    ("7", 1, 1),
+])
+def test_each_leaf_costs_one_unit_and_is_as_large_as_the_api_allows(expression, size, item):
+    assert _estimate(expression) == cel_cost.Estimate(1, size, item)
+
+
+def test_a_macro_over_a_domain_costs_its_body_once_per_entry_the_domain_may_hold():
+    # exists over device.attributes[d]: 1 (the call) + 1 (the domain) + 32 x (body + 1), the body
+    # `k == "x"` being 1 + 1 (k) + 1 ("x") + 1 (comparing at most one character's traversal)
+    body = 4
+    assert _estimate(f'device.attributes["{DRIVER}"].exists(k, k == "x")').cost == 2 + 32 * (body + 1)
+    # `in` scans every entry: 1 + 1 + 1 + 32 entries x 1 unit of traversal of the 1-character key
+    assert _estimate(f'"x" in device.attributes["{DRIVER}"]').cost == 3 + 32
