@@ -50,6 +50,21 @@ def test_unknown_attribute_is_an_error_naming_the_expression():
     assert 'profile == "1g.10gb"' in str(e.value)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize(("expression", "why"), [
+    ('device.attributes["gpu.carve.dev"].index / 0 == 1', "divide by zero"),
+    ('device.attributes["gpu.carve.dev"].index % 0 == 1', "divide by zero"),
+    ('timestamp(device.attributes["gpu.carve.dev"].type) == timestamp("2026-01-01T00:00:00Z")',
+     "runtime error"),
+])
+def test_a_runtime_error_is_a_cel_error_that_says_what_went_wrong(compiled, expression, why):
+    # each runner wraps the error its own way; the sentence names it (and a tenant's bad timestamp is a
+    # CelError for its claim, never an exception out of the allocator)
+    with pytest.raises(cel.CelError, match=why) as e:
+        cel.compile_selector(expression, compiled).evaluate(DEVICE)
+    assert expression in str(e.value)
+
+
 def test_non_boolean_result_is_an_error():
     with pytest.raises(cel.CelError, match="must be a boolean"):
         ev('device.attributes["gpu.carve.dev"].index')

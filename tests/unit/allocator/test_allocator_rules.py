@@ -1,5 +1,7 @@
 """One test per allocation rule, with outcomes worked out from the documented semantics."""
 
+import json
+
 import pytest
 from allocator_fixtures import CLASSES, claim, dev, devices_of, exactly, klass, slice_
 
@@ -307,6 +309,17 @@ def test_config_from_class_and_claim_filtered_to_requests():
     assert cfg == [{"source": "FromClass", "requests": ["a"], **opaque},
                    {"source": "FromClaim", "requests": ["b"], **opaque},
                    {"source": "FromClaim", **opaque}]
+
+
+@pytest.mark.parametrize("empty", [[], None])
+def test_a_claim_config_with_no_requests_named_applies_to_all_and_is_echoed_without_them(empty):
+    # the claim as read from a file or the API (keys parsed, not this module's literals): an empty or
+    # null `requests` means every request, and the result carries no `requests` for it, as the API
+    # omits an empty list
+    opaque = {"opaque": {"driver": "gpu.carve.dev", "parameters": {"x": 1}}}
+    config = json.loads(json.dumps([{"requests": empty, **opaque}]))
+    cfg = allocate(claim("c", exactly("a"), config=config), [slice_("a", [dev("g0")])], CLASSES)
+    assert cfg["devices"]["config"] == [{"source": "FromClaim", **opaque}]
 
 
 def test_replace_slices_uses_the_new_generation():
