@@ -178,6 +178,14 @@ def test_each_leaf_costs_one_unit_and_is_as_large_as_the_api_allows(expression, 
     assert _estimate(expression) == cel_cost.Estimate(1, size, item)
 
 
+@pytest.mark.parametrize(("expression", "estimate"), [
+    ("[]", cel_cost.Estimate(1, 0, 1)),  # no element: the size of one is the smallest, 1
+    ('["abc", "de"]', cel_cost.Estimate(1 + 2, 2, 3)),  # a unit per node; 2 elements, the largest 3
+])
+def test_a_list_literal_is_its_elements_and_its_largest_element(expression, estimate):
+    assert _estimate(expression) == estimate
+
+
 def test_a_macro_over_a_domain_costs_its_body_once_per_entry_the_domain_may_hold():
     # exists over device.attributes[d]: 1 (the call) + 1 (the domain) + 32 x (body + 1), the body
     # `k == "x"` being 1 + 1 (k) + 1 ("x") + 1 (comparing at most one character's traversal)
