@@ -65,6 +65,17 @@ def test_a_runtime_error_is_a_cel_error_that_says_what_went_wrong(compiled, expr
     assert expression in str(e.value)
 
 
+@pytest.mark.parametrize("length", [200, 201])
+def test_an_errors_expression_is_shown_whole_up_to_200_characters_then_cut(length):
+    head = 'device.attributes["gpu.carve.dev"].profile == "'
+    expression = head + "a" * (length - len(head) - 1) + '"'
+    assert len(expression) == length
+    with pytest.raises(cel.CelError) as e:
+        ev(expression)
+    shown = expression if length <= 200 else expression[:197] + "..."
+    assert str(e.value).endswith(f"(expression: {shown})")
+
+
 def test_non_boolean_result_is_an_error():
     with pytest.raises(cel.CelError, match="must be a boolean"):
         ev('device.attributes["gpu.carve.dev"].index')
@@ -119,6 +130,8 @@ def test_semver_library(expression, expected):
     '"1g.10gb".startsWith("1g") && "1g.10gb".endsWith("gb") && "1g.10gb".matches("^[0-9]g")',
     '"gpu-12".find("[0-9]+") == "12"',
     '[1, 2, 3].isSorted() && [3, 1].max() == 3 && [1, 2, 3].sum() == 6',
+    '"1g.10gb".indexOf("10") == 3 && "gbgb".indexOf("gb", 1) == 2 && "gb".indexOf("bg") == -1',
+    '[1, 2, 3, 2].indexOf(2) == 1 && [1, 2].indexOf(5) == -1',
 ])
 def test_string_and_list_extensions(expression):
     assert ev(expression) is True
