@@ -181,8 +181,11 @@ def test_each_leaf_costs_one_unit_and_is_as_large_as_the_api_allows(expression, 
 @pytest.mark.parametrize(("expression", "estimate"), [
     ("[]", cel_cost.Estimate(1, 0, 1)),  # no element: the size of one is the smallest, 1
     ('["abc", "de"]', cel_cost.Estimate(1 + 2, 2, 3)),  # a unit per node; 2 elements, the largest 3
+    # join: the list (3) and separator (1), the call (1), traversing 2 elements of at most 3 characters
+    # (0.6, a unit); the string built is at most 2 x (3 + 1) characters
+    ('["abc", "de"].join("-")', cel_cost.Estimate(3 + 1 + 1 + 1, 2 * (3 + 1))),
 ])
-def test_a_list_literal_is_its_elements_and_its_largest_element(expression, estimate):
+def test_a_list_literal_and_its_join_are_estimated_by_their_elements(expression, estimate):
     assert _estimate(expression) == estimate
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from driver.limits import ClaimLimits, DeviceLimit, create_region
+from driver.limits import ClaimLimits, DeviceLimit, create_region, read_limits, write_limits
 from driver.limits.env import CORE_POLICIES, PRIORITIES, LimitsError
+from driver.limits.limitsfile import LIMITS_VERSION, LimitsStruct
 from driver.limits.region import Region, RegionError, RegionStruct
 
 
@@ -85,3 +86,17 @@ def test_a_device_limit_that_is_not_an_integer_is_refused_naming_the_field(tmp_p
     region = tmp_path / "region"
     with pytest.raises(LimitsError, match=rf"limits.devices\[0\].{field}: {value!r} is not an integer"):
         create_region(region, ClaimLimits((DeviceLimit(**fields),), str(region)))
+
+
+@pytest.mark.parametrize("version", [LIMITS_VERSION - 1, LIMITS_VERSION + 1])
+def test_a_limits_file_of_another_version_older_or_newer_is_refused_naming_it(tmp_path, version):
+    # version 0 is no version the plugin ever wrote: the limiter (native/src/limits.c) refuses it too
+    path = tmp_path / "limits" / "limits"
+    write_limits(path, ClaimLimits((DeviceLimit(1 << 30, 50),), "/r"))
+    data = bytearray(path.read_bytes())
+    s = LimitsStruct.from_buffer(data)
+    s.version = version
+    del s
+    path.write_bytes(bytes(data))
+    with pytest.raises(RegionError, match=f"version is {version}, expected {LIMITS_VERSION}"):
+        read_limits(path)
