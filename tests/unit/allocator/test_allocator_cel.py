@@ -113,6 +113,8 @@ def test_quantity_library(expression, expected):
     ('device.attributes["gpu.carve.dev"].cudaComputeCapability.isLessThan(semver("8.0.0-rc.1"))', False),
     ('semver("1.2.3").major() == 1 && semver("1.2.3").minor() == 2 && semver("1.2.3").patch() == 3', True),
     ('isSemver("1.2.3") && !isSemver("1.2") && isSemver("v1.2", true)', True),
+    ('semver("1.2.4") == semver("1.2.3") || semver("1.2.2") == semver("1.2.3")', False),
+    ('semver("1.2.3") == semver("1.2.3") && semver("1.2.4") != semver("1.2.3")', True),
 ])
 def test_semver_library(expression, expected):
     assert ev(expression) is expected
@@ -148,6 +150,20 @@ def _devices(*attrs_list, generation=1):
         "driver": "gpu.carve.dev", "nodeName": "n", "devices": devices,
         "pool": {"name": "p", "generation": generation, "resourceSliceCount": 1}}})
     return s.devices
+
+
+def test_a_device_remembers_its_input_key_once_per_read_set_of_the_selectors():
+    # two selectors reading the same attribute share one read set: the device computes what they read
+    # once (cel_cache.input_key, remembered per interned read set), a selector reading another one adds one
+    (dev,) = _devices({"type": {"string": "mig"}, "index": {"int": 2}})
+    cache = SelectorCache()
+    first = 'device.attributes["gpu.carve.dev"].type == "mig"'
+    assert cache.matches(first, dev)
+    assert not cache.matches('device.attributes["gpu.carve.dev"].type == "x"', dev)
+    program = cel.compile_selector(first)
+    assert program.reads_id >= 0 and list(dev.input_keys) == [program.reads_id]
+    assert cache.matches('device.attributes["gpu.carve.dev"].index == 2', dev)
+    assert len(dev.input_keys) == 2
 
 
 def test_result_cache_shares_results_between_devices_that_agree_on_what_is_read():
