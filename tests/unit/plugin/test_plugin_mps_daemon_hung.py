@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 from driver.plugin.mps import daemon
-from driver.plugin.mps.daemon import MISSES_BEFORE_RESTART, DaemonState, MpsDaemons
+from driver.plugin.mps.daemon import BACKOFF_MIN_S, MISSES_BEFORE_RESTART, DaemonState, MpsDaemons
 
 
 def test_a_daemon_is_restarted_at_its_third_unanswered_check(tmp_path, monkeypatch):
@@ -27,8 +28,11 @@ def test_a_daemon_is_restarted_at_its_third_unanswered_check(tmp_path, monkeypat
         for seen in range(1, MISSES_BEFORE_RESTART):
             daemons.ensure([("GPU-a", "gpu-0")])
             assert d.misses == seen and d.restarts == 0 and hung.poll() is None
+        before = time.monotonic()
         daemons.ensure([("GPU-a", "gpu-0")])
         assert d.restarts == 1 and hung.poll() is not None  # stopped, to start again after the back-off
+        # not at once: the next start waits for the back-off, which starts at its minimum
+        assert d.backoff_s == BACKOFF_MIN_S and d.next_start >= before + BACKOFF_MIN_S
         assert daemons.health()["gpu-0"]["error"] == "did not answer 3 checks in a row"
     finally:
         if hung.poll() is None:
