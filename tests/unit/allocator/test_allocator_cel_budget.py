@@ -189,6 +189,21 @@ def test_a_list_literal_and_its_join_are_estimated_by_their_elements(expression,
     assert _estimate(expression) == estimate
 
 
+# Each string function: a unit for the call and one per operand node (its "base"), then the work the module
+# docstring gives it, with traversal at 0.1 a character rounded up; and the size of what it returns.
+@pytest.mark.parametrize(("expression", "estimate"), [
+    # base 3, traversing 3 characters (1); at most 4 parts of at most 3 characters
+    ('"a,b".split(",")', cel_cost.Estimate(3 + 1, 3 + 1, 3)),
+    ('"abc".upperAscii()', cel_cost.Estimate(2 + 1, 3)),  # base 2, traversal 1; as long as its input
+    ('"abc".contains("b")', cel_cost.Estimate(3 + 1 * 1)),  # traversal of each side, multiplied
+    ('"abc".matches("b+")', cel_cost.Estimate(3 + 1 * 1, 3)),  # cel-go's regex cost: 1 x ceil(2 x 0.25)
+    ('"abc".replace("b", "xy")', cel_cost.Estimate(4 + 1 * 2, 3 * 2)),  # each character may become "xy"
+    ("[1, 2].sum()", cel_cost.Estimate(1 + 3 + 2)),  # the call, the list (3), a unit per element
+])
+def test_each_function_is_estimated_by_its_rule(expression, estimate):
+    assert _estimate(expression) == estimate
+
+
 def test_a_macro_over_a_domain_costs_its_body_once_per_entry_the_domain_may_hold():
     # exists over device.attributes[d]: 1 (the call) + 1 (the domain) + 32 x (body + 1), the body
     # `k == "x"` being 1 + 1 (k) + 1 ("x") + 1 (comparing at most one character's traversal)

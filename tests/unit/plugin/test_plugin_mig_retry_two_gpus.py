@@ -50,3 +50,15 @@ def test_a_retried_prepare_adopts_its_own_gpus_instance_not_the_other_gpus(tmp_p
     assert keeper.create(ClaimRef("ml", "a", "claim-a"), _device("GPU-A")) == theirs
     with pytest.raises(PrepareError, match="MIG-b is held by claim claim-b"):
         keeper.create(ClaimRef("ml", "c", "claim-c"), _device("GPU-B"))
+
+
+def test_recording_or_forgetting_an_instance_on_one_gpu_keeps_the_others_at_the_same_start(tmp_path):
+    journal = MigJournal(tmp_path / "mig.json")
+    journal.created("claim-a", "GPU-A", _instance("MIG-a", 7))
+    journal.created("claim-b", "GPU-B", _instance("MIG-b", 3))
+    journal.intend("claim-c", "GPU-C", "1g.10gb", 0)  # about to create at start 0 on a third GPU
+    assert sorted((e.gpu_uuid, e.claim) for e in journal.entries()) == [
+        ("GPU-A", "claim-a"), ("GPU-B", "claim-b"), ("GPU-C", "claim-c")]
+    journal.forget("GPU-A", 0)
+    assert sorted(e.gpu_uuid for e in journal.entries()) == ["GPU-B", "GPU-C"]
+    assert journal.find("GPU-B", 0).uuid == "MIG-b" and journal.find("GPU-A", 0) is None
