@@ -166,6 +166,25 @@ def test_a_device_remembers_its_input_key_once_per_read_set_of_the_selectors():
     assert len(dev.input_keys) == 2
 
 
+@pytest.mark.parametrize("literal", ["-1", "-9223372036854775808"])
+def test_a_negative_int_literal_takes_the_fast_path_down_to_int64_min(literal):
+    (dev,) = _devices({"index": {"int": 2}})
+    cache = SelectorCache()
+    assert cache.matches(f'device.attributes["gpu.carve.dev"].index > {literal}', dev)
+    assert not cache.matches(f'device.attributes["gpu.carve.dev"].index < {literal}', dev)
+    assert cache.fast_answers == 2  # answered without cel-python, which agrees (test_allocator_cel_fast)
+
+
+def test_a_selector_reading_a_whole_domain_is_not_shared_between_devices_whose_domains_differ():
+    # both devices allow the same (no) multiple allocations; only their domain maps differ
+    with_x, without = _devices({"x": {"string": "1"}}, {"y": {"string": "1"}})
+    cache = SelectorCache()
+    expr = '"x" in device.attributes["gpu.carve.dev"]'
+    assert cache.matches(expr, with_x) and not cache.matches(expr, without)
+    assert cache.matches("!device.allowMultipleAllocations", with_x)
+    assert cache.matches("!device.allowMultipleAllocations", without) and cache.hits == 1
+
+
 def test_result_cache_shares_results_between_devices_that_agree_on_what_is_read():
     mig, mig2, gpu = _devices({"type": {"string": "mig"}, "uuid": {"string": "a"}},
                               {"type": {"string": "mig"}, "uuid": {"string": "b"}},
