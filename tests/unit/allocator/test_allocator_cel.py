@@ -134,6 +134,9 @@ def test_semver_library(expression, expected):
     '[1, 2, 3].isSorted() && [3, 1].max() == 3 && [1, 2, 3].sum() == 6',
     '"1g.10gb".indexOf("10") == 3 && "gbgb".indexOf("gb", 1) == 2 && "gb".indexOf("bg") == -1',
     '[1, 2, 3, 2].indexOf(2) == 1 && [1, 2].indexOf(5) == -1',
+    # split(sep, n): at most n parts, the last holding the rest; n < 0 all of them, 0 none
+    '"a,b,c".split(",", 2) == ["a", "b,c"] && "a,b,c".split(",", -1) == ["a", "b", "c"]',
+    '"abc".split("", 2) == ["a", "bc"] && "abc".split("") == ["a", "b", "c"] && "a,b".split(",", 0) == []',
 ])
 def test_string_and_list_extensions(expression):
     assert ev(expression) is True
