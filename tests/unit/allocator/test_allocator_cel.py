@@ -52,8 +52,11 @@ def test_unknown_attribute_is_an_error_naming_the_expression():
 
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize(("expression", "why"), [
-    ('device.attributes["gpu.carve.dev"].index / 0 == 1', "divide by zero"),
-    ('device.attributes["gpu.carve.dev"].index % 0 == 1', "divide by zero"),
+    # the runner's word for it and Python's cause, which says which operation
+    ('device.attributes["gpu.carve.dev"].index / 0 == 1', "by zero: integer division or modulo by zero"),
+    ('device.attributes["gpu.carve.dev"].index % 0 == 1', "divide by zero: integer modulo by zero"),
+    ('int(device.attributes["gpu.carve.dev"].type) == 1', "invalid literal for int"),
+    ('[1][device.attributes["gpu.carve.dev"].index] == 1', "list index out of range"),
     ('timestamp(device.attributes["gpu.carve.dev"].type) == timestamp("2026-01-01T00:00:00Z")',
      "runtime error"),
 ])
