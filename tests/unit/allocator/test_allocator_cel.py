@@ -116,6 +116,7 @@ def test_quantity_library(expression, expected):
     ('device.attributes["gpu.carve.dev"].cudaComputeCapability.isLessThan(semver("8.0.0-rc.1"))', False),
     ('semver("1.2.3").major() == 1 && semver("1.2.3").minor() == 2 && semver("1.2.3").patch() == 3', True),
     ('isSemver("1.2.3") && !isSemver("1.2") && isSemver("v1.2", true)', True),
+    ('semver("v1.2", true) == semver("1.2.0")', True),  # normalized only when asked
     ('semver("1.2.4") == semver("1.2.3") || semver("1.2.2") == semver("1.2.3")', False),
     ('semver("1.2.3") == semver("1.2.3") && semver("1.2.4") != semver("1.2.3")', True),
 ])
@@ -143,6 +144,11 @@ def test_semver_library(expression, expected):
 ])
 def test_string_and_list_extensions(expression):
     assert ev(expression) is True
+
+
+def test_a_semver_that_needs_normalizing_is_a_runtime_error_unless_asked_to():
+    with pytest.raises(cel.CelError, match=r"v1\.2"):
+        ev('semver("v1.2") == semver("1.2.0")')
 
 
 def test_bad_quantity_literal_is_a_runtime_error():

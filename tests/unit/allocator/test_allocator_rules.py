@@ -258,6 +258,23 @@ def test_tainted_device_is_skipped_unless_tolerated():
     assert out["devices"]["results"][0]["tolerations"] == tol
 
 
+def test_requests_are_allocated_whatever_the_order_of_their_names():
+    # names are compared for equality only: "gpu" before "a" is two requests, not a repeated name
+    slices = [slice_("a", [dev("g0"), dev("g1")])]
+    out = allocate(claim("c", exactly("gpu"), exactly("a")), slices, CLASSES)
+    assert sorted(r for r, _, _ in devices_of(out)) == ["a", "gpu"]
+
+
+def test_a_toleration_without_a_key_tolerates_every_taint_only_with_exists():
+    # core/v1: an empty key with operator Exists matches all keys (and values); with Equal it matches none
+    slices = [slice_("a", [dev("g0", taints=[TAINT])])]
+    out = allocate(claim("c", exactly("r", tolerations=[{"operator": "Exists"}])), slices, CLASSES)
+    assert devices_of(out) == [("r", "n1", "g0")]
+    with pytest.raises(Unallocatable, match="is not tolerated"):
+        equal = [{"operator": "Equal", "value": "true"}]
+        allocate(claim("c", exactly("r", tolerations=equal)), slices, CLASSES)
+
+
 @pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
 def test_a_taint_that_keeps_pods_off_or_evicts_them_blocks_the_device(effect):
     # NoExecute (a lost GPU, the admin's opt-in) blocks new claims as NoSchedule does: it evicts the pods
