@@ -197,6 +197,15 @@ def test_a_selector_reading_a_whole_domain_is_not_shared_between_devices_whose_d
     assert cache.matches("!device.allowMultipleAllocations", without) and cache.hits == 1
 
 
+@pytest.mark.parametrize("call", ['quantity("1Gi", "x")', 'quantity("1Gi", 1)', 'semver("1.2.3", true, 1)'])
+def test_a_constant_call_with_arguments_cel_has_no_overload_for_is_an_error_on_the_fast_path_too(call):
+    # the fast path folds quantity("1Gi") and semver("1.2.3"[, bool]) once; any other arguments are CEL's
+    # "no such overload", as cel-python says, not a folded value
+    (dev,) = _devices({"type": {"string": "mig"}})
+    with pytest.raises(cel.CelError, match="overload"):
+        SelectorCache().matches(f'{call} == {call}', dev)
+
+
 def test_result_cache_shares_results_between_devices_that_agree_on_what_is_read():
     mig, mig2, gpu = _devices({"type": {"string": "mig"}, "uuid": {"string": "a"}},
                               {"type": {"string": "mig"}, "uuid": {"string": "b"}},
