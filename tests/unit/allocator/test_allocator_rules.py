@@ -304,6 +304,15 @@ def test_node_argument_restricts_to_that_node():
         allocate(claim("c", exactly("r")), slices, CLASSES, node="n3")
 
 
+def test_without_an_explanation_the_reason_names_the_one_node_or_counts_the_nodes():
+    slices = [slice_("a", [dev("g0")], node="n1"), slice_("b", [dev("g0")], node="n2")]
+    a = Allocator(slices, CLASSES)
+    with pytest.raises(Unallocatable, match=r"^claim default/c does not fit on node n1$"):
+        a.allocate(claim("c", exactly("r", count=2)), node="n1", explain=False)
+    with pytest.raises(Unallocatable, match=r"^claim default/c does not fit on 2 nodes$"):
+        a.allocate(claim("c", exactly("r", count=2)), explain=False)
+
+
 def test_claim_devices_come_from_one_node():
     slices = [slice_("a", [dev("g0")], node="n1"), slice_("b", [dev("g0")], node="n2")]
     with pytest.raises(Unallocatable, match="any of 2 nodes"):
