@@ -52,7 +52,8 @@ def on_node(a: Allocator, claim: Claim, node: str | None) -> str:
                 break
         else:
             all_fine = False
-        lines.append(" / ".join(texts) if len(alts) > 1 and not fine else texts[-1])
+        # the alternative that fits, or every one tried (one alone is its own text)
+        lines.append(texts[-1] if fine else " / ".join(texts))
     if all_fine:
         kinds = ", ".join(("distinctAttribute " if c.distinct else "matchAttribute ") + c.attribute
                           for c in claim.constraints)

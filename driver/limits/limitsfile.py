@@ -71,8 +71,8 @@ class ClaimRuntime:
     high_neighbours: tuple[int, ...] = field(default=())  # per device; () = none
 
 
-def limits_bytes(limits: ClaimLimits, runtime: ClaimRuntime = ClaimRuntime(), generation: int = 1) -> bytes:
-    """The content of a limits file (validated)."""
+def limits_bytes(limits: ClaimLimits, runtime: ClaimRuntime, generation: int) -> bytes:
+    """The content of a limits file (validated); write_limits gives the generation (its only caller)."""
     validate(limits)
     s = LimitsStruct()
     s.magic = LIMITS_MAGIC

@@ -36,7 +36,8 @@ def read_ld_cache(path: Path) -> list[tuple[str, str]]:
     """(library name, path) pairs of an ld.so.cache, in the file's order (the loader's preference)."""
     path = Path(path)
     try:
-        data = path.read_bytes()[: _MAX_CACHE + 1]
+        with path.open("rb") as f:  # one byte past the bound tells a larger file, which is not read whole
+            data = f.read(_MAX_CACHE + 1)
     except OSError as e:
         raise LibFileError(f"{path}: {e.strerror}") from None
     if len(data) > _MAX_CACHE:

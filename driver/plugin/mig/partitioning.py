@@ -242,7 +242,7 @@ class NodePartitioningApplier:
             wanted = desired_strategies(np, self.gpus(), self.default, self.pinned, self.default_sources)
             self.problems = wanted.problems
             self.sources = wanted.sources
-            generation = np.generation if np else 0
+            generation = np.generation
             same = wanted.strategies == self.desired and wanted.layouts == self.layouts
             if same and generation == self.generation:
                 return

@@ -87,6 +87,14 @@ def test_unreadable_yaml_exits_2(tmp_path):
     assert r.returncode == 2 and "broken.yaml" in r.stderr
 
 
+def test_a_file_that_is_not_utf8_is_one_line_naming_the_byte_and_exits_2(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"kind: ResourceSlice\nnote: caf\xe9\n")
+    r = carve("--slices", str(path), "--classes", str(path), "--claims", str(path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{path}: not UTF-8 text: byte 0xe9 at offset 29" in r.stderr
+
+
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -1,8 +1,18 @@
-"""Small hand-written slices, classes and claims for allocator tests."""
+"""Small hand-written slices, classes and claims for allocator tests, returned as carve reads them from a
+file or the API server: decoded from JSON. So their strings are the parser's, not this module's literals,
+which CPython interns: a test fed literals passes where the code compares strings with `is` instead of
+`==` (generated mutants of driver/allocator survived that way: a toleration's operator, a config's
+`requests` key)."""
 
 from __future__ import annotations
 
+import json
+
 DRIVER = "gpu.carve.dev"
+
+
+def _parsed(obj):
+    return json.loads(json.dumps(obj))
 
 
 def dev(name, type_="gpu", uuid=None, memory=None, multi=False, policy=None, consumes=None, taints=None,
@@ -31,8 +41,8 @@ def slice_(name, devices, node="n1", pool=None, generation=1, count=1, counters=
         spec["allNodes"] = True
     if counters:
         spec["sharedCounters"] = counters
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
-            "spec": spec}
+    return _parsed({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+                    "spec": spec})
 
 
 def klass(name, type_=None, config=None, expr=None):
@@ -40,7 +50,7 @@ def klass(name, type_=None, config=None, expr=None):
     spec = {"selectors": [{"cel": {"expression": sel}}]}
     if config:
         spec["config"] = config
-    return {"metadata": {"name": name}, "spec": spec}
+    return _parsed({"metadata": {"name": name}, "spec": spec})
 
 
 def exactly(name, cls="gpu", count=None, mode=None, selectors=(), capacity=None, admin=None,
@@ -71,7 +81,7 @@ def claim(name, *requests, constraints=None, config=None, uid=None):
         c["spec"]["devices"]["constraints"] = constraints
     if config:
         c["spec"]["devices"]["config"] = config
-    return c
+    return _parsed(c)
 
 
 def devices_of(allocation):

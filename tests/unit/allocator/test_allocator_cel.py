@@ -50,6 +50,35 @@ def test_unknown_attribute_is_an_error_naming_the_expression():
     assert 'profile == "1g.10gb"' in str(e.value)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize(("expression", "why"), [
+    # the runner's word for it and Python's cause, which says which operation
+    ('device.attributes["gpu.carve.dev"].index / 0 == 1', "by zero: integer division or modulo by zero"),
+    ('device.attributes["gpu.carve.dev"].index % 0 == 1', "divide by zero: integer modulo by zero"),
+    ('int(device.attributes["gpu.carve.dev"].type) == 1', "invalid literal for int"),
+    ('[1][device.attributes["gpu.carve.dev"].index] == 1', "list index out of range"),
+    ('timestamp(device.attributes["gpu.carve.dev"].type) == timestamp("2026-01-01T00:00:00Z")',
+     "runtime error"),
+])
+def test_a_runtime_error_is_a_cel_error_that_says_what_went_wrong(compiled, expression, why):
+    # each runner wraps the error its own way; the sentence names it (and a tenant's bad timestamp is a
+    # CelError for its claim, never an exception out of the allocator)
+    with pytest.raises(cel.CelError, match=why) as e:
+        cel.compile_selector(expression, compiled).evaluate(DEVICE)
+    assert expression in str(e.value)
+
+
+@pytest.mark.parametrize("length", [200, 201])
+def test_an_errors_expression_is_shown_whole_up_to_200_characters_then_cut(length):
+    head = 'device.attributes["gpu.carve.dev"].profile == "'
+    expression = head + "a" * (length - len(head) - 1) + '"'
+    assert len(expression) == length
+    with pytest.raises(cel.CelError) as e:
+        ev(expression)
+    shown = expression if length <= 200 else expression[:197] + "..."
+    assert str(e.value).endswith(f"(expression: {shown})")
+
+
 def test_non_boolean_result_is_an_error():
     with pytest.raises(cel.CelError, match="must be a boolean"):
         ev('device.attributes["gpu.carve.dev"].index')
@@ -87,6 +116,9 @@ def test_quantity_library(expression, expected):
     ('device.attributes["gpu.carve.dev"].cudaComputeCapability.isLessThan(semver("8.0.0-rc.1"))', False),
     ('semver("1.2.3").major() == 1 && semver("1.2.3").minor() == 2 && semver("1.2.3").patch() == 3', True),
     ('isSemver("1.2.3") && !isSemver("1.2") && isSemver("v1.2", true)', True),
+    ('semver("v1.2", true) == semver("1.2.0")', True),  # normalized only when asked
+    ('semver("1.2.4") == semver("1.2.3") || semver("1.2.2") == semver("1.2.3")', False),
+    ('semver("1.2.3") == semver("1.2.3") && semver("1.2.4") != semver("1.2.3")', True),
 ])
 def test_semver_library(expression, expected):
     assert ev(expression) is expected
@@ -104,9 +136,19 @@ def test_semver_library(expression, expected):
     '"1g.10gb".startsWith("1g") && "1g.10gb".endsWith("gb") && "1g.10gb".matches("^[0-9]g")',
     '"gpu-12".find("[0-9]+") == "12"',
     '[1, 2, 3].isSorted() && [3, 1].max() == 3 && [1, 2, 3].sum() == 6',
+    '"1g.10gb".indexOf("10") == 3 && "gbgb".indexOf("gb", 1) == 2 && "gb".indexOf("bg") == -1',
+    '[1, 2, 3, 2].indexOf(2) == 1 && [1, 2].indexOf(5) == -1',
+    # split(sep, n): at most n parts, the last holding the rest; n < 0 all of them, 0 none
+    '"a,b,c".split(",", 2) == ["a", "b,c"] && "a,b,c".split(",", -1) == ["a", "b", "c"]',
+    '"abc".split("", 2) == ["a", "bc"] && "abc".split("") == ["a", "b", "c"] && "a,b".split(",", 0) == []',
 ])
 def test_string_and_list_extensions(expression):
     assert ev(expression) is True
+
+
+def test_a_semver_that_needs_normalizing_is_a_runtime_error_unless_asked_to():
+    with pytest.raises(cel.CelError, match=r"v1\.2"):
+        ev('semver("v1.2") == semver("1.2.0")')
 
 
 def test_bad_quantity_literal_is_a_runtime_error():
@@ -120,6 +162,48 @@ def _devices(*attrs_list, generation=1):
         "driver": "gpu.carve.dev", "nodeName": "n", "devices": devices,
         "pool": {"name": "p", "generation": generation, "resourceSliceCount": 1}}})
     return s.devices
+
+
+def test_a_device_remembers_its_input_key_once_per_read_set_of_the_selectors():
+    # two selectors reading the same attribute share one read set: the device computes what they read
+    # once (cel_cache.input_key, remembered per interned read set), a selector reading another one adds one
+    (dev,) = _devices({"type": {"string": "mig"}, "index": {"int": 2}})
+    cache = SelectorCache()
+    first = 'device.attributes["gpu.carve.dev"].type == "mig"'
+    assert cache.matches(first, dev)
+    assert not cache.matches('device.attributes["gpu.carve.dev"].type == "x"', dev)
+    program = cel.compile_selector(first)
+    assert program.reads_id >= 0 and list(dev.input_keys) == [program.reads_id]
+    assert cache.matches('device.attributes["gpu.carve.dev"].index == 2', dev)
+    assert len(dev.input_keys) == 2
+
+
+@pytest.mark.parametrize("literal", ["-1", "-9223372036854775808"])
+def test_a_negative_int_literal_takes_the_fast_path_down_to_int64_min(literal):
+    (dev,) = _devices({"index": {"int": 2}})
+    cache = SelectorCache()
+    assert cache.matches(f'device.attributes["gpu.carve.dev"].index > {literal}', dev)
+    assert not cache.matches(f'device.attributes["gpu.carve.dev"].index < {literal}', dev)
+    assert cache.fast_answers == 2  # answered without cel-python, which agrees (test_allocator_cel_fast)
+
+
+def test_a_selector_reading_a_whole_domain_is_not_shared_between_devices_whose_domains_differ():
+    # both devices allow the same (no) multiple allocations; only their domain maps differ
+    with_x, without = _devices({"x": {"string": "1"}}, {"y": {"string": "1"}})
+    cache = SelectorCache()
+    expr = '"x" in device.attributes["gpu.carve.dev"]'
+    assert cache.matches(expr, with_x) and not cache.matches(expr, without)
+    assert cache.matches("!device.allowMultipleAllocations", with_x)
+    assert cache.matches("!device.allowMultipleAllocations", without) and cache.hits == 1
+
+
+@pytest.mark.parametrize("call", ['quantity("1Gi", "x")', 'quantity("1Gi", 1)', 'semver("1.2.3", true, 1)'])
+def test_a_constant_call_with_arguments_cel_has_no_overload_for_is_an_error_on_the_fast_path_too(call):
+    # the fast path folds quantity("1Gi") and semver("1.2.3"[, bool]) once; any other arguments are CEL's
+    # "no such overload", as cel-python says, not a folded value
+    (dev,) = _devices({"type": {"string": "mig"}})
+    with pytest.raises(cel.CelError, match="overload"):
+        SelectorCache().matches(f'{call} == {call}', dev)
 
 
 def test_result_cache_shares_results_between_devices_that_agree_on_what_is_read():

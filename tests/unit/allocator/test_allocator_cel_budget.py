@@ -157,3 +157,57 @@ def test_both_sides_of_a_logical_operator_count_toward_the_estimate(op):
     cel.compile_selector(side)
     with pytest.raises(cel.CelError, match="too complex: worst-case cost"):
         cel.compile_selector(f"{side} {op} {other}")
+
+
+def _estimate(expression: str) -> cel_cost.Estimate:
+    cel.compile_selector("true")  # the parser is made with the first environment
+    return cel_cost.estimate(cel.cel_ast.reduce(cel._PARSER.parse(expression)))
+
+
+@pytest.mark.parametrize(("expression", "size", "item"), [
+    ("device.driver", cel_cost.MAX_ATTRIBUTE_LENGTH, 1),
+    (NAME, cel_cost.MAX_ATTRIBUTE_LENGTH, 1),
+    (f'device.capacity["{DRIVER}"].memory', cel_cost.MAX_ATTRIBUTE_LENGTH, 1),
+    # a domain's map: at most 32 entries (ResourceSliceMaxAttributesAndCapacitiesPerDevice), each value at
+    # most 64 characters (DeviceAttributeMaxValueLength)
+    (f'device.attributes["{DRIVER}"]', cel_cost.MAX_DOMAIN_ENTRIES, cel_cost.MAX_ATTRIBUTE_LENGTH),
+    ('"abc"', 3, 1),
+    ("7", 1, 1),
+])
+def test_each_leaf_costs_one_unit_and_is_as_large_as_the_api_allows(expression, size, item):
+    assert _estimate(expression) == cel_cost.Estimate(1, size, item)
+
+
+@pytest.mark.parametrize(("expression", "estimate"), [
+    ("[]", cel_cost.Estimate(1, 0, 1)),  # no element: the size of one is the smallest, 1
+    ('["abc", "de"]', cel_cost.Estimate(1 + 2, 2, 3)),  # a unit per node; 2 elements, the largest 3
+    # join: the list (3) and separator (1), the call (1), traversing 2 elements of at most 3 characters
+    # (0.6, a unit); the string built is at most 2 x (3 + 1) characters
+    ('["abc", "de"].join("-")', cel_cost.Estimate(3 + 1 + 1 + 1, 2 * (3 + 1))),
+])
+def test_a_list_literal_and_its_join_are_estimated_by_their_elements(expression, estimate):
+    assert _estimate(expression) == estimate
+
+
+# Each string function: a unit for the call and one per operand node (its "base"), then the work the module
+# docstring gives it, with traversal at 0.1 a character rounded up; and the size of what it returns.
+@pytest.mark.parametrize(("expression", "estimate"), [
+    # base 3, traversing 3 characters (1); at most 4 parts of at most 3 characters
+    ('"a,b".split(",")', cel_cost.Estimate(3 + 1, 3 + 1, 3)),
+    ('"abc".upperAscii()', cel_cost.Estimate(2 + 1, 3)),  # base 2, traversal 1; as long as its input
+    ('"abc".contains("b")', cel_cost.Estimate(3 + 1 * 1)),  # traversal of each side, multiplied
+    ('"abc".matches("b+")', cel_cost.Estimate(3 + 1 * 1, 3)),  # cel-go's regex cost: 1 x ceil(2 x 0.25)
+    ('"abc".replace("b", "xy")', cel_cost.Estimate(4 + 1 * 2, 3 * 2)),  # each character may become "xy"
+    ("[1, 2].sum()", cel_cost.Estimate(1 + 3 + 2)),  # the call, the list (3), a unit per element
+])
+def test_each_function_is_estimated_by_its_rule(expression, estimate):
+    assert _estimate(expression) == estimate
+
+
+def test_a_macro_over_a_domain_costs_its_body_once_per_entry_the_domain_may_hold():
+    # exists over device.attributes[d]: 1 (the call) + 1 (the domain) + 32 x (body + 1), the body
+    # `k == "x"` being 1 + 1 (k) + 1 ("x") + 1 (comparing at most one character's traversal)
+    body = 4
+    assert _estimate(f'device.attributes["{DRIVER}"].exists(k, k == "x")').cost == 2 + 32 * (body + 1)
+    # `in` scans every entry: 1 + 1 + 1 + 32 entries x 1 unit of traversal of the 1-character key
+    assert _estimate(f'"x" in device.attributes["{DRIVER}"]').cost == 3 + 32

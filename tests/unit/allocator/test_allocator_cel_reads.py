@@ -52,6 +52,9 @@ def test_devices_that_agree_on_what_is_read_share_one_evaluation(expression, dev
     ('has(device.attributes["a.b"].x)', (Read("attr", domain="a.b", name="x"),)),
     ('size(device.capacity["a.b"]) > 0', (Read("domain", "cap", "a.b"),)),
     ("1 < 2", ()),
+    # a macro variable's .attributes is its own map, not the device's (whatever the variable's name)
+    ('[{"attributes": {"d": {"t": 1}}}].exists(x, x.attributes["d"].t == 1)', ()),
+    ('[{"attributes": {"d": {"t": 1}}}].exists(a, a.attributes["d"].t == 1)', ()),
 ])
 def test_reads_are_derived_from_the_expression(expression, expected):
     assert reads_of(expression) == expected

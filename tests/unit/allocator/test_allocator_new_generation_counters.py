@@ -29,3 +29,16 @@ def test_a_shared_devices_counters_stay_consumed_across_a_new_generation():
         a.allocate(want_whole)
     again = claim("s2", exactly("r", cls="mig", selectors=[UUID.format("shared")]))
     assert devices_of(a.allocate(again)) == [("r", "n1", "shared")]  # and still shareable
+
+
+def test_a_device_whose_counters_do_not_fit_leaves_nothing_counted_for_the_next_ones():
+    # 7 slices: "big" would take 8 and is tried first (slice order); the search takes it back and the
+    # two of 3 that follow fit together (a survivor of generated mutants in search.py: the rollback added
+    # the big device's counters a second time instead of removing them)
+    def consumes(n):
+        return [{"counterSet": "gpu-0", "counters": {"slices": {"value": str(n)}}}]
+
+    devices = [dev("big", consumes=consumes(8))] + [dev(f"m{i}", consumes=consumes(3)) for i in range(2)]
+    allocator = Allocator([slice_("a", devices, counters=COUNTERS)], CLASSES)
+    out = allocator.allocate(claim("c", exactly("r", count=2)))
+    assert sorted(d for _, _, d in devices_of(out)) == ["m0", "m1"]

@@ -63,6 +63,9 @@ def test_terms_are_ored_and_label_expressions_are_taken_to_hold():
     {},                                                       # an empty term selects no node
     name_is("In", "n1", "n2"),                                # metadata.name takes exactly one value
     {"matchFields": [{"key": "metadata.name", "operator": "Exists"}]},
+    # the scheduler matches fields against metadata.name only: another key reads "", not the node's name
+    {"matchFields": [{"key": "spec.nodeName", "operator": "In", "values": ["n1"]}]},
+    {"matchFields": [{"key": "name", "operator": "In", "values": ["n1"]}]},
 ])
 def test_terms_the_scheduler_cannot_use_select_no_node(term):
     with pytest.raises(Unallocatable):

@@ -1,5 +1,7 @@
 """One test per allocation rule, with outcomes worked out from the documented semantics."""
 
+import json
+
 import pytest
 from allocator_fixtures import CLASSES, claim, dev, devices_of, exactly, klass, slice_
 
@@ -256,6 +258,23 @@ def test_tainted_device_is_skipped_unless_tolerated():
     assert out["devices"]["results"][0]["tolerations"] == tol
 
 
+def test_requests_are_allocated_whatever_the_order_of_their_names():
+    # names are compared for equality only: "gpu" before "a" is two requests, not a repeated name
+    slices = [slice_("a", [dev("g0"), dev("g1")])]
+    out = allocate(claim("c", exactly("gpu"), exactly("a")), slices, CLASSES)
+    assert sorted(r for r, _, _ in devices_of(out)) == ["a", "gpu"]
+
+
+def test_a_toleration_without_a_key_tolerates_every_taint_only_with_exists():
+    # core/v1: an empty key with operator Exists matches all keys (and values); with Equal it matches none
+    slices = [slice_("a", [dev("g0", taints=[TAINT])])]
+    out = allocate(claim("c", exactly("r", tolerations=[{"operator": "Exists"}])), slices, CLASSES)
+    assert devices_of(out) == [("r", "n1", "g0")]
+    with pytest.raises(Unallocatable, match="is not tolerated"):
+        equal = [{"operator": "Equal", "value": "true"}]
+        allocate(claim("c", exactly("r", tolerations=equal)), slices, CLASSES)
+
+
 @pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
 def test_a_taint_that_keeps_pods_off_or_evicts_them_blocks_the_device(effect):
     # NoExecute (a lost GPU, the admin's opt-in) blocks new claims as NoSchedule does: it evicts the pods
@@ -285,6 +304,15 @@ def test_node_argument_restricts_to_that_node():
         allocate(claim("c", exactly("r")), slices, CLASSES, node="n3")
 
 
+def test_without_an_explanation_the_reason_names_the_one_node_or_counts_the_nodes():
+    slices = [slice_("a", [dev("g0")], node="n1"), slice_("b", [dev("g0")], node="n2")]
+    a = Allocator(slices, CLASSES)
+    with pytest.raises(Unallocatable, match=r"^claim default/c does not fit on node n1$"):
+        a.allocate(claim("c", exactly("r", count=2)), node="n1", explain=False)
+    with pytest.raises(Unallocatable, match=r"^claim default/c does not fit on 2 nodes$"):
+        a.allocate(claim("c", exactly("r", count=2)), explain=False)
+
+
 def test_claim_devices_come_from_one_node():
     slices = [slice_("a", [dev("g0")], node="n1"), slice_("b", [dev("g0")], node="n2")]
     with pytest.raises(Unallocatable, match="any of 2 nodes"):
@@ -307,6 +335,17 @@ def test_config_from_class_and_claim_filtered_to_requests():
     assert cfg == [{"source": "FromClass", "requests": ["a"], **opaque},
                    {"source": "FromClaim", "requests": ["b"], **opaque},
                    {"source": "FromClaim", **opaque}]
+
+
+@pytest.mark.parametrize("empty", [[], None])
+def test_a_claim_config_with_no_requests_named_applies_to_all_and_is_echoed_without_them(empty):
+    # the claim as read from a file or the API (keys parsed, not this module's literals): an empty or
+    # null `requests` means every request, and the result carries no `requests` for it, as the API
+    # omits an empty list
+    opaque = {"opaque": {"driver": "gpu.carve.dev", "parameters": {"x": 1}}}
+    config = json.loads(json.dumps([{"requests": empty, **opaque}]))
+    cfg = allocate(claim("c", exactly("a"), config=config), [slice_("a", [dev("g0")])], CLASSES)
+    assert cfg["devices"]["config"] == [{"source": "FromClaim", **opaque}]
 
 
 def test_replace_slices_uses_the_new_generation():

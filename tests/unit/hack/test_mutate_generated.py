@@ -1,26 +1,37 @@
-"""hack/mutate_generated.py: its configuration is valid for this tree, mutants come from the generators on
-the lines asked for, a mutant is judged by its owner's tests and the file is always put back, and an
-allowed survivor must say why."""
+"""hack/mutate_generated.py (the package hack/mutation): its configuration is valid for this tree, mutants
+come from the generators on the lines asked for, a mutant is judged by its owner's tests and the file is
+always put back, and an allowed survivor must say why."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[3]
+from mutation import changes, config, cosmic, draw, execute, mutant, universal
 
 
 @pytest.fixture(scope="module")
 def mg():
-    spec = importlib.util.spec_from_file_location("mutate_generated", REPO / "hack" / "mutate_generated.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["mutate_generated"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    """The runner's functions by name (each from the module whose job it is)."""
+    return SimpleNamespace(
+        load_packages=config.load_packages, load_allowed=config.load_allowed, ConfigError=config.ConfigError,
+        Owner=config.Owner, Package=config.Package, Mutant=mutant.Mutant,
+        python_mutants=cosmic.python_mutants, materialize=cosmic.materialize, c_mutants=universal.c_mutants,
+        draw_key=draw.draw_key, changed_lines=changes.changed_lines,
+        run_mutant=execute.run_mutant, backup_of=execute.backup_of,
+    )
+
+
+@pytest.fixture
+def root(monkeypatch):
+    """Point the runner at another repository root (every module reads config.ROOT when called)."""
+    def at(path: Path) -> Path:
+        monkeypatch.setattr(config, "ROOT", path)
+        return path
+    return at
 
 
 def test_the_packages_file_of_this_tree_is_valid_and_every_goal_package_has_files(mg):
@@ -65,7 +76,7 @@ def test_a_mutants_place_in_the_draw_depends_on_the_seed_and_the_mutant_not_on_t
     keys = {m.operator: mg.draw_key("s", m) for m in mutants}
     assert len(set(keys.values())) == len(keys)
     # a line added above moves every mutant's line and occurrence, not its place in the draw
-    calc = mg.ROOT / "pkg" / "calc.py"
+    calc = config.ROOT / "pkg" / "calc.py"
     calc.write_text("X = 1 + 2\n\n" + calc.read_text())
     moved = [m for m in mg.python_mutants("pkg/calc.py", None) if "used" in m.original_line]
     assert {mg.draw_key("s", m) for m in moved} == set(keys.values())
@@ -78,19 +89,19 @@ def test_changed_lines_are_read_from_the_new_side_of_each_hunk(mg, monkeypatch):
         "@@ -3,0 +4,2 @@ def f():\n+a\n+b\n@@ -10 +12 @@\n-c\n+d\n@@ -20,3 +21,0 @@\n-e\n"
         "diff --git a/gone.py b/gone.py\n--- a/gone.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-x\n-y\n"
     )
-    monkeypatch.setattr(mg, "_git", lambda *args: diff)
+    monkeypatch.setattr(changes, "_git", lambda *args: diff)
     assert mg.changed_lines("base") == {"driver/x.py": {4, 5, 12}}
 
 
 @pytest.fixture
-def tree(mg, tmp_path, monkeypatch):
+def tree(mg, tmp_path, root):
     """A small repository root: one module, its test, a package owning them."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "calc.py").write_text("def over(used, limit):\n    return used > limit\n")
     (tmp_path / "test_calc.py").write_text(
         "from pkg.calc import over\n\ndef test_over():\n    assert over(2, 1) and not over(1, 1)\n"
     )
-    monkeypatch.setattr(mg, "ROOT", tmp_path)
+    root(tmp_path)
     owner = mg.Owner(("pkg/*.py",), ("test_calc.py",))
     return mg.Package("pkg", (owner,), 90), owner
 
@@ -106,21 +117,21 @@ def test_python_mutants_are_cosmic_rays_on_the_lines_asked_for(mg, tree):
 
 def test_a_mutant_is_killed_or_survives_by_its_owners_tests_and_the_file_is_put_back(mg, tree):
     pkg, owner = tree
-    source = (mg.ROOT / "pkg" / "calc.py").read_text()
+    source = (config.ROOT / "pkg" / "calc.py").read_text()
     made = map(mg.materialize, mg.python_mutants("pkg/calc.py", {2}))
     mutants = {m.mutated_line.strip(): m for m in made if m}
     killed = mutants["return used >= limit"]  # over(1, 1) becomes true: the test fails
     assert mg.run_mutant(killed, pkg, owner, 120, sys.executable)[0] == "killed"
-    assert (mg.ROOT / "pkg" / "calc.py").read_text() == source
-    assert not mg.backup_of(mg.ROOT / "pkg" / "calc.py").exists()
-    (mg.ROOT / "test_calc.py").write_text("def test_nothing():\n    assert True\n")
+    assert (config.ROOT / "pkg" / "calc.py").read_text() == source
+    assert not mg.backup_of(config.ROOT / "pkg" / "calc.py").exists()
+    (config.ROOT / "test_calc.py").write_text("def test_nothing():\n    assert True\n")
     assert mg.run_mutant(killed, pkg, owner, 120, sys.executable)[0] == "survived"
-    assert (mg.ROOT / "pkg" / "calc.py").read_text() == source
+    assert (config.ROOT / "pkg" / "calc.py").read_text() == source
 
 
 @pytest.mark.skipif(not shutil.which("mutate", path=str(Path(sys.executable).parent)), reason="make venv")
-def test_c_mutants_are_universalmutators_on_the_lines_asked_for(mg, tmp_path, monkeypatch):
-    monkeypatch.setattr(mg, "ROOT", tmp_path)
+def test_c_mutants_are_universalmutators_on_the_lines_asked_for(mg, tmp_path, root):
+    root(tmp_path)
     (tmp_path / "q.c").write_text("int over(int used, int limit)\n{\n    return used > limit;\n}\n")
     mutants = list(mg.c_mutants("q.c", {3}))
     assert mutants and all(m.line == 3 for m in mutants)
@@ -128,8 +139,8 @@ def test_c_mutants_are_universalmutators_on_the_lines_asked_for(mg, tmp_path, mo
     assert len({m.text for m in mutants}) == len(mutants)  # the same text twice is one mutant
 
 
-def test_a_mutant_of_a_type_annotation_only_is_never_drawn(mg, tmp_path, monkeypatch):
-    monkeypatch.setattr(mg, "ROOT", tmp_path)
+def test_a_mutant_of_a_type_annotation_only_is_never_drawn(mg, tmp_path, root):
+    root(tmp_path)
     (tmp_path / "a.py").write_text(
         "from __future__ import annotations\n\n"
         "def f(x: int | None = None) -> int | None:\n    y: int | None = x\n    return y or 1\n"

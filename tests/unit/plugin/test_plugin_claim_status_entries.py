@@ -110,3 +110,23 @@ def test_health_stream_sends_the_list_then_each_change_in_both_versions():
         ctx.active = False
         broadcast.publish()
     broadcast.close()
+
+
+def test_a_status_write_that_always_conflicts_backs_off_between_attempts_and_gives_up(caplog):
+    # every attempt conflicts: the writer waits 0.05 s, then twice that, between attempts, not after the
+    # last one (whose wait would only delay the queue's next report), and reports the claim as not written
+    cluster = _cluster_with_claim()
+    tries = []
+
+    def conflict(obj):
+        tries.append(obj)
+        raise Conflict("stale", "ResourceClaim", "c", "ml", 409)
+
+    cluster.update_resource_claim_status = conflict
+    waits = []
+    writer = ClaimStatusWriter(cluster, attempts=3, sleep=waits.append)
+    with caplog.at_level("WARNING"):
+        assert not writer.write(REF, [{"driver": names.DRIVER_NAME, "pool": "node-a", "device": "gpu-1"}])
+    assert len(tries) == 3 and waits == [0.05, 0.1]
+    (gave_up,) = [r for r in caplog.records if r.getMessage() == "claim-status.conflict"]
+    assert gave_up.fields["attempts"] == 3

@@ -356,3 +356,10 @@ def test_a_share_change_restarts_the_window(tmp_path):
     for _ in range(CORE_WINDOW - 1):
         assert enforcer.check([cores_view("a", "GPU-A", 40, "force", 10), other], {}).over_share == []
     assert enforcer.check([cores_view("a", "GPU-A", 40, "force", 10), other], {}).over_share
+
+
+def test_the_default_margin_is_the_documented_5_percent_and_512_mib_per_process():
+    # docs/limiter.md: "quota + 5% + 512 MiB per process" (a CUDA context NVML counts, the limiter does not)
+    gib = 1 << 30
+    assert allowed_bytes(8 * gib, 3) == 8 * gib + 8 * gib // 20 + 3 * 512 * (1 << 20)
+    assert allowed_bytes(8 * gib, 0) == 8 * gib + 8 * gib // 20

@@ -164,3 +164,18 @@ def test_a_failing_action_does_not_stop_the_coalescer(placement):
         assert len(calls) == 2
     finally:
         coalescer.stop()
+
+
+def test_a_slice_with_one_or_no_shareable_device_is_kept_and_the_slices_after_it_ordered():
+    # the shareable devices split over slices: one with a single soft GPU (nothing to order) comes first,
+    # then one with the other three; each slice is returned, the later one reordered
+    built, uuid = _slices({i: names.STRATEGY_SOFT for i in range(4)})
+    devices = [d for s in built for d in s["spec"].get("devices") or []]
+    soft = [d for d in devices if d["name"] in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")]
+    first = {**built[0], "metadata": {"name": "a"}, "spec": {**built[0]["spec"], "devices": soft[:1]}}
+    second = {**built[0], "metadata": {"name": "b"}, "spec": {**built[0]["spec"], "devices": soft[1:]}}
+    empty = {**built[0], "metadata": {"name": "c"}, "spec": {**built[0]["spec"], "devices": []}}
+    loads = {uuid["gpu-3"]: Load(8 * GIB, 1)}
+    out = order_devices([first, empty, second], loads, "binpack")
+    assert [s["metadata"]["name"] for s in out] == ["a", "c", "b"]
+    assert _names(out) == ["gpu-0", "gpu-3", "gpu-1", "gpu-2"]

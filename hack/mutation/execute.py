@@ -1,0 +1,112 @@
+"""One mutant in place: written into its file, the package built (C), its owner's tests run, the file put
+back whatever happens. A backup beside it (`.<name>.mutate-orig`) makes even a SIGKILLed run recoverable
+by the next one, and a lock keeps a second run of the same package in the same tree out."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import config
+from .config import Owner, Package
+from .mutant import Mutant
+
+
+def backup_of(path: Path) -> Path:
+    return path.with_name(f".{path.name}.mutate-orig")
+
+
+def restore_leftovers(packages: Iterable[Package]) -> None:
+    """A run killed with SIGKILL leaves its backup: put the original back before anything else."""
+    for pkg in packages:
+        for f in pkg.files():
+            backup = backup_of(config.ROOT / f)
+            if backup.exists():
+                os.replace(backup, config.ROOT / f)
+                print(f"restored {f} from a previous interrupted run", flush=True)
+
+
+@contextmanager
+def package_lock(pkg: Package) -> Iterator[bool]:
+    """This tree's lock of the package, held for the block; yields False when another run holds it. A
+    second run of a package would take the first's backup for a leftover and put it back under the
+    first's running tests. (Runs of different packages may share a tree when one's mutants cannot reach
+    the other's tests: driver/allocator beside native/src, not native/src beside driver/limits, whose
+    tests preload the limiter.)"""
+    tag = hashlib.sha256(f"{config.ROOT}\0{pkg.name}".encode()).hexdigest()[:12]
+    fd = os.open(Path(tempfile.gettempdir()) / f"carve-mutate-{tag}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+        else:
+            yield True
+    finally:
+        os.close(fd)  # the lock goes with the descriptor (and with the process, SIGKILLed or not)
+
+
+def run_tests(tests: tuple[str, ...], timeout: float, python: str) -> tuple[str, str, float]:
+    """('passed' | 'failed' | 'timeout', detail, seconds)."""
+    cmd = [python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    # No bytecode written: a mutant's .pyc carries the source's mtime (seconds) and size, and a mutant of
+    # the same size restored within the same second would be run again from it by every later test.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    start = time.monotonic()
+    try:
+        r = subprocess.run(cmd, cwd=config.ROOT, capture_output=True, text=True, timeout=timeout, check=False,
+                           start_new_session=True, env=env)
+    except subprocess.TimeoutExpired:
+        return "timeout", f"timed out after {timeout:.0f}s", time.monotonic() - start
+    took = time.monotonic() - start
+    if r.returncode == 0:
+        return "passed", "", took
+    failed = [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    return "failed", failed[0] if failed else f"pytest exit {r.returncode}", took
+
+
+def _drop_bytecode(target: Path) -> None:
+    """The module's cached bytecode, which could be a mutant's from an earlier run (see run_tests)."""
+    for pyc in (target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"):
+        pyc.unlink(missing_ok=True)
+
+
+def build(pkg: Package) -> bool:
+    if not pkg.build:
+        return True
+    return subprocess.run(pkg.build, shell=True, cwd=config.ROOT, capture_output=True,
+                          check=False).returncode == 0
+
+
+def run_mutant(m: Mutant, pkg: Package, owner: Owner, timeout: float, python: str) -> tuple[str, str]:
+    """('killed' | 'survived' | 'invalid', detail); the file is restored (and rebuilt) on return."""
+    target = config.ROOT / m.path
+    _drop_bytecode(target)
+    original = target.read_bytes()
+    backup = backup_of(target)
+    backup.write_bytes(original)
+    try:
+        target.write_text(m.text)
+        if not build(pkg):
+            return "invalid", "does not build"
+        if m.path.endswith(".py"):
+            check = subprocess.run([python, "-m", "py_compile", str(target)], capture_output=True)
+            if check.returncode != 0:
+                return "invalid", "does not compile"
+        verdict, detail, took = run_tests(owner.tests, timeout, python)
+        if verdict == "passed":
+            return "survived", f"tests passed in {took:.0f}s"
+        return "killed", f"{detail} ({took:.0f}s)"
+    finally:
+        target.write_bytes(original)
+        backup.unlink(missing_ok=True)
+        _drop_bytecode(target)
+        if pkg.build:
+            build(pkg)
