@@ -12,15 +12,21 @@
  *   multi [hold] ORD:BYTES ...
  *                         one cuMemAlloc per argument on CUDA ordinal ORD; prints the results and each
  *                         ordinal's cuMemGetInfo total and cuDeviceTotalMem as JSON; `hold` keeps them
+ *   fork PARENT CHILD exit|kill
+ *                         the parent allocates PARENT bytes and forks; the child allocates CHILD bytes, prints
+ *                         its result and the region's slots, then exits (atexit handlers run) or SIGKILLs
+ *                         itself; the parent then allocates CHILD bytes again and prints the same
  * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
  * Exit status 0 = every check held; failures print "FAIL: ..." on stderr. Every entry point called all three
  * ways (direct, dlsym, cuGetProcAddress) is limiter_paths_cuda_nvml's job.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -242,8 +248,48 @@ static int cmd_multi(int argc, char **argv)
     return 0;
 }
 
+/* The region's live slots, as the plugin sees them: [[pid, bytes on device 0], ...]. */
+static void print_slots(const char *who, CUresult rc)
+{
+    printf("{\"who\": \"%s\", \"pid\": %d, \"rc\": %d, \"used\": %llu, \"slots\": [", who, (int)getpid(),
+           (int)rc, (unsigned long long)used());
+    int first = 1;
+    for (unsigned i = 0; g_region && i < g_region->max_procs && i < CARVE_MAX_PROCS; i++) {
+        const carve_region_proc_t *p = &g_region->procs[i];
+        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
+        if (pid == 0)
+            continue;
+        printf("%s[%d, %llu]", first ? "" : ", ", (int)pid, (unsigned long long)p->used[0]);
+        first = 0;
+    }
+    printf("]}\n");
+    fflush(stdout);
+}
+
+static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end)
+{
+    setup();
+    CUdeviceptr p, q;
+    CHECK(cuMemAlloc_v2(&p, parent_bytes) == CUDA_SUCCESS, "the parent's allocation failed");
+    fflush(stdout);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork failed");
+    if (child == 0) {
+        print_slots("child", cuMemAlloc_v2(&q, child_bytes));
+        if (strcmp(end, "kill") == 0)
+            kill(getpid(), SIGKILL);
+        exit(0); /* atexit handlers run: the limiter's releases this process's slot */
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid failed");
+    print_slots("parent", cuMemAlloc_v2(&q, child_bytes));
+    return g_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 5 && strcmp(argv[1], "fork") == 0)
+        return cmd_fork(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), argv[4]);
     if (argc >= 2 && strcmp(argv[1], "uuids") == 0)
         return cmd_uuids();
     if (argc >= 2 && strcmp(argv[1], "multi") == 0)
