@@ -16,10 +16,15 @@
  *                         the parent allocates PARENT bytes and forks; the child allocates CHILD bytes, prints
  *                         its result and the region's slots, then exits (atexit handlers run) or SIGKILLs
  *                         itself; the parent then allocates CHILD bytes again and prints the same
+ *   relimit BYTES         allocate BYTES (freed when granted) and print the result; then for each line read on
+ *                         stdin (the test has rewritten the claim's limits file), launch one block and wait
+ *                         for the feedback thread's next tick to count it (its limits refresh comes first in
+ *                         a tick), allocate again and print the result and cuMemGetInfo's total, as JSON
  * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
  * Exit status 0 = every check held; failures print "FAIL: ..." on stderr. Every entry point called all three
  * ways (direct, dlsym, cuGetProcAddress) is limiter_paths_cuda_nvml's job.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -286,8 +291,46 @@ static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end
     return g_failures ? 1 : 0;
 }
 
+static int try_alloc(uint64_t bytes)
+{
+    CUdeviceptr p;
+    CUresult rc = cuMemAlloc_v2(&p, bytes);
+    if (rc == CUDA_SUCCESS)
+        cuMemFree_v2(p);
+    return (int)rc;
+}
+
+static int cmd_relimit(uint64_t bytes)
+{
+    setup();
+    uint64_t (*launched)(int) = (uint64_t (*)(int))dlsym(RTLD_DEFAULT, "carveLimiterLaunchedBlocks");
+    CHECK(launched != NULL, "the limiter is not loaded");
+    if (!launched)
+        return 1;
+    CUfunction f = carveFakeKernel(1000);
+    printf("{\"rc\": %d}\n", try_alloc(bytes));
+    fflush(stdout);
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+        uint64_t before = launched(0);
+        CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS, "launch failed");
+        struct timespec tick = {0, 2000000};
+        for (int i = 0; i < 30000 && launched(0) == before; i++)
+            nanosleep(&tick, NULL);
+        CHECK(launched(0) > before, "no tick of the feedback thread counted the launch in 60 s");
+        size_t fr = 0, tot = 0;
+        int rc = try_alloc(bytes);
+        cuMemGetInfo_v2(&fr, &tot);
+        printf("{\"rc\": %d, \"total\": %zu}\n", rc, tot);
+        fflush(stdout);
+    }
+    return g_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "relimit") == 0)
+        return cmd_relimit(strtoull(argv[2], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "fork") == 0)
         return cmd_fork(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), argv[4]);
     if (argc >= 2 && strcmp(argv[1], "uuids") == 0)
