@@ -49,21 +49,32 @@ MEMORY = [
     ("8MiBs", None),
     ("1t", TIB),
 ]
-# per device: (CARVE_CORES_LIMIT_<i>, percent parsed; None: out of 0..100, logged, no compute limit)
-CORES = [("50", 50), ("100", 0), ("0", 0), ("101", None), ("-1", None), ("5x", None), ("1", 1), ("99", 99)]
+# device -> (CARVE_CORES_LIMIT_<i>, percent parsed; None: out of 0..100, logged, no compute limit). Device 1
+# has none: CARVE_CORES_LIMIT_10's name starts with its name, and is not its variable.
+CORES = {
+    0: ("50", 50),
+    2: ("100", 0),
+    3: ("0", 0),
+    4: ("101", None),
+    5: ("-1", None),
+    6: ("5x", None),
+    7: ("1", 1),
+    8: ("99", 99),
+    10: ("10", 10),
+}
 
 
 def test_sizes_and_percents_per_device_and_what_does_not_parse(claim):
     c = claim(gpus="16xT4")
     env = {f"CARVE_MEMORY_LIMIT_{i}": v for i, (v, _) in enumerate(MEMORY)}
-    env |= {f"CARVE_CORES_LIMIT_{i}": v for i, (v, _) in enumerate(CORES)}
+    env |= {f"CARVE_CORES_LIMIT_{i}": v for i, (v, _) in CORES.items()}
     env |= {
         # the global names cover the devices without a per-device one, and win over HAMi's per-device names
         "CARVE_MEMORY_LIMIT": "1G",
         "CUDA_DEVICE_MEMORY_LIMIT_0": "4m",
         "CUDA_DEVICE_MEMORY_LIMIT_14": "4m",
         "CARVE_CORES_LIMIT": "30",
-        "CUDA_DEVICE_SM_LIMIT_8": "70",
+        "CUDA_DEVICE_SM_LIMIT_9": "70",
         "CUDA_DEVICE_SM_LIMIT_0": "70",
     }
     out, region, log = parsed(c, **env)
@@ -79,7 +90,7 @@ def test_sizes_and_percents_per_device_and_what_does_not_parse(claim):
             named = f"memory limit '{value}' for device {i} is not a size; no memory limit"
             assert (named in log) == (want is None), (i, log)
         for i in range(16):
-            value, want = CORES[i] if i < len(CORES) else ("30", 30)
+            value, want = CORES.get(i, ("30", 30))
             assert region.cores_limit(i) == (want or 0), (i, value)
             named = f"cores limit '{value}' for device {i} is not 0..100; no compute limit"
             assert (named in log) == (want is None), (i, log)
