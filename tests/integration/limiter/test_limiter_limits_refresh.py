@@ -61,7 +61,11 @@ def test_a_rewritten_limits_file_applies_to_a_running_process_and_a_bad_one_does
     client = Relimit(c, 12 * MIB)
     try:
         assert client.first == {"rc": 2}
-        write_limits(c.limits, limits(c, 16 * MIB))  # the plugin raised the quota
+        # the plugin changed the quota twice before the limiter's next tick: the last file holds. (ext4 gives
+        # the second file the inode number the first one freed, often the number of the file the limiter
+        # applied before: it must not take the new file for the one it has)
+        write_limits(c.limits, limits(c, 4 * MIB))
+        write_limits(c.limits, limits(c, 16 * MIB))
         assert client.after_rewrite() == {"rc": 0, "total": 16 * MIB}
         # another device count is not a rewrite of this claim's file: ignored
         write_limits(c.limits, limits(c, 4 * MIB, devices=2))
