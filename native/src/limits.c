@@ -95,17 +95,11 @@ static void unescape(char *s)
     *out = 0;
 }
 
-static int has_option(const char *options, const char *want)
+/* The kernel writes a mount's per-mount options with "ro" or "rw" first (fs/proc_namespace.c,
+ * show_mountinfo), then the others after commas. */
+static int read_only(const char *options)
 {
-    size_t n = strlen(want);
-    for (const char *o = options; o && *o;) {
-        const char *comma = strchr(o, ',');
-        size_t len = comma ? (size_t)(comma - o) : strlen(o);
-        if (len == n && strncmp(o, want, n) == 0)
-            return 1;
-        o = comma ? comma + 1 : NULL;
-    }
-    return 0;
+    return strncmp(options, "ro", 2) == 0 && (options[2] == ',' || options[2] == '\0');
 }
 
 /* CARVE_LIMITS_SOURCE, parsed: 0 when absent or malformed (then nothing is trusted). */
@@ -172,7 +166,7 @@ static int mount_is_plugins(const char *path, dev_t dev)
             continue;
         unescape(root);
         /* the last entry at a mount point is the one on top: an over-mount decides, whoever made it */
-        trusted = ma == want_major && mi == want_minor && strcmp(root, want_root) == 0 && has_option(options, "ro");
+        trusted = ma == want_major && mi == want_minor && strcmp(root, want_root) == 0 && read_only(options);
     }
     free(line);
     fclose(f);
