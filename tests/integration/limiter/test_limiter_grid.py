@@ -1,7 +1,8 @@
 """A launch is charged every thread block of its grid, all three dimensions, on every launch path.
 
 native/tests/limiter_grid_cuda launches 3-D grids through cuLaunchKernel, cuLaunchCooperativeKernel,
-cuLaunchKernelEx and a graph on a fake GPU with a compute limit, then reads the limiter's own count
+cuLaunchKernelEx (and their per-thread-stream variants), cuLaunchCooperativeKernelMultiDevice and graphs
+instantiated every way on a fake GPU with a compute limit, then reads the limiter's own count
 (carveLimiterLaunchedBlocks). A limiter that drops a dimension (x*y, the bug a mutation check found
 surviving every test, all of which used 1-D grids) under-charges by the others' factor.
 """
@@ -23,5 +24,5 @@ def test_every_grid_dimension_is_charged(claim, grid):
     c = claim(gpus="1xA100-80GB").create(cores=50)
     x, y, z = grid
     out = json.loads(c.run(*map(str, grid), "10", program=GRID).stdout.strip().splitlines()[-1])
-    assert out["expected"] == 4 * 10 * x * y * z
+    assert out["expected"] == 11 * 10 * x * y * z
     assert out["charged"] == out["expected"], out
