@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from limiter_harness import LIMITER, write_claim
 
 from driver.limits import ClaimLimits, DeviceLimit, create_region
@@ -97,3 +98,31 @@ def test_a_regions_root_that_cannot_be_listed_is_logged_and_skipped(claim, tmp_p
     assert re.search(
         rf"^carve-limiter\[\d+\] warn: regions root {root}: cannot list it \(Not a directory\)$", log, re.M
     )
+
+
+@pytest.mark.parametrize(
+    ("memory_a", "memory_b", "winner"),
+    [
+        (8 * MIB, 8 * MIB, "a"),  # a tie: the first in name order
+        (4 * MIB, 8 * MIB, "a"),
+        (8 * MIB, 4 * MIB, "b"),  # the tightest, wherever it is
+        (0, 8 * MIB, "b"),  # no limit is the loosest
+        (8 * MIB, 0, "a"),
+    ],
+)
+def test_among_untrusted_limits_files_naming_a_gpu_the_tightest_limits_it(
+    claim, tmp_path, memory_a, memory_b, winner
+):
+    c = claim()
+    uuid = json.loads(c.run("uuids").stdout)[0]
+    root = tmp_path / "root"
+    for name, memory in (("a", memory_a), ("b", memory_b)):
+        region = root / name / "region"
+        region.parent.mkdir(parents=True)
+        write_claim(
+            region, ClaimLimits(devices=(DeviceLimit(memory, 0, uuid=uuid),), region_path=str(region))
+        )
+    out, _ = diagnostics(
+        c, CARVE_REGION="", CARVE_REGION_DIR=str(root)
+    )  # no CARVE_LIMITS_SOURCE: none trusted
+    assert out["regions"]["0"] == [0, str(root / winner / "region")]
