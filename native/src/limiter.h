@@ -210,6 +210,7 @@ enum carve_kind { CARVE_KIND_MEM = 1, CARVE_KIND_ARRAY, CARVE_KIND_MIPMAP, CARVE
 void carve_track(uint64_t key, int kind, int dev, uint64_t bytes);
 int carve_untrack(uint64_t key, int kind, int *dev, uint64_t *bytes); /* 0 when found (and removed) */
 int carve_lookup(uint64_t key, int kind, uint64_t *bytes);            /* 0 when found */
+void carve_forget_charges(const unsigned char gone[CARVE_MAX_DEVICES]); /* at exit: see table.c */
 
 /* --- throttle.c / feedback.c ----------------------------------------------------------------------- */
 enum { CARVE_GATE_IDLE = 0, CARVE_GATE_COUNT = 1, CARVE_GATE_THROTTLE = 2 };

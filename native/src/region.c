@@ -349,10 +349,15 @@ static void leave(carve_open_region_t *r)
 
 void carve_region_exit(void)
 {
-    /* later frees (other atexit handlers) must not touch a slot that is no longer ours */
+    /* Later frees (other atexit handlers, static destructors) must neither touch a slot that is no longer ours
+     * nor release again what the slot's release below gives back. */
+    unsigned char gone[CARVE_MAX_DEVICES] = {0};
     for (int d = 0; d < CARVE_MAX_DEVICES; d++)
-        if (carve_bind[d].region && carve_bind[d].region->shared)
+        if (carve_bind[d].region && carve_bind[d].region->shared) {
+            gone[d] = carve_bind[d].region->slot >= 0; /* without a slot, its frees are all that release it */
             __atomic_store_n(&carve_bind[d].mine, NULL, __ATOMIC_RELEASE);
+        }
+    carve_forget_charges(gone);
     for (int i = 0; i < carve_region_count; i++)
         leave(&carve_regions[i]);
 }

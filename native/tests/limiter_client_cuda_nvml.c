@@ -20,6 +20,8 @@
  *                         stdin (the test has rewritten the claim's limits file), launch one block and wait
  *                         for the feedback thread's next tick to count it (its limits refresh comes first in
  *                         a tick), allocate again and print the result and cuMemGetInfo's total, as JSON
+ *   exitfree BYTES        allocate BYTES and exit, freeing them in an atexit handler registered before the first
+ *                         CUDA call (so it runs after the limiter's own: a C++ static destructor's order)
  * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
  * Exit status 0 = every check held; failures print "FAIL: ..." on stderr. Every entry point called all three
  * ways (direct, dlsym, cuGetProcAddress) is limiter_paths_cuda_nvml's job.
@@ -291,6 +293,22 @@ static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end
     return g_failures ? 1 : 0;
 }
 
+static CUdeviceptr g_kept;
+
+static void free_at_exit(void)
+{
+    CHECK(cuMemFree_v2(g_kept) == CUDA_SUCCESS, "the free at exit failed");
+}
+
+static int cmd_exitfree(uint64_t bytes)
+{
+    atexit(free_at_exit);
+    setup();
+    CUresult rc = cuMemAlloc_v2(&g_kept, bytes);
+    printf("%d\n", (int)rc);
+    return rc == CUDA_SUCCESS ? 0 : 1;
+}
+
 static int try_alloc(uint64_t bytes)
 {
     CUdeviceptr p;
@@ -329,6 +347,8 @@ static int cmd_relimit(uint64_t bytes)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "exitfree") == 0)
+        return cmd_exitfree(strtoull(argv[2], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "relimit") == 0)
         return cmd_relimit(strtoull(argv[2], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "fork") == 0)
