@@ -173,12 +173,11 @@ static int mount_is_plugins(const char *path, dev_t dev)
     return trusted;
 }
 
+/* `path` is <dir>/limits/limits (carve_limits_path): it has a slash. */
 static int dir_exists(const char *path)
 {
     char dir[4096];
     const char *slash = strrchr(path, '/');
-    if (!slash)
-        return 0;
     snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     struct stat st;
     return lstat(dir, &st) == 0;
