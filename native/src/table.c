@@ -88,7 +88,7 @@ void carve_track(uint64_t key, int kind, int dev, uint64_t bytes)
     __atomic_store_n(&g_tracked, 1, __ATOMIC_RELAXED);
     uint64_t stored = key + K_OFFSET;
     uint32_t i = slot_of(key, kind);
-    for (int n = 0; n < MAX_PROBE; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
+    for (int probe = 0; probe < MAX_PROBE; probe++, i = (i + 1) & (TABLE_SIZE - 1)) {
         obj_t *o = &g_table[i];
         uint64_t k = __atomic_load_n(&o->key, __ATOMIC_RELAXED);
         if (k != K_EMPTY && k != K_TOMB)
