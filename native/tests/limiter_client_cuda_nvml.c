@@ -3,6 +3,7 @@
  * libcarve-limiter.so against the fake libcuda.so.1 / libnvidia-ml.so.1.
  *
  *   info                  memory reports as JSON (cuMemGetInfo, cuDeviceTotalMem, NVML v1 and v2)
+ *   nvml2                 NVML's v2 memory report alone, in a process that makes no other NVML or CUDA call
  *   alloc BYTES           one cuMemAlloc; prints the CUresult; exits holding it
  *   hold BYTES            allocate, print "ready", sleep until killed
  *   race N BYTES LIMIT    N allocations with random frees; fails if the driver's usage ever exceeds LIMIT
@@ -72,6 +73,20 @@ static int cmd_info(void)
            "\"region_used\": %llu}\n",
            (int)r1, fr, tot, (int)r2, dtot, (int)n2, m1.total, m1.used, m1.free, (int)n3, m2.total, m2.used,
            m2.free, (unsigned long long)used());
+    return 0;
+}
+
+static int cmd_nvml2(void)
+{
+    nvmlDevice_t dev;
+    nvmlMemory_v2_t m = {.version = nvmlMemory_v2};
+    nvmlReturn_t rc = nvmlInit_v2();
+    if (rc == NVML_SUCCESS)
+        rc = nvmlDeviceGetHandleByIndex_v2(0, &dev);
+    if (rc == NVML_SUCCESS)
+        rc = nvmlDeviceGetMemoryInfo_v2(dev, &m);
+    printf("{\"rc\": %d, \"total\": %llu, \"used\": %llu, \"free\": %llu, \"reserved\": %llu}\n", (int)rc, m.total,
+           m.used, m.free, m.reserved);
     return 0;
 }
 
@@ -347,6 +362,8 @@ static int cmd_relimit(uint64_t bytes)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "nvml2") == 0)
+        return cmd_nvml2();
     if (argc >= 3 && strcmp(argv[1], "exitfree") == 0)
         return cmd_exitfree(strtoull(argv[2], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "relimit") == 0)

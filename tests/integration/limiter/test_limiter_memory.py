@@ -183,3 +183,10 @@ def test_an_array_call_without_its_handle_or_descriptor_gets_the_drivers_error_a
     assert out.returncode == 0, out.stderr  # no crash
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res == {"codes": [[1, 1]] * 3, "free": 64 * MIB}, res  # CUDA_ERROR_INVALID_VALUE, nothing charged
+
+
+def test_nvmls_v2_report_alone_is_clamped_to_the_quota(claim):
+    # a monitoring process that asks NVML's v2 memory report first, with no other NVML or CUDA call before
+    c = claim().create(memory=8 * MIB)
+    out = c.json("nvml2")
+    assert out == {"rc": 0, "total": 8 * MIB, "used": 0, "free": 8 * MIB, "reserved": 0}, out
