@@ -37,7 +37,7 @@ MEMORY = [
     ("8388608", 8 * MIB),
     (" 8M", 8 * MIB),  # leading blanks are skipped
     ("8k", 8 * KIB),
-    ("8K", 8 * KIB),
+    ("010M", 10 * MIB),  # decimal, whatever its leading zero
     ("2G", 2 * GIB),
     ("16777215T", 16777215 * TIB),  # the largest size in T
     ("8MiB", 8 * MIB),
@@ -48,6 +48,7 @@ MEMORY = [
     ("16777216T", None),  # 2^64 bytes: does not fit
     ("8MiBs", None),
     ("1t", TIB),
+    ("0x10", None),  # not hexadecimal
 ]
 # device -> (CARVE_CORES_LIMIT_<i>, percent parsed; None: out of 0..100, logged, no compute limit). Device 1
 # has none: CARVE_CORES_LIMIT_10's name starts with its name, and is not its variable.
@@ -72,7 +73,7 @@ def test_sizes_and_percents_per_device_and_what_does_not_parse(claim):
         # the global names cover the devices without a per-device one, and win over HAMi's per-device names
         "CARVE_MEMORY_LIMIT": "1G",
         "CUDA_DEVICE_MEMORY_LIMIT_0": "4m",
-        "CUDA_DEVICE_MEMORY_LIMIT_14": "4m",
+        "CUDA_DEVICE_MEMORY_LIMIT_15": "4m",
         "CARVE_CORES_LIMIT": "30",
         "CUDA_DEVICE_SM_LIMIT_9": "70",
         "CUDA_DEVICE_SM_LIMIT_0": "70",
@@ -94,7 +95,7 @@ def test_sizes_and_percents_per_device_and_what_does_not_parse(claim):
             assert region.cores_limit(i) == (want or 0), (i, value)
             named = f"cores limit '{value}' for device {i} is not 0..100; no compute limit"
             assert (named in log) == (want is None), (i, log)
-    assert len(errors(log)) == 7, log
+    assert len(errors(log)) == 8, log
 
 
 def test_hamis_names_when_the_carve_ones_are_absent(claim):
