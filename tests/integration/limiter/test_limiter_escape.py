@@ -359,3 +359,14 @@ def test_without_the_plugins_anchor_the_tightest_limits_file_holds(claim, tmp_pa
         c, tmp_path, "pass", 6 * MIB, pod_mounts=mounts, CARVE_REGION="", CARVE_LIMITS_SOURCE=""
     )
     assert blind.stdout.strip() == "2", blind.stderr
+
+
+def test_a_gpu_of_a_claim_that_failed_closed_reports_one_byte_all_in_use(claim):
+    # what nvidia-smi, cuMemGetInfo and frameworks see on a GPU where nothing may be allocated: no room
+    c = claim().create(memory=64 * MIB)
+    c.limits.unlink()
+    c.limits.write_bytes(b"\0" * 64)  # a malformed limits file: the claim fails closed
+    out = c.json("info")
+    seen = {k: out[k] for k in ("total", "free", "device_total", "nvml_total", "nvml_used", "nvml_free")}
+    one_byte = {"total": 1, "free": 0, "device_total": 1, "nvml_total": 1, "nvml_used": 1, "nvml_free": 0}
+    assert seen == one_byte, out
