@@ -182,11 +182,11 @@ static int lock_slot(carve_open_region_t *r, int i, short type, int cmd)
     return fcntl(r->fd, cmd, &fl);
 }
 
-static int slot_dead(carve_open_region_t *r, int i)
+/* Slot i, which `pid` (> 0) holds, belongs to a dead process. */
+static int slot_dead(carve_open_region_t *r, int i, int32_t pid)
 {
     carve_region_proc_t *p = &r->map->procs[i];
-    int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-    if (pid <= 0 || i == r->slot)
+    if (i == r->slot)
         return 0;
     if (r->locks) {
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = slot_offset(i), .l_len = 1};
@@ -223,8 +223,8 @@ void carve_reclaim_dead(carve_open_region_t *r)
     for (unsigned i = 0; i < n; i++) {
         carve_region_proc_t *p = &r->map->procs[i];
         int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-        if (pid <= 0 || !slot_dead(r, (int)i))
-            continue;
+        if (pid <= 0 || !slot_dead(r, (int)i, pid))
+            continue; /* free, or being claimed or given back (CARVE_SLOT_BUSY): not dead */
         if (!__atomic_compare_exchange_n(&p->pid, &pid, CARVE_SLOT_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             continue; /* another process is reclaiming it */
         release_slot_usage(r->map, p);

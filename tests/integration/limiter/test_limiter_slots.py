@@ -50,9 +50,14 @@ def gone_pid() -> int:
 
 def test_with_no_free_slot_a_dead_processs_slot_is_reclaimed_and_taken(claim):
     c = claim().create(memory=8 * MIB)
-    set_slots(c.region, max_procs=1, pid0=gone_pid(), used0=6 * MIB)  # the only slot: a dead process's
-    out = c.run("alloc", str(6 * MIB))
+    dead = gone_pid()
+    set_slots(c.region, max_procs=1, pid0=dead, used0=6 * MIB)  # the only slot: a dead process's
+    out = c.run("alloc", str(6 * MIB), CARVE_LOG="info")
     assert out.stdout.strip() == "0" and "slots are taken" not in out.stderr, out.stderr
+    reclaimed = re.findall(
+        r"info: region .*: reclaimed the usage of dead process (-?\d+) \(slot (\d+)\)$", out.stderr, re.M
+    )
+    assert reclaimed == [(str(dead), "0")], out.stderr  # that one, once; a free slot is not "dead"
     with Region.open(c.region) as r:  # the process had the slot: its exit gave everything back
         assert r.used_bytes(0) == 0 and r.processes() == []
 
@@ -94,3 +99,20 @@ def test_a_free_slot_still_locked_by_its_dying_owner_is_passed_over(claim):
         holder.kill()
         holder.wait()
         os.close(fd)
+
+
+def test_a_slot_another_process_is_claiming_or_reclaiming_is_left_alone(claim):
+    # CARVE_SLOT_BUSY (-1): a process is between taking the slot and locking it, or giving it back. It holds
+    # no lock yet, but it is not dead: its usage stays counted, and nobody else takes or clears the slot.
+    c = claim().create(memory=8 * MIB)
+    set_slots(c.region, max_procs=2, pid0=-1, used0=6 * MIB)
+    out = c.run("alloc", str(6 * MIB))
+    assert out.stdout.strip() == "2", out.stderr  # 6 MiB counted + 6 MiB is over the quota
+    with Region.open(c.region) as r:
+        assert (r._struct.procs[0].pid, r.used_bytes(0)) == (-1, 6 * MIB)
+
+
+def test_free_slots_are_not_dead_processes(claim):
+    c = claim().create(memory=8 * MIB)
+    out = c.run("alloc", str(1 * MIB), CARVE_LOG="info")
+    assert out.stdout.strip() == "0" and "reclaimed" not in out.stderr, out.stderr
