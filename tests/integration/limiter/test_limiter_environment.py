@@ -80,6 +80,7 @@ def test_sizes_and_percents_per_device_and_what_does_not_parse(claim):
     }
     out, region, log = parsed(c, **env)
     with region:
+        assert region._struct.generation == 1  # a region made from the environment starts as the plugin's do
         for i in range(16):
             value, want = MEMORY[i] if i < len(MEMORY) else ("1G", GIB)
             assert region.memory_limit(i) == (want or 0), (i, value)
