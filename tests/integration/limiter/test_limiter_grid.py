@@ -68,6 +68,8 @@ def test_a_gpu_without_a_compute_limit_counts_no_launches(claim):
     limits = ClaimLimits(devices=(DeviceLimit(0, 50), DeviceLimit(0, 0)), region_path=str(c.region))
     write_claim(c.region, limits)
     env = c.env(CARVE_TICK_MS="10")
-    proc = subprocess.run([sys.executable, "-c", LAUNCHES], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCHES], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [80, 0]
