@@ -79,8 +79,9 @@ static int add_claim(const char *region_path, const carve_config_t *cfg, int cre
     carve_limits_t limits;
     int trusted = 0;
     uint64_t dev = 0, ino = 0;
+    int limits_fd = -1;
     const char *problem;
-    int found = carve_limits_read(limits_path, &limits, &trusted, &dev, &ino, &problem);
+    int found = carve_limits_read(limits_path, &limits, &trusted, &dev, &ino, &limits_fd, &problem);
     if (found < 0) {
         CARVE_LOG(CARVE_LOG_ERROR, "limits %s %s: allocations on GPUs no valid limits file names are refused",
                   limits_path, problem);
@@ -91,7 +92,7 @@ static int add_claim(const char *region_path, const carve_config_t *cfg, int cre
     int closed = 0;
     if (carve_region_open(r, region_path, cfg, create && !found) != 0) {
         if (!found)
-            return -1;
+            return -1; /* (nothing was read: no limits_fd to close) */
         /* The plugin's claim without usable accounting fails closed: per-process accounting would let each
          * process take the whole quota. Only the container could have broken it; it only hurts itself. */
         carve_region_private(r, g_cfg);
@@ -110,6 +111,7 @@ static int add_claim(const char *region_path, const carve_config_t *cfg, int cre
         r->trusted = trusted;
         r->limits_dev = dev;
         r->limits_ino = ino;
+        r->limits_fd = limits_fd;
         snprintf(r->limits_path, sizeof r->limits_path, "%s", limits_path);
     } else if (cfg) {
         carve_limits_from_config(&r->limits, cfg); /* a region without the plugin: the environment's limits */

@@ -94,6 +94,7 @@ typedef struct carve_open_region {
     int trusted;         /* the limits file is on a read-only mount and writable by no one but its owner */
     int closed;          /* the plugin's claim whose region is unusable: nothing may be allocated */
     uint64_t limits_dev, limits_ino;
+    int limits_fd;       /* the limits file applied last, kept open so that its inode number cannot be reused */
     char limits_path[4096];
 } carve_open_region_t;
 
@@ -196,9 +197,10 @@ static inline void carve_uncharge(int dev, uint64_t bytes)
 
 /* --- limits.c ------------------------------------------------------------------------------------- */
 /* Read the plugin's limits file: 1 valid, 0 absent (neither the file nor its directory exists), -1 broken
- * (`problem` says why). Opened as untrusted (O_NOFOLLOW|O_NONBLOCK, regular file, exact size). */
+ * (`problem` says why). Opened as untrusted (O_NOFOLLOW|O_NONBLOCK, regular file, exact size). When valid,
+ * *fd is the descriptor it was read from (the caller keeps or closes it). */
 int carve_limits_read(const char *path, carve_limits_t *out, int *trusted, uint64_t *dev, uint64_t *ino,
-                      const char **problem);
+                      int *fd, const char **problem);
 void carve_limits_from_config(carve_limits_t *l, const carve_config_t *cfg);
 void carve_limits_path(const char *region_path, char *out, size_t len); /* <dir of region>/limits/limits */
 void carve_limits_refresh(void); /* feedback thread, every tick: apply the plugin's rewrites */
@@ -208,6 +210,7 @@ enum carve_kind { CARVE_KIND_MEM = 1, CARVE_KIND_ARRAY, CARVE_KIND_MIPMAP, CARVE
 void carve_track(uint64_t key, int kind, int dev, uint64_t bytes);
 int carve_untrack(uint64_t key, int kind, int *dev, uint64_t *bytes); /* 0 when found (and removed) */
 int carve_lookup(uint64_t key, int kind, uint64_t *bytes);            /* 0 when found */
+void carve_forget_charges(const unsigned char gone[CARVE_MAX_DEVICES]); /* at exit: see table.c */
 
 /* --- throttle.c / feedback.c ----------------------------------------------------------------------- */
 enum { CARVE_GATE_IDLE = 0, CARVE_GATE_COUNT = 1, CARVE_GATE_THROTTLE = 2 };

@@ -95,17 +95,11 @@ static void unescape(char *s)
     *out = 0;
 }
 
-static int has_option(const char *options, const char *want)
+/* The kernel writes a mount's per-mount options with "ro" or "rw" first (fs/proc_namespace.c,
+ * show_mountinfo), then the others after commas. */
+static int read_only(const char *options)
 {
-    size_t n = strlen(want);
-    for (const char *o = options; o && *o;) {
-        const char *comma = strchr(o, ',');
-        size_t len = comma ? (size_t)(comma - o) : strlen(o);
-        if (len == n && strncmp(o, want, n) == 0)
-            return 1;
-        o = comma ? comma + 1 : NULL;
-    }
-    return 0;
+    return strncmp(options, "ro", 2) == 0 && (options[2] == ',' || options[2] == '\0');
 }
 
 /* CARVE_LIMITS_SOURCE, parsed: 0 when absent or malformed (then nothing is trusted). */
@@ -172,26 +166,25 @@ static int mount_is_plugins(const char *path, dev_t dev)
             continue;
         unescape(root);
         /* the last entry at a mount point is the one on top: an over-mount decides, whoever made it */
-        trusted = ma == want_major && mi == want_minor && strcmp(root, want_root) == 0 && has_option(options, "ro");
+        trusted = ma == want_major && mi == want_minor && strcmp(root, want_root) == 0 && read_only(options);
     }
     free(line);
     fclose(f);
     return trusted;
 }
 
+/* `path` is <dir>/limits/limits (carve_limits_path): it has a slash. */
 static int dir_exists(const char *path)
 {
     char dir[4096];
     const char *slash = strrchr(path, '/');
-    if (!slash)
-        return 0;
     snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     struct stat st;
     return lstat(dir, &st) == 0;
 }
 
 int carve_limits_read(const char *path, carve_limits_t *out, int *trusted, uint64_t *dev, uint64_t *ino,
-                      const char **problem)
+                      int *fd_out, const char **problem)
 {
     *problem = NULL;
     *trusted = 0;
@@ -218,9 +211,11 @@ int carve_limits_read(const char *path, carve_limits_t *out, int *trusted, uint6
                    mount_is_plugins(path, st.st_dev);
         *dev = (uint64_t)st.st_dev;
         *ino = (uint64_t)st.st_ino;
+        *fd_out = fd;
+        return 1;
     }
     close(fd);
-    return *problem ? -1 : 1;
+    return -1;
 }
 
 /* Apply a rewrite of one claim's limits: each field the limiter reads while running is one aligned store. */
@@ -253,22 +248,26 @@ void carve_limits_refresh(void)
         carve_limits_t fresh;
         int trusted;
         uint64_t dev, ino;
+        int fd;
         const char *problem;
         struct stat now;
         /* the plugin replaces the file (a new inode) to change it: the same inode is the same limits, and the
-         * mount's trust (a read of mountinfo) is checked again only for a new file */
+         * mount's trust (a read of mountinfo) is checked again only for a new file. The file applied last is
+         * kept open (limits_fd), so no later file can get its inode number (ext4 and xfs reuse a freed one) */
         if (stat(r->limits_path, &now) == 0 && (uint64_t)now.st_ino == r->limits_ino &&
             (uint64_t)now.st_dev == r->limits_dev)
             continue;
-        if (carve_limits_read(r->limits_path, &fresh, &trusted, &dev, &ino, &problem) != 1 ||
-            trusted < r->trusted || fresh.device_count != r->limits.device_count) {
-            /* the last good limits stay: a file that turns bad later never loosens them */
+        if (carve_limits_read(r->limits_path, &fresh, &trusted, &dev, &ino, &fd, &problem) != 1)
+            continue; /* the last good limits stay: a file that turns bad later never loosens them */
+        if (trusted < r->trusted || fresh.device_count != r->limits.device_count) {
+            close(fd); /* not this claim's file as the limiter knows it: ignored, read again next tick */
             continue;
         }
-        if (fresh.generation != __atomic_load_n(&r->limits.generation, __ATOMIC_RELAXED) || ino != r->limits_ino) {
-            r->limits_ino = ino;
-            r->limits_dev = dev;
-            apply(r, &fresh);
-        }
+        if (r->limits_fd >= 0)
+            close(r->limits_fd);
+        r->limits_fd = fd;
+        r->limits_ino = ino;
+        r->limits_dev = dev;
+        apply(r, &fresh);
     }
 }

@@ -10,14 +10,11 @@
 #include "carve_array_size.h"
 #include "limiter.h"
 
-static inline CUresult commit(CUresult rc, uint64_t key, int kind, int dev, uint64_t bytes)
-{
-    if (LIKELY(rc == CUDA_SUCCESS))
-        carve_track(key, kind, dev, bytes);
-    else
-        carve_uncharge(dev, bytes);
-    return rc;
-}
+/* After the driver's answer: record what the new object charged (`key` is read only when the driver succeeded:
+ * the handle it wrote), or give the reservation back. */
+#define COMMIT(rc, key, kind, dev, bytes)                                                                  \
+    (LIKELY((rc) == CUDA_SUCCESS) ? (carve_track((key), (kind), (dev), (bytes)), (rc))                     \
+                                  : (carve_uncharge((dev), (bytes)), (rc)))
 
 /* Release what `key` charged, after the driver freed it; restore the record when the driver refused. */
 static inline int take(uint64_t key, int kind, int *dev, uint64_t *bytes)
@@ -43,7 +40,7 @@ CARVE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if (carve_charge(dev, bytesize) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = REAL(cuMemAlloc_v2)(dptr, bytesize);
-    return commit(rc, rc == CUDA_SUCCESS ? *dptr : 0, CARVE_KIND_MEM, dev, bytesize);
+    return COMMIT(rc, *dptr, CARVE_KIND_MEM, dev, bytesize);
 }
 
 CARVE_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -53,7 +50,7 @@ CARVE_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
     if (carve_charge(dev, bytesize) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-    return commit(rc, rc == CUDA_SUCCESS ? *dptr : 0, CARVE_KIND_MEM, dev, bytesize);
+    return COMMIT(rc, *dptr, CARVE_KIND_MEM, dev, bytesize);
 }
 
 /* The pitch is the driver's choice: reserve a 512-byte-aligned estimate, then settle on pitch x height. */
@@ -99,7 +96,7 @@ CARVE_API CUresult cuMemFree_v2(CUdeviceptr dptr)
         if (carve_charge(dev, bytesize) != 0)                                                              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                               \
         CUresult rc = REAL(name)(dptr, bytesize, hStream);                                                 \
-        return commit(rc, rc == CUDA_SUCCESS ? *dptr : 0, CARVE_KIND_MEM, dev, bytesize);                  \
+        return COMMIT(rc, *dptr, CARVE_KIND_MEM, dev, bytesize);                                           \
     }
 ASYNC_ALLOC(cuMemAllocAsync)
 ASYNC_ALLOC(cuMemAllocAsync_ptsz)
@@ -112,7 +109,7 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz)
         if (carve_charge(dev, bytesize) != 0)                                                              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                               \
         CUresult rc = REAL(name)(dptr, bytesize, pool, hStream);                                           \
-        return commit(rc, rc == CUDA_SUCCESS ? *dptr : 0, CARVE_KIND_MEM, dev, bytesize);                  \
+        return COMMIT(rc, *dptr, CARVE_KIND_MEM, dev, bytesize);                                           \
     }
 POOL_ALLOC(cuMemAllocFromPoolAsync)
 POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz)
@@ -140,7 +137,7 @@ CARVE_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     if (carve_charge(dev, size) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = REAL(cuMemCreate)(handle, size, prop, flags);
-    return commit(rc, rc == CUDA_SUCCESS ? *handle : 0, CARVE_KIND_VMM, dev, size);
+    return COMMIT(rc, *handle, CARVE_KIND_VMM, dev, size);
 }
 
 CARVE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -160,7 +157,7 @@ static CUresult array_create(uint64_t bytes, int kind, CUresult (*create)(void *
     if (carve_charge(dev, bytes) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = create(handle, desc, levels);
-    return commit(rc, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t) * (void **)handle : 0, kind, dev, bytes);
+    return COMMIT(rc, (uint64_t)(uintptr_t) * (void **)handle, kind, dev, bytes);
 }
 
 static CUresult create_2d(void *h, const void *d, unsigned levels)

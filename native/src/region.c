@@ -182,11 +182,11 @@ static int lock_slot(carve_open_region_t *r, int i, short type, int cmd)
     return fcntl(r->fd, cmd, &fl);
 }
 
-static int slot_dead(carve_open_region_t *r, int i)
+/* Slot i, which `pid` (> 0) holds, belongs to a dead process. */
+static int slot_dead(carve_open_region_t *r, int i, int32_t pid)
 {
     carve_region_proc_t *p = &r->map->procs[i];
-    int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-    if (pid <= 0 || i == r->slot)
+    if (i == r->slot)
         return 0;
     if (r->locks) {
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = slot_offset(i), .l_len = 1};
@@ -223,8 +223,8 @@ void carve_reclaim_dead(carve_open_region_t *r)
     for (unsigned i = 0; i < n; i++) {
         carve_region_proc_t *p = &r->map->procs[i];
         int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-        if (pid <= 0 || !slot_dead(r, (int)i))
-            continue;
+        if (pid <= 0 || !slot_dead(r, (int)i, pid))
+            continue; /* free, or being claimed or given back (CARVE_SLOT_BUSY): not dead */
         if (!__atomic_compare_exchange_n(&p->pid, &pid, CARVE_SLOT_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             continue; /* another process is reclaiming it */
         release_slot_usage(r->map, p);
@@ -349,10 +349,15 @@ static void leave(carve_open_region_t *r)
 
 void carve_region_exit(void)
 {
-    /* later frees (other atexit handlers) must not touch a slot that is no longer ours */
+    /* Later frees (other atexit handlers, static destructors) must neither touch a slot that is no longer ours
+     * nor release again what the slot's release below gives back. */
+    unsigned char gone[CARVE_MAX_DEVICES] = {0};
     for (int d = 0; d < CARVE_MAX_DEVICES; d++)
-        if (carve_bind[d].region && carve_bind[d].region->shared)
+        if (carve_bind[d].region && carve_bind[d].region->shared) {
+            gone[d] = carve_bind[d].region->slot >= 0; /* without a slot, its frees are all that release it */
             __atomic_store_n(&carve_bind[d].mine, NULL, __ATOMIC_RELEASE);
+        }
+    carve_forget_charges(gone);
     for (int i = 0; i < carve_region_count; i++)
         leave(&carve_regions[i]);
 }

@@ -81,11 +81,14 @@ static int spill_find(uint64_t key, int kind, int remove, int *dev, uint64_t *by
     return rc;
 }
 
+static int g_tracked; /* anything was ever tracked (carve_forget_charges has nothing to do otherwise) */
+
 void carve_track(uint64_t key, int kind, int dev, uint64_t bytes)
 {
+    __atomic_store_n(&g_tracked, 1, __ATOMIC_RELAXED);
     uint64_t stored = key + K_OFFSET;
     uint32_t i = slot_of(key, kind);
-    for (int n = 0; n < MAX_PROBE; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
+    for (int probe = 0; probe < MAX_PROBE; probe++, i = (i + 1) & (TABLE_SIZE - 1)) {
         obj_t *o = &g_table[i];
         uint64_t k = __atomic_load_n(&o->key, __ATOMIC_RELAXED);
         if (k != K_EMPTY && k != K_TOMB)
@@ -137,4 +140,25 @@ int carve_untrack(uint64_t key, int kind, int *dev, uint64_t *bytes)
 int carve_lookup(uint64_t key, int kind, uint64_t *bytes)
 {
     return find(key, kind, 0, NULL, bytes);
+}
+
+/* At exit, before the regions take back what this process's slots hold: every charge still tracked on a device
+ * in `gone` goes back with the slot, so a free made after that (by a later exit handler: a C++ static
+ * destructor, a library's atexit) must not release it a second time. Graph records count blocks: kept. */
+void carve_forget_charges(const unsigned char gone[CARVE_MAX_DEVICES])
+{
+    if (!__atomic_load_n(&g_tracked, __ATOMIC_RELAXED))
+        return;
+    for (uint32_t i = 0; i < TABLE_SIZE; i++) {
+        obj_t *o = &g_table[i];
+        uint64_t k = __atomic_load_n(&o->key, __ATOMIC_ACQUIRE);
+        if (k != K_EMPTY && k != K_TOMB && k != K_BUSY && o->kind != CARVE_KIND_GRAPH &&
+            (unsigned)o->dev < CARVE_MAX_DEVICES && gone[o->dev])
+            __atomic_store_n(&o->bytes, 0, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_lock(&g_spill_lock);
+    for (size_t i = 0; i < g_spill_len; i++)
+        if (g_spill[i].kind != CARVE_KIND_GRAPH && (unsigned)g_spill[i].dev < CARVE_MAX_DEVICES && gone[g_spill[i].dev])
+            g_spill[i].bytes = 0;
+    pthread_mutex_unlock(&g_spill_lock);
 }

@@ -3,6 +3,7 @@
  * libcarve-limiter.so against the fake libcuda.so.1 / libnvidia-ml.so.1.
  *
  *   info                  memory reports as JSON (cuMemGetInfo, cuDeviceTotalMem, NVML v1 and v2)
+ *   nvml2                 NVML's v2 memory report alone, in a process that makes no other NVML or CUDA call
  *   alloc BYTES           one cuMemAlloc; prints the CUresult; exits holding it
  *   hold BYTES            allocate, print "ready", sleep until killed
  *   race N BYTES LIMIT    N allocations with random frees; fails if the driver's usage ever exceeds LIMIT
@@ -12,15 +13,28 @@
  *   multi [hold] ORD:BYTES ...
  *                         one cuMemAlloc per argument on CUDA ordinal ORD; prints the results and each
  *                         ordinal's cuMemGetInfo total and cuDeviceTotalMem as JSON; `hold` keeps them
+ *   fork PARENT CHILD exit|kill
+ *                         the parent allocates PARENT bytes and forks; the child allocates CHILD bytes, prints
+ *                         its result and the region's slots, then exits (atexit handlers run) or SIGKILLs
+ *                         itself; the parent then allocates CHILD bytes again and prints the same
+ *   relimit BYTES         allocate BYTES (freed when granted) and print the result; then for each line read on
+ *                         stdin (the test has rewritten the claim's limits file), launch one block and wait
+ *                         for the feedback thread's next tick to count it (its limits refresh comes first in
+ *                         a tick), allocate again and print the result and cuMemGetInfo's total, as JSON
+ *   exitfree BYTES        allocate BYTES and exit, freeing them in an atexit handler registered before the first
+ *                         CUDA call (so it runs after the limiter's own: a C++ static destructor's order)
  * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
  * Exit status 0 = every check held; failures print "FAIL: ..." on stderr. Every entry point called all three
  * ways (direct, dlsym, cuGetProcAddress) is limiter_paths_cuda_nvml's job.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,6 +73,20 @@ static int cmd_info(void)
            "\"region_used\": %llu}\n",
            (int)r1, fr, tot, (int)r2, dtot, (int)n2, m1.total, m1.used, m1.free, (int)n3, m2.total, m2.used,
            m2.free, (unsigned long long)used());
+    return 0;
+}
+
+static int cmd_nvml2(void)
+{
+    nvmlDevice_t dev;
+    nvmlMemory_v2_t m = {.version = nvmlMemory_v2};
+    nvmlReturn_t rc = nvmlInit_v2();
+    if (rc == NVML_SUCCESS)
+        rc = nvmlDeviceGetHandleByIndex_v2(0, &dev);
+    if (rc == NVML_SUCCESS)
+        rc = nvmlDeviceGetMemoryInfo_v2(dev, &m);
+    printf("{\"rc\": %d, \"total\": %llu, \"used\": %llu, \"free\": %llu, \"reserved\": %llu}\n", (int)rc, m.total,
+           m.used, m.free, m.reserved);
     return 0;
 }
 
@@ -242,8 +270,106 @@ static int cmd_multi(int argc, char **argv)
     return 0;
 }
 
+/* The region's live slots, as the plugin sees them: [[pid, bytes on device 0], ...]. */
+static void print_slots(const char *who, CUresult rc)
+{
+    printf("{\"who\": \"%s\", \"pid\": %d, \"rc\": %d, \"used\": %llu, \"slots\": [", who, (int)getpid(),
+           (int)rc, (unsigned long long)used());
+    int first = 1;
+    for (unsigned i = 0; g_region && i < g_region->max_procs && i < CARVE_MAX_PROCS; i++) {
+        const carve_region_proc_t *p = &g_region->procs[i];
+        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
+        if (pid == 0)
+            continue;
+        printf("%s[%d, %llu]", first ? "" : ", ", (int)pid, (unsigned long long)p->used[0]);
+        first = 0;
+    }
+    printf("]}\n");
+    fflush(stdout);
+}
+
+static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end)
+{
+    setup();
+    CUdeviceptr p, q;
+    CHECK(cuMemAlloc_v2(&p, parent_bytes) == CUDA_SUCCESS, "the parent's allocation failed");
+    fflush(stdout);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork failed");
+    if (child == 0) {
+        print_slots("child", cuMemAlloc_v2(&q, child_bytes));
+        if (strcmp(end, "kill") == 0)
+            kill(getpid(), SIGKILL);
+        exit(0); /* atexit handlers run: the limiter's releases this process's slot */
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child, "waitpid failed");
+    print_slots("parent", cuMemAlloc_v2(&q, child_bytes));
+    return g_failures ? 1 : 0;
+}
+
+static CUdeviceptr g_kept;
+
+static void free_at_exit(void)
+{
+    CHECK(cuMemFree_v2(g_kept) == CUDA_SUCCESS, "the free at exit failed");
+}
+
+static int cmd_exitfree(uint64_t bytes)
+{
+    atexit(free_at_exit);
+    setup();
+    CUresult rc = cuMemAlloc_v2(&g_kept, bytes);
+    printf("%d\n", (int)rc);
+    return rc == CUDA_SUCCESS ? 0 : 1;
+}
+
+static int try_alloc(uint64_t bytes)
+{
+    CUdeviceptr p;
+    CUresult rc = cuMemAlloc_v2(&p, bytes);
+    if (rc == CUDA_SUCCESS)
+        cuMemFree_v2(p);
+    return (int)rc;
+}
+
+static int cmd_relimit(uint64_t bytes)
+{
+    setup();
+    uint64_t (*launched)(int) = (uint64_t (*)(int))dlsym(RTLD_DEFAULT, "carveLimiterLaunchedBlocks");
+    CHECK(launched != NULL, "the limiter is not loaded");
+    if (!launched)
+        return 1;
+    CUfunction f = carveFakeKernel(1000);
+    printf("{\"rc\": %d}\n", try_alloc(bytes));
+    fflush(stdout);
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+        uint64_t before = launched(0);
+        CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS, "launch failed");
+        struct timespec tick = {0, 2000000};
+        for (int i = 0; i < 30000 && launched(0) == before; i++)
+            nanosleep(&tick, NULL);
+        CHECK(launched(0) > before, "no tick of the feedback thread counted the launch in 60 s");
+        size_t fr = 0, tot = 0;
+        int rc = try_alloc(bytes);
+        cuMemGetInfo_v2(&fr, &tot);
+        printf("{\"rc\": %d, \"total\": %zu}\n", rc, tot);
+        fflush(stdout);
+    }
+    return g_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "nvml2") == 0)
+        return cmd_nvml2();
+    if (argc >= 3 && strcmp(argv[1], "exitfree") == 0)
+        return cmd_exitfree(strtoull(argv[2], NULL, 10));
+    if (argc >= 3 && strcmp(argv[1], "relimit") == 0)
+        return cmd_relimit(strtoull(argv[2], NULL, 10));
+    if (argc >= 5 && strcmp(argv[1], "fork") == 0)
+        return cmd_fork(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), argv[4]);
     if (argc >= 2 && strcmp(argv[1], "uuids") == 0)
         return cmd_uuids();
     if (argc >= 2 && strcmp(argv[1], "multi") == 0)

@@ -8,6 +8,8 @@
  *                                  {"step": ..., "rc": CUresult, "used": the claim's region counter}
  *     alloc BYTES                  cuMemAlloc_v2 (BYTES up to 2^64-1); a success is kept for `free`
  *     free                         cuMemFree_v2 of the last allocation kept; it stays kept when refused
+ *     pitch WIDTH HEIGHT ELEMENT   cuMemAllocPitch_v2 (kept for `free`); also prints the pitch and what the
+ *                                  driver holds on the device ("driver")
  *     env NAME=VALUE               setenv (the refusing driver reads its environment at each call)
  *     graph N                      a one-kernel graph the limiter has no record of, launched N times;
  *                                  "charged" is the blocks the limiter counted for them
@@ -19,6 +21,7 @@
 #include <time.h>
 
 #include "client_common.h"
+#include "common/fakegpu.h"
 
 CUfunction carveFakeKernel(uint64_t ns_per_wave);
 
@@ -49,6 +52,18 @@ int main(int argc, char **argv)
             rc = cuMemAlloc_v2(&p, (size_t)strtoull(argv[++i], NULL, 10));
             if (rc == CUDA_SUCCESS && n < 64)
                 kept[n++] = p;
+        } else if (!strcmp(step, "pitch") && i + 3 < argc) {
+            CUdeviceptr p = 0;
+            size_t pitch = 0, width = (size_t)strtoull(argv[i + 1], NULL, 10);
+            size_t height = (size_t)strtoull(argv[i + 2], NULL, 10);
+            rc = cuMemAllocPitch_v2(&p, &pitch, width, height, (unsigned)atoi(argv[i + 3]));
+            i += 3;
+            if (rc == CUDA_SUCCESS && n < 64)
+                kept[n++] = p;
+            printf("{\"step\": \"pitch\", \"rc\": %d, \"used\": %llu, \"pitch\": %zu, \"driver\": %llu}\n", (int)rc,
+                   (unsigned long long)used(), rc == CUDA_SUCCESS ? pitch : 0, (unsigned long long)fake_mem_used(0));
+            fflush(stdout);
+            continue;
         } else if (!strcmp(step, "free")) {
             CHECK(n > 0, "free with nothing allocated");
             rc = n > 0 ? cuMemFree_v2(kept[n - 1]) : CUDA_ERROR_INVALID_VALUE;
@@ -89,7 +104,7 @@ int main(int argc, char **argv)
             fflush(stdout);
             continue;
         } else {
-            fprintf(stderr, "usage: %s [alloc BYTES | free | env NAME=VALUE | graph N]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [alloc BYTES | pitch W H E | free | env NAME=VALUE | graph N]...\n", argv[0]);
             return 2;
         }
         printf("{\"step\": \"%s\", \"rc\": %d, \"used\": %llu}\n", step, (int)rc, (unsigned long long)used());

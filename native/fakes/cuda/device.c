@@ -111,6 +111,8 @@ const fake_gpu_t *fc_gpu(int ordinal)
 FAKE_EXPORT CUresult cuInit(unsigned int flags)
 {
     FC_CALLED("cuInit");
+    if (flags != 0) /* "Currently, the Flags parameter must be 0" (CUDA Driver API, cuInit) */
+        return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&g_once, init_once);
     if (!g_ok)
         return CUDA_ERROR_NO_DEVICE;

@@ -145,3 +145,9 @@ def test_loading_mode_follows_cuda_module_loading(fake_cuda):
     code = ("m = c_int(); ck(CU.cuModuleGetLoadingMode(byref(m)), 'mode'); out({'mode': m.value})\n")
     assert run(code)["mode"] == 2  # CU_MODULE_LAZY_LOADING
     assert run(code, CUDA_MODULE_LOADING="EAGER")["mode"] == 1
+
+
+def test_cuinit_takes_no_flags_but_0(fake_cuda):
+    # "Currently, the Flags parameter must be 0" (CUDA Driver API, cuInit): anything else is INVALID_VALUE
+    r = run('print(json.dumps({"one": CU.cuInit(1), "high": CU.cuInit(1 << 31), "zero": CU.cuInit(0)}))')
+    assert r == {"one": INVALID_VALUE, "high": INVALID_VALUE, "zero": 0}

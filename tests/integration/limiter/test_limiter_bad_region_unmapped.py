@@ -1,10 +1,12 @@
 """A region the limiter refuses (its size right, its header not carve's) fails closed and is not left mapped
 writable in the process (a survivor of generated mutants in native/src/region.c: the unmap on the refusal
-path)."""
+path). Each header field out of its range is refused with its own reason; its edges in range are not."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from driver.limits.region import RegionStruct
 
@@ -31,3 +33,40 @@ def test_a_refused_region_fails_closed_and_is_not_left_mapped(claim):
     finally:
         proc.kill()
         proc.wait(30)
+
+
+# (header field, value, the limiter's problem with it; None: a valid edge the limiter accepts)
+HEADERS = [
+    ("magic", 0x4745524556524144, "bad magic (not a carve region)"),
+    ("version", 3, "foreign layout version"),
+    ("size", 1, "size field does not match this layout"),
+    ("device_count", 0, "device or process count out of range"),
+    ("device_count", 17, "device or process count out of range"),
+    ("device_count", 16, None),
+    ("max_procs", 0, "device or process count out of range"),
+    ("max_procs", 1025, "device or process count out of range"),
+    ("max_procs", 1024, None),
+    ("core_policy", 3, "policy out of range"),
+    ("core_policy", 2, None),
+    ("priority", 2, "policy out of range"),
+    ("priority", 1, None),
+    ("oom_policy", 2, "policy out of range"),
+    ("oom_policy", 1, None),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), HEADERS, ids=[f"{f}={v}" for f, v, _ in HEADERS])
+def test_each_header_field_out_of_its_range_makes_the_region_refused(claim, field, value, problem):
+    c = claim().create(memory=64 * MIB)
+    data = bytearray(c.region.read_bytes())
+    s = RegionStruct.from_buffer(data)
+    setattr(s, field, value)
+    del s
+    c.region.unlink()
+    c.region.write_bytes(bytes(data))
+    out = c.run("alloc", str(1 * MIB))
+    if problem is None:  # in range: the region is used, and only the limits file's quota applies
+        assert out.stdout.strip() == "0" and f"region {c.region}" not in out.stderr, out.stderr
+    else:  # refused, named, and the claim fails closed
+        assert out.stdout.strip() == "2", out.stderr
+        assert f"region {c.region}: {problem}; skipped" in out.stderr, out.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,6 @@ from driver.limits.mounts import limits_source
 
 MIB = 1 << 20
 UID = "0f0e0d0c-claim"
-MOUNTED = f"/var/run/carve/{UID}"
 
 ALLOC_9_MIB = """
 import ctypes
@@ -106,32 +106,42 @@ def require_mount_namespace() -> None:
 
 
 def contained(
-    c, tmp_path, attack: str, alloc: int, pod_mounts: str = "", **env: str
+    c,
+    tmp_path,
+    attack: str,
+    alloc: int,
+    pod_mounts: str = "",
+    claims_dir: str = "claims",
+    uid: str = UID,
+    **env: str,
 ) -> subprocess.CompletedProcess:
     """Mount the claim as the plugin does (CARVE_LIMITS_SOURCE as its CDI spec sets it), make the pod's own
     mounts (`pod_mounts`: shell, run in the namespace as the runtime would for the pod spec's volumes), run
     `attack` as root inside, then allocate `alloc` bytes with an environment that asks for no limit at all."""
     uuid = json.loads(c.run("uuids").stdout)[0]
-    claims = tmp_path / "claims"  # the plugin's <plugin-dir>/claims
-    host = claims / UID
+    claims = tmp_path / claims_dir  # the plugin's <plugin-dir>/claims
+    host = claims / uid
+    mounted = f"/var/run/carve/{uid}"
+    q_mounted = shlex.quote(mounted)
     host.mkdir(parents=True)
-    write_claim(host / "region", ClaimLimits((DeviceLimit(8 * MIB, 0, uuid=uuid),), f"{MOUNTED}/region"))
+    write_claim(host / "region", ClaimLimits((DeviceLimit(8 * MIB, 0, uuid=uuid),), f"{mounted}/region"))
     env.setdefault("CARVE_LIMITS_SOURCE", limits_source(claims))
     if env["CARVE_LIMITS_SOURCE"] == "":
         del env["CARVE_LIMITS_SOURCE"]
     script = tmp_path / "attack.py"
-    attack = attack.format(region=f"{MOUNTED}/region", limits=f"{MOUNTED}/limits/limits", uuid=uuid)
+    attack = attack.format(region=f"{mounted}/region", limits=f"{mounted}/limits/limits", uuid=uuid)
     script.write_text(TRY + attack)
-    asked = {"CARVE_MEMORY_LIMIT": "1T", "CARVE_REGION": f"{MOUNTED}/region", "CARVE_CORE_POLICY": "disable"}
+    asked = {"CARVE_MEMORY_LIMIT": "1T", "CARVE_REGION": f"{mounted}/region", "CARVE_CORE_POLICY": "disable"}
     env = c.env(**{**asked, **env})
     if "CARVE_REGION_DIR" not in env_given(env, c):
         env.pop("CARVE_REGION_DIR")  # the default, /var/run/carve
     env["PYTHONPATH"] = str(REPO)
     # as the CDI spec mounts them: the region file alone read-write, the limits directory read-only
     setup = (
-        f"mount -t tmpfs tmpfs /run && mkdir -p {MOUNTED}/limits && touch {MOUNTED}/region && "
-        f"mount --bind {host}/region {MOUNTED}/region && "
-        f"mount --bind {host}/limits {MOUNTED}/limits && mount -o remount,bind,ro {MOUNTED}/limits && "
+        f"mount -t tmpfs tmpfs /run && mkdir -p {q_mounted}/limits && touch {q_mounted}/region && "
+        f"mount --bind {shlex.quote(str(host / 'region'))} {q_mounted}/region && "
+        f"mount --bind {shlex.quote(str(host / 'limits'))} {q_mounted}/limits && "
+        f"mount -o remount,bind,ro {q_mounted}/limits && "
         f"{pod_mounts.format(uuid=uuid) + ' && ' if pod_mounts else ''}"
         f'env -u LD_PRELOAD "{sys.executable}" "{script}" && exec "{CLIENT}" alloc {alloc}'
     )
@@ -301,7 +311,20 @@ def test_a_read_only_mount_the_pod_made_is_not_trusted(claim, tmp_path, kind):
     assert out.stdout.strip() == "2", out.stderr  # OUT_OF_MEMORY: the plugin's 8 MiB hold
 
 
-def test_the_plugins_own_mount_is_trusted_over_a_tighter_file_of_the_pods(claim, tmp_path):
+@pytest.mark.parametrize(
+    ("claims_dir", "uid", "source_tail"),
+    [
+        ("claims", UID, ""),
+        # mountinfo writes a space as \040, a backslash as \134 (CARVE_LIMITS_SOURCE as mountinfo does): the
+        # mount point and root are unescaped before they are compared with the real paths
+        ("plugin dir/claims", "0f0e0d0c claim\\1", ""),
+        # "<root>/" names the same directory as "<root>"
+        ("claims", UID, "/"),
+    ],
+)
+def test_the_plugins_own_mount_is_trusted_over_a_tighter_file_of_the_pods(
+    claim, tmp_path, claims_dir, uid, source_tail
+):
     # The pod's own (writable) limits directory names the GPU with 4 MiB; the plugin's mount says 8 MiB.
     # Trusted, the plugin's wins: 6 MiB fits. (Were the plugin's mount not recognised, the tightest of the
     # untrusted files would hold: 4 MiB.)
@@ -310,10 +333,40 @@ def test_the_plugins_own_mount_is_trusted_over_a_tighter_file_of_the_pods(claim,
     uuid = json.loads(c.run("uuids").stdout)[0]
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     mounts = f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"
-    out = contained(c, tmp_path, "pass", 6 * MIB, pod_mounts=mounts, CARVE_REGION="")
+    source = limits_source(tmp_path / claims_dir) + source_tail
+    out = contained(
+        c,
+        tmp_path,
+        "pass",
+        6 * MIB,
+        pod_mounts=mounts,
+        claims_dir=claims_dir,
+        uid=uid,
+        CARVE_REGION="",
+        CARVE_LIMITS_SOURCE=source,
+    )
     assert out.stdout.strip() == "0", out.stderr
-    # without the plugin's anchor (a process that cleared its environment) the tightest file holds
+
+
+def test_without_the_plugins_anchor_the_tightest_limits_file_holds(claim, tmp_path):
+    # a process that cleared its environment (no CARVE_LIMITS_SOURCE) trusts no file: the pod's 4 MiB hold
+    require_mount_namespace()
+    c = claim()
+    uuid = json.loads(c.run("uuids").stdout)[0]
+    forged = forged_limits(tmp_path, uuid, 4 * MIB)
+    mounts = f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"
     blind = contained(
-        c, tmp_path / "blind", "pass", 6 * MIB, pod_mounts=mounts, CARVE_REGION="", CARVE_LIMITS_SOURCE=""
+        c, tmp_path, "pass", 6 * MIB, pod_mounts=mounts, CARVE_REGION="", CARVE_LIMITS_SOURCE=""
     )
     assert blind.stdout.strip() == "2", blind.stderr
+
+
+def test_a_gpu_of_a_claim_that_failed_closed_reports_one_byte_all_in_use(claim):
+    # what nvidia-smi, cuMemGetInfo and frameworks see on a GPU where nothing may be allocated: no room
+    c = claim().create(memory=64 * MIB)
+    c.limits.unlink()
+    c.limits.write_bytes(b"\0" * 64)  # a malformed limits file: the claim fails closed
+    out = c.json("info")
+    seen = {k: out[k] for k in ("total", "free", "device_total", "nvml_total", "nvml_used", "nvml_free")}
+    one_byte = {"total": 1, "free": 0, "device_total": 1, "nvml_total": 1, "nvml_used": 1, "nvml_free": 0}
+    assert seen == one_byte, out

@@ -43,3 +43,23 @@ def test_every_hook_rows_version_is_one_nvidia_declares_for_its_name():
         if not variants & declared:
             wrong.append(f"{base} at {version}{' (per-thread)' if per_thread == '1' else ''}")
     assert not wrong, f"hooks.h versions cudaTypedefs.h does not declare: {wrong}"
+
+
+def test_every_cuda_row_says_whether_it_is_a_per_thread_variant_and_names_its_base():
+    # The per-thread column picks the hook for a cuGetProcAddress answer that is not the driver's export (by
+    # name, version and stream flags): a row that says otherwise than its name hands a per-thread caller the
+    # legacy-stream hook, or the reverse.
+    text = (REPO / "native" / "src" / "hooks.h").read_text()
+    cuda = text[text.index("#define CARVE_CUDA_HOOKS") : text.index("#define CARVE_NVML_HOOKS")]
+    written = re.findall(r"^\s+[HA]\(", cuda, re.M)
+    rows = ROW.findall(cuda)
+    assert len(rows) == len(written), "a row does not parse (a per-thread column other than 0 or 1)"
+    wrong = []
+    for kind, symbol, base, _, per_thread in rows:
+        if kind == "A":
+            continue
+        if per_thread != ("1" if symbol.endswith(("_ptsz", "_ptds")) else "0"):
+            wrong.append(f"{symbol}: per_thread {per_thread}")
+        if base != re.sub(r"(_v\d+)?(_ptsz|_ptds)?$", "", symbol):
+            wrong.append(f"{symbol}: base {base}")
+    assert not wrong, wrong

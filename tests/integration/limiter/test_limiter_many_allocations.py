@@ -38,6 +38,18 @@ SCRIPT = textwrap.dedent(
             sys.exit(1)
         ptrs.append((p.value, size * (1 + i % 4)))
     out = {"free_full": free_now(), "total": total.value, "charged": sum(s for _, s in ptrs)}
+    # arrays made while the table is full: spilled too, each found again by its own kind when destroyed
+    class Desc(ctypes.Structure):
+        _fields_ = [("w", ctypes.c_size_t), ("h", ctypes.c_size_t), ("f", ctypes.c_int), ("c", ctypes.c_uint)]
+    arrays = []
+    for w in (256, 512, 1024):
+        a = ctypes.c_void_p()
+        assert cuda.cuArrayCreate_v2(ctypes.byref(a), ctypes.byref(Desc(w, 64, 0x20, 1))) == 0  # float
+        arrays.append(a)
+    out["free_arrays"] = free_now()
+    for a in arrays:
+        assert cuda.cuArrayDestroy(a) == 0
+    out["free_arrays_gone"] = free_now()
     random.Random(7).shuffle(ptrs)  # frees in another order than the allocations: the spill list's removal
     half = len(ptrs) // 2
     for p, _ in ptrs[:half]:
@@ -73,12 +85,15 @@ def test_allocations_past_the_table_are_charged_and_released_exactly(claim):
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["total"] == limit
     assert res["free_full"] == limit - res["charged"]
+    arrays = 4 * 64 * (256 + 512 + 1024)  # 4-byte floats, 64 rows
+    assert res["free_arrays"] == res["free_full"] - arrays
+    assert res["free_arrays_gone"] == res["free_full"]
     assert res["free_half"] == limit - res["charged_half"]
     assert res["free_again"] == limit - res["charged"]
     assert res["free_empty"] == limit
     with Region.open(c.region) as r:
         assert r.used_bytes(0) == 0
-        assert r.peak_bytes(0) == res["charged"]
+        assert r.peak_bytes(0) == res["charged"] + arrays
 
 
 REUSE = textwrap.dedent(

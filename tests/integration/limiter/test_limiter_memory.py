@@ -154,3 +154,39 @@ def test_each_visible_device_has_its_own_quota(claim):
     )
     out = run_python(script, c.env(CARVE_MEMORY_LIMIT_1=str(8 * MIB), CARVE_MEMORY_LIMIT=str(16 * MIB)))
     assert out.stdout.strip() == "[0, 2]", out.stderr
+
+
+def test_an_array_call_without_its_handle_or_descriptor_gets_the_drivers_error_and_charges_nothing(claim):
+    c = claim().create(memory=64 * MIB)
+    script = textwrap.dedent(
+        """
+        import ctypes, json
+        cuda = ctypes.CDLL("libcuda.so.1")
+        ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+        cuda.cuInit(0)
+        cuda.cuDeviceGet(ctypes.byref(dev), 0)
+        cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+        cuda.cuCtxSetCurrent(ctx)
+        desc = (ctypes.c_size_t * 8)(1024, 1024, 0, 0, 0, 0, 0, 0)  # a descriptor's room, never read here
+        handle = ctypes.c_void_p()
+        codes = []
+        calls = (("cuArrayCreate_v2", ()), ("cuArray3DCreate_v2", ()), ("cuMipmappedArrayCreate", (1,)))
+        for name, args in calls:
+            fn = getattr(cuda, name)
+            codes.append([fn(None, desc, *args), fn(ctypes.byref(handle), None, *args)])
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        cuda.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
+        print(json.dumps({"codes": codes, "free": free.value}))
+        """
+    )
+    out = run_python(script, c.env())
+    assert out.returncode == 0, out.stderr  # no crash
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res == {"codes": [[1, 1]] * 3, "free": 64 * MIB}, res  # CUDA_ERROR_INVALID_VALUE, nothing charged
+
+
+def test_nvmls_v2_report_alone_is_clamped_to_the_quota(claim):
+    # a monitoring process that asks NVML's v2 memory report first, with no other NVML or CUDA call before
+    c = claim().create(memory=8 * MIB)
+    out = c.json("nvml2")
+    assert out == {"rc": 0, "total": 8 * MIB, "used": 0, "free": 8 * MIB, "reserved": 0}, out

@@ -19,7 +19,7 @@ from limiter_harness import BUILD, FAKES
 CLIENT = BUILD / "tests" / "limiter_refusal_cuda"
 REFUSING = BUILD / "refusing"
 MIB = 1 << 20
-CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_ILLEGAL_ADDRESS = 0, 2, 700
+CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_ILLEGAL_ADDRESS = 0, 1, 2, 700
 
 
 @pytest.fixture
@@ -77,3 +77,28 @@ def test_a_graph_the_limiter_has_no_record_of_is_charged_on_each_launch(refusing
     (step,) = refusing("graph", "25", cores=50)
     assert step["rc"] == CUDA_SUCCESS
     assert step["charged"] >= step["launches"] == 25, step
+
+
+def test_a_pitched_allocation_is_charged_at_the_drivers_pitch_whatever_it_picks(refusing):
+    # the limiter reserves width rounded to 512 bytes, then settles on the pitch the driver chose
+    steps = refusing(
+        "pitch", "1100", "100", "3",  # the driver refuses (an element size it has no pitch for)
+        "pitch", "1100", "100", "4",  # 512-byte pitch: the estimate was right
+        "free",
+        "env", "CARVE_FAKE_PITCH_ALIGN=256",
+        "pitch", "1100", "100", "4",  # a tighter pitch than the estimate: the difference is given back
+        "free",
+        "env", "CARVE_FAKE_PITCH_ALIGN=4096",
+        "pitch", "1100", "2100", "4",  # the estimate fits the quota, the driver's pitch does not
+        "pitch", "1100", "100", "4",
+        memory=8 * MIB,
+    )
+    pitches = [(s["rc"], s["pitch"], s["used"], s["driver"]) for s in steps if s["step"] == "pitch"]
+    assert pitches == [
+        (CUDA_ERROR_INVALID_VALUE, 0, 0, 0),
+        (CUDA_SUCCESS, 1536, 1536 * 100, 1536 * 100),
+        (CUDA_SUCCESS, 1280, 1280 * 100, 1280 * 100),
+        # refused, and the driver's allocation freed: neither the claim nor the GPU keeps any of it
+        (CUDA_ERROR_OUT_OF_MEMORY, 0, 0, 0),
+        (CUDA_SUCCESS, 4096, 4096 * 100, 4096 * 100),
+    ]

@@ -1,0 +1,52 @@
+"""How a process's usage leaves the claim.
+
+A process that forks: the child's allocations are its own (a slot of its own in the claim's region, its own
+lock), the parent's stay the parent's, and whatever the child held comes back when it exits or is killed.
+The fake driver lets a forked child use CUDA (the real one refuses a child of an initialised parent, but a
+child still runs the limiter's fork handler and its exit handler, which must not touch the parent's slot).
+
+A process that exits: what it held goes back once, even when an exit handler that runs after the limiter's
+frees some of it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from driver.limits import Region
+
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize("end", ["exit", "kill"])
+def test_a_forked_childs_usage_is_its_own_and_returns_when_it_ends(claim, end):
+    c = claim().create(memory=8 * MIB)
+    out = c.run("fork", str(2 * MIB), str(4 * MIB), end).stdout
+    child, parent = (json.loads(line) for line in out.strip().splitlines())
+    assert child["who"] == "child" and parent["who"] == "parent"
+    # while the child runs: two slots, each with its own usage, one claim total
+    assert child["rc"] == 0 and child["used"] == 6 * MIB
+    assert sorted(map(tuple, child["slots"])) == sorted([(parent["pid"], 2 * MIB), (child["pid"], 4 * MIB)])
+    # the child is gone (its exit handler ran, or it was killed and its slot reclaimed): the parent's 4 MiB
+    # fit again, and only the parent's slot is left, holding both of its allocations
+    assert parent["rc"] == 0 and parent["used"] == 6 * MIB
+    assert parent["slots"] == [[parent["pid"], 6 * MIB]]
+
+
+def test_a_free_after_the_limiters_exit_handler_does_not_release_the_claims_usage_twice(claim):
+    # A C++ static destructor (or an atexit handler registered before the first CUDA call) frees after the
+    # limiter's exit handler has given the process's usage back: that free must not take the same bytes off
+    # the claim again, which would let the claim's other processes go past the quota.
+    c = claim().create(memory=8 * MIB)
+    holder = c.popen("hold", str(4 * MIB))
+    try:
+        assert holder.stdout.readline().strip() == "ready 0"
+        assert c.run("exitfree", str(2 * MIB)).stdout.strip() == "0"
+        with Region.open(c.region) as r:
+            assert r.used_bytes(0) == 4 * MIB  # the holder's, still counted
+        assert c.run("alloc", str(5 * MIB)).stdout.strip() == "2"  # 4 + 5 MiB is over the 8 MiB quota
+    finally:
+        holder.kill()
+        holder.wait()

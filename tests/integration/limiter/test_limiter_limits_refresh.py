@@ -1,0 +1,102 @@
+"""The plugin rewrites a running claim's limits file (a new file each time, limits.c): the limiter's feedback
+thread applies it at its next tick, and a rewrite it cannot trust to be the same claim (another device count,
+a file that does not validate) leaves the last good limits in force. A claim that failed closed stays closed
+whatever its file says next.
+
+No timing is asserted: the client waits until the feedback thread has counted a launch it made after the
+rewrite (the limits are re-read first in each tick), then allocates.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from limiter_harness import CLIENT
+
+from driver.limits import ClaimLimits, DeviceLimit, write_limits
+
+MIB = 1 << 20
+
+
+class Relimit:
+    """The client's `relimit BYTES`: one allocation per rewrite, the process kept between them."""
+
+    def __init__(self, c, nbytes: int):
+        env = c.env(CARVE_TICK_MS="10")
+        self.proc = subprocess.Popen(
+            [str(CLIENT), "relimit", str(nbytes)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.first = self._read()
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()
+        assert line, f"client ended ({self.proc.wait()}): {self.proc.stderr.read()}"
+        return json.loads(line)
+
+    def after_rewrite(self) -> dict:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> tuple[int, str]:
+        self.proc.stdin.close()
+        rc = self.proc.wait(timeout=60)
+        return rc, self.proc.stderr.read()
+
+
+def limits(c, memory: int, devices: int = 1, **kw: str) -> ClaimLimits:
+    return ClaimLimits(
+        devices=tuple(DeviceLimit(memory, 50) for _ in range(devices)), region_path=str(c.region), **kw
+    )
+
+
+def test_a_rewritten_limits_file_applies_to_a_running_process_and_a_bad_one_does_not(claim):
+    c = claim().create(memory=8 * MIB, cores=50)
+    client = Relimit(c, 12 * MIB)
+    try:
+        assert client.first == {"rc": 2}
+        # the plugin changed the quota twice before the limiter's next tick: the last file holds. (ext4 gives
+        # the second file the inode number the first one freed, often the number of the file the limiter
+        # applied before: it must not take the new file for the one it has)
+        write_limits(c.limits, limits(c, 4 * MIB))
+        write_limits(c.limits, limits(c, 16 * MIB))
+        assert client.after_rewrite() == {"rc": 0, "total": 16 * MIB}
+        # another device count is not a rewrite of this claim's file: ignored
+        write_limits(c.limits, limits(c, 4 * MIB, devices=2))
+        assert client.after_rewrite() == {"rc": 0, "total": 16 * MIB}
+        # a file that does not validate never loosens or tightens anything
+        c.limits.unlink()
+        c.limits.write_bytes(b"\0" * 64)
+        assert client.after_rewrite() == {"rc": 0, "total": 16 * MIB}
+        # the policies are rewritten too: over the new quota, the process is killed
+        c.limits.unlink()
+        write_limits(c.limits, limits(c, 4 * MIB, oom_policy="kill"))
+        client.proc.stdin.write("go\n")
+        client.proc.stdin.flush()
+        rc, err = client.close()
+        assert rc == -9 and "CARVE_OOM_POLICY=kill" in err, err
+    finally:
+        client.proc.kill()
+        client.proc.wait()
+
+
+def test_a_claim_that_failed_closed_stays_closed_when_its_limits_are_rewritten(claim):
+    c = claim().create(memory=8 * MIB, cores=50)
+    c.region.unlink()
+    c.region.write_bytes(b"x" * 4096)  # the container broke its accounting: the claim fails closed
+    client = Relimit(c, 1 * MIB)
+    try:
+        assert client.first == {"rc": 2}
+        write_limits(c.limits, limits(c, 64 * MIB))
+        assert client.after_rewrite() == {"rc": 2, "total": 1}
+        rc, err = client.close()
+        assert rc == 0, err
+    finally:
+        client.proc.kill()
+        client.proc.wait()
