@@ -22,8 +22,10 @@ def draw_key(seed: str, m: Mutant) -> str:
     test kills it or hack/mutants_allowed.yaml lists it, and a run on the same tree draws the same sample.
     (Python mutants are made when drawn, so the operator and which of its mutants of the line it is stand
     in for the mutated text.)"""
-    name, _, occurrence = m.operator.rpartition("#")
-    what = f"{name}#{m.nth}" if occurrence else m.mutated_line.strip()
+    # Python operators are `name#occurrence`; a C mutant's is `universalmutator`, without `#`, and its
+    # mutated line tells it from the line's other mutants (keyed on the name, they all drew together).
+    name, sep, _ = m.operator.rpartition("#")
+    what = f"{name}#{m.nth}" if sep else m.mutated_line.strip()
     return hashlib.sha256(f"{seed}\0{m.path}\0{m.original_line.strip()}\0{what}".encode()).hexdigest()
 
 

@@ -139,6 +139,19 @@ def test_c_mutants_are_universalmutators_on_the_lines_asked_for(mg, tmp_path, ro
     assert len({m.text for m in mutants}) == len(mutants)  # the same text twice is one mutant
 
 
+@pytest.mark.skipif(not shutil.which("mutate", path=str(Path(sys.executable).parent)), reason="make venv")
+def test_each_c_mutant_of_a_line_has_a_place_of_its_own_and_a_respaced_line_is_not_one(mg, tmp_path, root):
+    root(tmp_path)
+    (tmp_path / "q.c").write_text("int f(int a)\n{\n    return g(a, a) + (a > 1);\n}\n")
+    mutants = list(mg.c_mutants("q.c", {3}))
+    assert len(mutants) > 3
+    # every mutant of the one line is drawn on its own (a key per mutant, not per line)
+    assert len({mg.draw_key("s", m) for m in mutants}) == len(mutants)
+    # swapping g's two identical arguments only respaces the line: the same program, no mutant
+    squeezed = "".join("    return g(a, a) + (a > 1);".split())
+    assert all("".join(m.mutated_line.split()) != squeezed for m in mutants)
+
+
 def test_a_mutant_of_a_type_annotation_only_is_never_drawn(mg, tmp_path, root):
     root(tmp_path)
     (tmp_path / "a.py").write_text(
