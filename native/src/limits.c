@@ -218,6 +218,18 @@ int carve_limits_read(const char *path, carve_limits_t *out, int *trusted, uint6
     return -1;
 }
 
+/* Close the limits file applied last, if the descriptor is still that file: a process may have closed every
+ * descriptor it did not open (a daemon does) and got this number back for a file of its own, which closing it
+ * would break. Such a process loses the inode pin, not its file. */
+static void release_limits_fd(carve_open_region_t *r)
+{
+    struct stat st;
+    if (r->limits_fd >= 0 && fstat(r->limits_fd, &st) == 0 && (uint64_t)st.st_ino == r->limits_ino &&
+        (uint64_t)st.st_dev == r->limits_dev)
+        close(r->limits_fd);
+    r->limits_fd = -1;
+}
+
 /* Apply a rewrite of one claim's limits: each field the limiter reads while running is one aligned store. */
 static void apply(carve_open_region_t *r, const carve_limits_t *fresh)
 {
@@ -263,8 +275,7 @@ void carve_limits_refresh(void)
             close(fd); /* not this claim's file as the limiter knows it: ignored, read again next tick */
             continue;
         }
-        if (r->limits_fd >= 0)
-            close(r->limits_fd);
+        release_limits_fd(r);
         r->limits_fd = fd;
         r->limits_ino = ino;
         r->limits_dev = dev;

@@ -20,7 +20,10 @@
  *   relimit BYTES         allocate BYTES (freed when granted) and print the result; then for each line read on
  *                         stdin (the test has rewritten the claim's limits file), launch one block and wait
  *                         for the feedback thread's next tick to count it (its limits refresh comes first in
- *                         a tick), allocate again and print the result and cuMemGetInfo's total, as JSON
+ *                         a tick), allocate again and print the result and cuMemGetInfo's total, as JSON;
+ *                         a line `closeall` first closes every descriptor past 2, as a daemon does, and opens a
+ *                         pipe of its own (it takes the lowest numbers); the JSON then says whether both of the
+ *                         pipe's descriptors are still open after the tick ("mine": 1)
  *   exitfree BYTES        allocate BYTES and exit, freeing them in an atexit handler registered before the first
  *                         CUDA call (so it runs after the limiter's own: a C++ static destructor's order)
  * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
@@ -345,6 +348,12 @@ static int cmd_relimit(uint64_t bytes)
     fflush(stdout);
     char line[64];
     while (fgets(line, sizeof line, stdin)) {
+        int mine[2] = {-1, -1};
+        if (strncmp(line, "closeall", 8) == 0) {
+            for (int fd = 3; fd < 4096; fd++)
+                close(fd);
+            CHECK(pipe(mine) == 0, "pipe failed");
+        }
         uint64_t before = launched(0);
         CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS, "launch failed");
         struct timespec tick = {0, 2000000};
@@ -354,7 +363,11 @@ static int cmd_relimit(uint64_t bytes)
         size_t fr = 0, tot = 0;
         int rc = try_alloc(bytes);
         cuMemGetInfo_v2(&fr, &tot);
-        printf("{\"rc\": %d, \"total\": %zu}\n", rc, tot);
+        if (mine[0] >= 0)
+            printf("{\"rc\": %d, \"total\": %zu, \"mine\": %d}\n", rc, tot,
+                   fcntl(mine[0], F_GETFD) != -1 && fcntl(mine[1], F_GETFD) != -1);
+        else
+            printf("{\"rc\": %d, \"total\": %zu}\n", rc, tot);
         fflush(stdout);
     }
     return g_failures ? 1 : 0;

@@ -39,8 +39,8 @@ class Relimit:
         assert line, f"client ended ({self.proc.wait()}): {self.proc.stderr.read()}"
         return json.loads(line)
 
-    def after_rewrite(self) -> dict:
-        self.proc.stdin.write("go\n")
+    def after_rewrite(self, step: str = "go") -> dict:
+        self.proc.stdin.write(f"{step}\n")
         self.proc.stdin.flush()
         return self._read()
 
@@ -95,6 +95,27 @@ def test_a_claim_that_failed_closed_stays_closed_when_its_limits_are_rewritten(c
         assert client.first == {"rc": 2}
         write_limits(c.limits, limits(c, 64 * MIB))
         assert client.after_rewrite() == {"rc": 2, "total": 1}
+        rc, err = client.close()
+        assert rc == 0, err
+    finally:
+        client.proc.kill()
+        client.proc.wait()
+
+
+def test_a_process_that_closes_every_descriptor_keeps_the_ones_it_opens_after(claim):
+    """The limiter keeps the limits file it applied open (so its inode number cannot be reused). A process
+    that closes every descriptor past 2, as a daemon does, and opens its own files gets that number back:
+    the limiter's next rewrite must not close the process's file in its place."""
+    c = claim().create(memory=8 * MIB, cores=50)
+    client = Relimit(c, 12 * MIB)
+    try:
+        assert client.first == {"rc": 2}
+        write_limits(c.limits, limits(c, 16 * MIB))
+        assert client.after_rewrite("closeall") == {"rc": 0, "total": 16 * MIB, "mine": 1}
+        # and the rewrites after it still apply
+        c.limits.unlink()
+        write_limits(c.limits, limits(c, 4 * MIB))
+        assert client.after_rewrite() == {"rc": 2, "total": 4 * MIB}
         rc, err = client.close()
         assert rc == 0, err
     finally:
