@@ -93,6 +93,7 @@ typedef struct carve_open_region {
     int limits_from;     /* CARVE_LIMITS_* */
     int trusted;         /* the limits file is on a read-only mount and writable by no one but its owner */
     int closed;          /* the plugin's claim whose region is unusable: nothing may be allocated */
+    uint64_t region_dev, region_ino; /* `fd`'s file, to tell it from a file the process reopened at its number */
     uint64_t limits_dev, limits_ino;
     int limits_fd;       /* the limits file applied last, kept open so that its inode number cannot be reused */
     char limits_path[4096];
@@ -127,6 +128,9 @@ void carve_region_join(carve_open_region_t *r); /* take a slot and reclaim the d
 int carve_charge_slow(int dev, uint64_t bytes);
 void carve_reclaim_dead(carve_open_region_t *r);
 int carve_host_pid_of_slot(const carve_region_t *map, int slot); /* NVML's pid for a slot, 0 when unknown */
+/* close(fd) only while it is still the file dev/ino: a process may close every descriptor it did not open (a
+ * daemon does) and get the number back for a file of its own, which the limiter must not close under it. */
+void carve_close_if_same(int fd, uint64_t dev, uint64_t ino);
 int carve_bind_slow(int dev);        /* resolve carve_bind; dev when done, -1 while the driver cannot tell */
 int carve_binding_for_uuid(const char *uuid, carve_binding_t *out); /* 1 when a claim limits that GPU */
 void carve_bind_after_fork(void);

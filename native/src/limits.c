@@ -223,10 +223,7 @@ int carve_limits_read(const char *path, carve_limits_t *out, int *trusted, uint6
  * would break. Such a process loses the inode pin, not its file. */
 static void release_limits_fd(carve_open_region_t *r)
 {
-    struct stat st;
-    if (r->limits_fd >= 0 && fstat(r->limits_fd, &st) == 0 && (uint64_t)st.st_ino == r->limits_ino &&
-        (uint64_t)st.st_dev == r->limits_dev)
-        close(r->limits_fd);
+    carve_close_if_same(r->limits_fd, r->limits_dev, r->limits_ino);
     r->limits_fd = -1;
 }
 

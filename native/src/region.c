@@ -201,6 +201,13 @@ static int slot_dead(carve_open_region_t *r, int i, int32_t pid)
     return st && p->start_time && st != p->start_time;
 }
 
+void carve_close_if_same(int fd, uint64_t dev, uint64_t ino)
+{
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino)
+        close(fd);
+}
+
 int carve_host_pid_of_slot(const carve_region_t *map, int i)
 {
     return __atomic_load_n(&map->procs[i].host_pid, __ATOMIC_RELAXED);
@@ -309,6 +316,8 @@ int carve_region_open(carve_open_region_t *r, const char *path, const carve_conf
     r->map = map;
     r->shared = 1;
     r->fd = fd;
+    r->region_dev = (uint64_t)st.st_dev;
+    r->region_ino = (uint64_t)st.st_ino;
     struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
     r->locks = fcntl(fd, F_OFD_GETLK, &probe) == 0;
     return 0;
@@ -318,8 +327,7 @@ void carve_region_close(carve_open_region_t *r)
 {
     if (r->map && r->shared)
         munmap(r->map, sizeof(carve_region_t));
-    if (r->fd >= 0)
-        close(r->fd);
+    carve_close_if_same(r->fd, r->region_dev, r->region_ino);
     memset(r, 0, sizeof *r);
     r->fd = -1;
     r->slot = -1;
@@ -373,8 +381,12 @@ void carve_region_after_fork(void)
         if (!r->shared)
             continue;
         int fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (r->fd >= 0)
-            close(r->fd);
+        carve_close_if_same(r->fd, r->region_dev, r->region_ino);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0) {
+            r->region_dev = (uint64_t)st.st_dev;
+            r->region_ino = (uint64_t)st.st_ino;
+        }
         r->fd = fd;
         r->locks = r->locks && fd >= 0;
         if (fd >= 0 && r->bound)

@@ -13,7 +13,7 @@
  *   multi [hold] ORD:BYTES ...
  *                         one cuMemAlloc per argument on CUDA ordinal ORD; prints the results and each
  *                         ordinal's cuMemGetInfo total and cuDeviceTotalMem as JSON; `hold` keeps them
- *   fork PARENT CHILD exit|kill
+ *   fork PARENT CHILD exit|kill|closeall
  *                         the parent allocates PARENT bytes and forks; the child allocates CHILD bytes, prints
  *                         its result and the region's slots, then exits (atexit handlers run) or SIGKILLs
  *                         itself; the parent then allocates CHILD bytes again and prints the same
@@ -296,10 +296,25 @@ static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end
     setup();
     CUdeviceptr p, q;
     CHECK(cuMemAlloc_v2(&p, parent_bytes) == CUDA_SUCCESS, "the parent's allocation failed");
+    int mine[2] = {-1, -1}; /* the first and the last of the process's own descriptors */
+    if (strcmp(end, "closeall") == 0) { /* as a daemon does: every descriptor past 2, then its own */
+        for (int fd = 3; fd < 4096; fd++)
+            close(fd);
+        /* pipes up to descriptor 255: whatever number the limiter held, the process now has a file there */
+        int p2[2];
+        while (pipe(p2) == 0 && p2[1] < 255)
+            mine[1] = p2[1];
+        mine[0] = 3;
+    }
     fflush(stdout);
     pid_t child = fork();
     CHECK(child >= 0, "fork failed");
     if (child == 0) {
+        if (mine[0] >= 0) { /* the limiter's fork handler ran: the process's own files must be open still */
+            for (int fd = mine[0]; fd <= mine[1]; fd++)
+                CHECK(fcntl(fd, F_GETFD) != -1, "the limiter's fork handler closed a descriptor of the process's own");
+            exit(g_failures ? 1 : 0);
+        }
         print_slots("child", cuMemAlloc_v2(&q, child_bytes));
         if (strcmp(end, "kill") == 0)
             kill(getpid(), SIGKILL);
@@ -307,6 +322,10 @@ static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end
     }
     int status = 0;
     CHECK(waitpid(child, &status, 0) == child, "waitpid failed");
+    if (mine[0] >= 0) {
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child found its descriptors closed");
+        return g_failures ? 1 : 0;
+    }
     print_slots("parent", cuMemAlloc_v2(&q, child_bytes));
     return g_failures ? 1 : 0;
 }

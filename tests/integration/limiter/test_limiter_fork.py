@@ -35,6 +35,13 @@ def test_a_forked_childs_usage_is_its_own_and_returns_when_it_ends(claim, end):
     assert parent["slots"] == [[parent["pid"], 6 * MIB]]
 
 
+def test_the_fork_handler_leaves_a_process_its_own_descriptors(claim):
+    # A process that closed every descriptor (a daemon does) and opened its own gets the number the limiter
+    # held its region on; the child's fork handler reopens the region and must not close that file.
+    c = claim().create(memory=8 * MIB)
+    c.run("fork", str(2 * MIB), str(4 * MIB), "closeall")  # the client fails when the child's pipe is closed
+
+
 def test_a_free_after_the_limiters_exit_handler_does_not_release_the_claims_usage_twice(claim):
     # A C++ static destructor (or an atexit handler registered before the first CUDA call) frees after the
     # limiter's exit handler has given the process's usage back: that free must not take the same bytes off
