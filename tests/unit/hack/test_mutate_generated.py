@@ -148,7 +148,7 @@ def test_each_c_mutant_of_a_line_has_a_place_of_its_own_and_a_respaced_line_is_n
     # every mutant of the one line is drawn on its own (a key per mutant, not per line)
     assert len({mg.draw_key("s", m) for m in mutants}) == len(mutants)
     # swapping g's two identical arguments only respaces the line: the same program, no mutant
-    squeezed = "".join("    return g(a, a) + (a > 1);".split())
+    squeezed = "returng(a,a)+(a>1);"
     assert all("".join(m.mutated_line.split()) != squeezed for m in mutants)
 
 
