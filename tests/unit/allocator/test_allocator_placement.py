@@ -73,6 +73,15 @@ OTHER = {"kind": "SliceConfig", "placement": "spread"}
         ([slice_config(placement="spread")], [], "spread"),
         ([], [{**slice_config(placement="binpack"), "requests": ["other"]}], None),
         ([], [{**slice_config(placement="binpack"), "requests": ["gpu"]}], "binpack"),
+        # the last entry names another request: the earlier one for this request still applies
+        (
+            [],
+            [
+                {**slice_config(placement="binpack"), "requests": ["gpu"]},
+                {**slice_config(placement="spread"), "requests": ["other"]},
+            ],
+            "binpack",
+        ),
         ([slice_config(placement="nonsense")], [], None),
         ([{"opaque": {"driver": "other.example.com", "parameters": OTHER}}], [], None),
     ],
