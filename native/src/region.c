@@ -283,6 +283,7 @@ int carve_region_open(carve_open_region_t *r, const char *path, const carve_conf
     }
     memset(r, 0, sizeof *r);
     r->fd = -1;
+    r->limits_fd = -1; /* 0 would name stdin: only a limits file's own descriptor is ever closed */
     r->slot = -1;
     snprintf(r->path, sizeof r->path, "%s", path);
     /* the container can replace this file: never follow a symlink, never block on a fifo or device */
@@ -328,8 +329,10 @@ void carve_region_close(carve_open_region_t *r)
     if (r->map && r->shared)
         munmap(r->map, sizeof(carve_region_t));
     carve_close_if_same(r->fd, r->region_dev, r->region_ino);
+    carve_close_if_same(r->limits_fd, r->limits_dev, r->limits_ino);
     memset(r, 0, sizeof *r);
     r->fd = -1;
+    r->limits_fd = -1;
     r->slot = -1;
 }
 
