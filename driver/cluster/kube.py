@@ -4,7 +4,9 @@ Dicts go through the client's own models: a dict is turned into a model with `Ap
 (the path the client uses for responses) and a model back into a dict with
 `ApiClient.sanitize_for_serialization` (the path it uses for request bodies). So what reaches the API
 server, and what carve reads back, is exactly what the client can express: a field it does not know is
-dropped here too, and tests against the HTTP stand-in exercise the real serialization.
+dropped here too, and tests against the HTTP stand-in exercise the real serialization. The exceptions are
+the claim read and the claim status write, which every prepare makes: they carry the server's JSON as it
+is, through the client's REST layer (`KubeCluster._rest`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ import contextlib
 import datetime
 import json
 import re
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import pydantic
 import urllib3
@@ -39,6 +44,9 @@ FIELD_MANAGER = "carve"
 SLICE_MODEL = "V1ResourceSlice"
 CLAIM_MODEL = "ResourceV1ResourceClaim"
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
+CLAIMS_PATH = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+# How often the configuration loaders' refresh hook runs at most (PacedRefresh).
+REFRESH_PERIOD_S = 1.0
 
 T = TypeVar("T")
 
@@ -60,6 +68,33 @@ def rfc3339(moment: datetime.datetime) -> str:
     return text + "Z"
 
 
+class PacedRefresh:
+    """The configuration loaders' `refresh_api_key_hook`, run at most once per `period` seconds.
+
+    Both loaders (kubeconfig and in-cluster) install a hook the client runs before every request; it
+    re-applies the whole configuration, and setting the host re-reads the proxy settings from the
+    environment (`getproxies()`: every environment variable, about a tenth of a claim read's CPU). The
+    hook only renews a token that has expired, and the in-cluster loader re-reads its token file once a
+    minute, so running it once a second renews a token at most a second later."""
+
+    def __init__(self, hook: Callable[[Any], None], period: float = REFRESH_PERIOD_S, clock=time.monotonic):
+        self.hook, self.period, self.clock = hook, period, clock
+        self._lock = threading.Lock()
+        self._last: float | None = None
+
+    def __call__(self, configuration: Any) -> None:
+        with self._lock:
+            now = self.clock()
+            if self._last is not None and now - self._last < self.period:
+                return
+            self.hook(configuration)
+            self._last = now  # only once it ran: a hook that raised runs again at the next request
+            # The loaders' hook re-applies the configuration, itself included: keep its new self and stay.
+            if configuration.refresh_api_key_hook not in (self, None):
+                self.hook = configuration.refresh_api_key_hook
+                configuration.refresh_api_key_hook = self
+
+
 def load_api_client(kubeconfig: str | Path | None = None, context: str | None = None) -> client.ApiClient:
     """Client configuration: the given kubeconfig; else in-cluster; else $KUBECONFIG or ~/.kube/config."""
     cfg = client.Configuration()
@@ -74,6 +109,8 @@ def load_api_client(kubeconfig: str | Path | None = None, context: str | None = 
     except (config.ConfigException, OSError) as e:
         where = kubeconfig or "in-cluster service account, $KUBECONFIG or ~/.kube/config"
         raise ClusterError(f"cannot load a Kubernetes client configuration from {where}: {e}") from None
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook = PacedRefresh(cfg.refresh_api_key_hook)
     return ApiClient(cfg)
 
 
@@ -115,18 +152,14 @@ class KubeCluster(KubeObjects):
 
         Read as the server's JSON, not through the client's model: the model's build and its walk back
         to a dict cost about 0.18 ms of CPU per claim (20x json.loads), on every prepare and every status
-        report (docs/performance.md), and a model drops fields its client version does not know."""
+        report (docs/performance.md), and a model drops fields its client version does not know. It goes
+        through the client's REST layer (`_rest`), not the generated method."""
         got = self._call(
-            KIND_RESOURCE_CLAIM,
-            name,
-            namespace,
-            lambda: self.resource.read_namespaced_resource_claim(
-                name, namespace, _request_timeout=self.request_timeout, _preload_content=False
-            ),
+            KIND_RESOURCE_CLAIM, name, namespace, lambda: self._rest("GET", claim_path(namespace, name))
         )
         where = f"{KIND_RESOURCE_CLAIM} {namespace}/{name}"
         try:
-            claim = decode_object(got.data, where)  # not JSON, or nested past MAX_DEPTH: the claim named
+            claim = decode_object(got, where)  # not JSON, or nested past MAX_DEPTH: the claim named
         except DecodeError as e:
             raise ClusterError(str(e), KIND_RESOURCE_CLAIM, name, namespace) from None
         if not isinstance(claim, dict):
@@ -202,18 +235,13 @@ class KubeCluster(KubeObjects):
     def update_resource_claim_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Replace a claim's status subresource (status.devices, driver/plugin/claims/status.py); Conflict
         on a stale metadata.resourceVersion. The body goes as JSON: a client model would drop fields it
-        does not know (status.devices[].data)."""
+        does not know (status.devices[].data). Through the client's REST layer, as the claim read."""
         meta = obj.get("metadata") or {}
         name, namespace = meta.get("name", ""), meta.get("namespace", "")
-        got = self._call(
-            KIND_RESOURCE_CLAIM,
-            name,
-            namespace,
-            lambda: self.resource.replace_namespaced_resource_claim_status(
-                name, namespace, obj, _request_timeout=self.request_timeout, _preload_content=False
-            ),
+        path = claim_path(namespace, name) + "/status"
+        return json.loads(
+            self._call(KIND_RESOURCE_CLAIM, name, namespace, lambda: self._rest("PUT", path, obj))
         )
-        return json.loads(got.data)
 
     def get_namespace(self, name: str) -> dict[str, Any]:
         got = self._call(
@@ -245,6 +273,34 @@ class KubeCluster(KubeObjects):
 
     # -- errors ---------------------------------------------------------------------------------------
 
+    def _rest(self, method: str, path: str, body: dict[str, Any] | None = None) -> bytes:
+        """One request through the client's REST layer (its pool, TLS, timeouts and read retries) with the
+        headers and authentication the generated methods send, returning the body; ApiException on a status
+        outside 2xx, as the generated methods raise it.
+
+        The two calls every prepare and status report makes go this way: the generated methods validate
+        their arguments with pydantic and walk the body and headers through `sanitize_for_serialization`,
+        about 40% of a claim read's client CPU (docs/performance.md, fifth pass)."""
+        api = self.api_client
+        headers = dict(api.default_headers)  # the User-Agent, and any the caller configured
+        headers["Accept"] = "application/json"
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        api.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+        response = api.rest_client.request(
+            method,
+            api.configuration.host + path,
+            headers=headers,
+            body=body,
+            _request_timeout=self.request_timeout,
+        )
+        data = response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(
+                http_resp=response, body=data.decode("utf-8", "replace"), data=None
+            )
+        return data
+
     def _call(self, kind: str, name: str, namespace: str, fn: Callable[[], T]) -> T:
         """Run one API call, turning client errors into ClusterError / NotFound / Conflict."""
         try:
@@ -267,6 +323,11 @@ class KubeCluster(KubeObjects):
                 name,
                 namespace,
             ) from None
+
+
+def claim_path(namespace: str, name: str) -> str:
+    """A ResourceClaim's URL path, each name quoted as the client quotes path parameters."""
+    return CLAIMS_PATH.format(namespace=quote(namespace, safe=""), name=quote(name, safe=""))
 
 
 def parse_version(major: str, minor: str) -> tuple[int, int]:
