@@ -164,6 +164,7 @@ int fc_capture_memset(CUstream s, uint64_t dst, size_t pitch, uint32_t value, un
                       size_t height);
 int fc_capture_kernel(fc_stream_t *st, CUfunction f, const unsigned grid[3], const unsigned block[3],
                       unsigned shmem, void **params);
+/* Copies and memsets done now (copy.c); a host-backed allocation (memory.c). */
 CUresult fc_memset_now(uint64_t dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height);
 CUresult fc_copy(CUstream s, void *dst, const void *src, size_t n);
 CUresult fc_alloc_backed(int ordinal, uint64_t bytes, uint64_t charge, int kind, void *aux, CUdeviceptr *dptr);
