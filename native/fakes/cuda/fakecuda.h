@@ -168,7 +168,7 @@ int fc_capture_kernel(fc_stream_t *st, CUfunction f, const unsigned grid[3], con
 CUresult fc_memset_now(uint64_t dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height);
 CUresult fc_copy(CUstream s, void *dst, const void *src, size_t n);
 CUresult fc_alloc_backed(int ordinal, uint64_t bytes, uint64_t charge, int kind, void *aux, CUdeviceptr *dptr);
-/* Modules (module.c): a CUfunction/CUkernel handle's wave time and attributes. */
+/* Modules (module.c, module.h, function.c, occupancy.c). */
 
 /* MPS client (mps.c): connect at cuInit; kernel blocks under the active thread percentage; the pinned
  * memory limit per ordinal (charge: -1 past it). */
