@@ -36,7 +36,7 @@ extern __thread const char *fc_last_call;
 int fc_initialized(void);
 int fc_device_count(void);
 const fake_gpu_t *fc_gpu(int ordinal); /* NULL when out of range */
-/* Contexts (context.c). */
+/* Contexts (context.c; what a context answers: context_info.c; its local storage: context_storage.c). */
 #define FC_CTX_MAGIC 0x43545846u
 typedef void (*fc_cls_dtor_t)(CUcontext ctx, void *key, void *value);
 typedef struct fc_cls {
@@ -61,6 +61,8 @@ fc_ctx_t *fc_ctx_from(CUcontext ctx); /* NULL ctx = current; NULL when not a con
 CUresult fc_cls_put(CUcontext ctx, void *key, void *value, fc_cls_dtor_t dtor);
 CUresult fc_cls_get(void **value, CUcontext ctx, void *key);
 CUresult fc_cls_delete(CUcontext ctx, void *key);
+/* Runs and drops every entry's destructor (primary context reset, context destroyed). */
+void fc_cls_clear(fc_ctx_t *c);
 /* Frees what a primary context reset destroys on device `ordinal` (streams, events, modules). */
 void fc_ctx_reset_resources(int ordinal);
 /* Identity of device `ordinal` as cuDeviceGetUuid and the PCI attributes answer it (device.c). */
