@@ -6,7 +6,7 @@ One model: the candidates (each allowed strategy everywhere, the reactive planne
 splits, the searched node- and GPU-level mixes), the simulation that runs them (the plugin's device model
 and carve's allocator) and the rule that picks the winner are the simulator's own. What the controller
 does with the winner: each GPU's home is its strategy in the winning layout (for `planner:<home>` and a
-single strategy: that strategy), and consolidation (planner.py) returns idle GPUs to it, hysteresis
+single strategy: that strategy), and consolidation (consolidate.py) returns idle GPUs to it, hysteresis
 permitting; the reactive planner still changes idle GPUs for claims that fit nowhere. The reason written
 for each such change carries the winner and its figures, so `kubectl carve status -o wide` shows the score
 that won.

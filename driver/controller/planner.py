@@ -21,143 +21,55 @@ NodePartitionings, the policy, the change history, now), a `Plan` out. Rules:
 Incremental: a `Planner` keeps, across plans, the number of GPUs each claim shape needs on an empty node
 of each model and strategy; within a plan, a shape that fits no node (as is, or after any change) is not
 tried again, since a plan only ever fills the cluster further.
+Laid out as: plan.py (the values), demand.py (what a group asks for), sizing.py (what an empty node
+needs), hysteresis.py (which GPUs may change), consolidate.py (idle GPUs home); this module tries each
+pending group in turn.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.v1alpha1.partitioning import HARDWARE_ISOLATED, PartitioningPolicySpec
-from driver import names
-from driver.allocator import Allocator
-from driver.controller.nodes import (
-    CLASS_TYPES,
-    SHARED,
-    TYPES,
-    NodeState,
-    PublishedGpu,
-    device_gpus,
-    try_allocate,
+from api.v1alpha1.partitioning import HARDWARE_ISOLATED
+from driver.controller.consolidate import consolidate
+from driver.controller.demand import claim_types, group_shape, strategies_for
+from driver.controller.hysteresis import HOUR_S, can_run, changeable
+from driver.controller.nodes import SHARED, NodeState, PublishedGpu, try_allocate
+from driver.controller.plan import (
+    DEFERRED,
+    FITS,
+    HELPED,
+    UNFIT,
+    YOUNG,
+    Change,
+    Pending,
+    Plan,
+    PlanInput,
+    score_text,
 )
-from driver.devices import STRATEGIES, ModelError, Settings, build_slices
-from driver.gpu.model import Gpu
+from driver.controller.sizing import EmptyNodes
+from driver.devices import Settings
 
-HOUR_S = 3600.0
-
-# Reasons a pending group is in, as the metrics and events name them.
-FITS = "fits"  # fits as the cluster is: the scheduler will place it
-HELPED = "helped"  # a change of this plan makes it fit
-YOUNG = "young"  # pending for less than the grace period: the scheduler may still place it
-UNFIT = "unfit"  # no allowed change of an idle GPU makes it fit
-DEFERRED = "deferred"  # not looked at: this plan made its --max-changes already; the next plan will
-
-
-@dataclass(frozen=True)
-class Pending:
-    """Claims that must be allocated together on one node (a pod's), pending since `since` (seconds)."""
-
-    key: str  # "ns/name" of the claim (controller) or the pod (simulator)
-    namespace: str
-    claims: tuple[dict[str, Any], ...]
-    since: float
-    shape: str = ""  # what makes two groups alike; empty: the claims' specs (the simulator passes its own)
-
-
-@dataclass(frozen=True)
-class Change:
-    node: str
-    index: int
-    uuid: str
-    from_strategy: str
-    to_strategy: str
-    reason: str
-    claims: tuple[str, ...]  # keys of the pending groups it is made for
-
-
-@dataclass
-class Plan:
-    changes: list[Change] = field(default_factory=list)
-    reasons: dict[str, str] = field(default_factory=dict)  # pending key -> FITS | HELPED | YOUNG | UNFIT
-
-    def pending_by_reason(self) -> dict[str, int]:
-        return dict(sorted(Counter(self.reasons.values()).items()))
-
-
-@dataclass(frozen=True)
-class PlanInput:
-    nodes: Sequence[NodeState]
-    classes: list[dict[str, Any]]
-    pending: Sequence[Pending]
-    policy: PartitioningPolicySpec
-    now: float
-    history: dict[str, list[float]] = field(default_factory=dict)  # GPU uuid -> times of its changes
-    isolated_namespaces: frozenset[str] = frozenset()
-    grace_s: float = 0.0
-    max_changes: int = 64  # per plan
-    known_unfit: bool = False  # the pending groups were just tried on these nodes (the simulator knows)
-    consolidate: bool = True  # idle GPUs return to their node's default strategy (see _consolidate)
-    # Homes chosen by the portfolio on the claims seen (layout.py): node -> GPU index -> strategy, and why.
-    homes: dict[str, dict[int, str]] = field(default_factory=dict)
-    homes_why: str = ""
-
-
-def score_text(score: dict[str, int | None], chosen: str) -> str:
-    """`score: mig 1 GPU, exclusive 1 GPU, soft -` for reasons, Events and `carve status`."""
-    parts = [f"{s} {n} GPU{'s' if n != 1 else ''}" if n is not None else f"{s} -" for s, n in score.items()]
-    return f"score (GPUs an empty node needs for it): {', '.join(parts)}; won: {chosen}"
-
-
-def _shape(group: Pending, isolated: bool) -> str:
-    base = group.shape or json.dumps([c.get("spec") for c in group.claims], sort_keys=True)
-    return base + ("|iso" if isolated else "")
-
-
-def claim_types(claims: Iterable[dict[str, Any]]) -> list[str] | None:
-    """Device types the claims' requests name through carve's classes, in the order they are listed;
-    None when some class is not one of carve's (it may select anything)."""
-    out: list[str] = []
-    for claim in claims:
-        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-            alts = [req["exactly"]] if "exactly" in req else list(req.get("firstAvailable") or [])
-            for alt in alts:
-                t = CLASS_TYPES.get(alt.get("deviceClassName", ""))
-                if t is None:
-                    return None
-                if t not in out:
-                    out.append(t)
-    return out
-
-
-def _strategies_for(types: list[str] | None) -> list[str]:
-    """Strategies that publish those types, in the claim's order (type gpu: exclusive before mig)."""
-    if types is None:
-        return [
-            names.STRATEGY_EXCLUSIVE,
-            names.STRATEGY_MIG,
-            names.STRATEGY_SOFT,
-            names.STRATEGY_SLOTS,
-            names.STRATEGY_TIMESLICE,
-            names.STRATEGY_MPS,
-        ]
-    out: list[str] = []
-    for t in types:
-        for s in (
-            names.STRATEGY_EXCLUSIVE,
-            names.STRATEGY_MIG,
-            names.STRATEGY_SOFT,
-            names.STRATEGY_SLOTS,
-            names.STRATEGY_TIMESLICE,
-            names.STRATEGY_MPS,
-        ):
-            if t in TYPES[s] and s not in out:
-                out.append(s)
-    return out
+# The planner's public names, wherever they are defined (callers import them from here).
+__all__ = [
+    "DEFERRED",
+    "FITS",
+    "HELPED",
+    "HOUR_S",
+    "UNFIT",
+    "YOUNG",
+    "Change",
+    "Pending",
+    "Plan",
+    "PlanInput",
+    "Planner",
+    "claim_types",
+    "score_text",
+]
 
 
 @dataclass
@@ -192,10 +104,7 @@ class Planner:
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
-        self._need: dict[tuple[str, int, str, str], int | None] = {}
-        self._empty: dict[tuple[str, int, str, int], tuple[list[dict[str, Any]], Allocator]] = {}
-
-    # ---- what an empty node needs ----------------------------------------------------------------
+        self._empty = EmptyNodes(self.settings)
 
     def need(
         self,
@@ -206,51 +115,9 @@ class Planner:
         shape: str,
         classes: list[dict[str, Any]],
     ) -> int | None:
-        """GPUs of `pg`'s model under `strategy` an empty node of `count` such GPUs needs for the group:
-        the GPUs its allocation there touches (the allocator fills GPUs in order, so that is the fewest);
-        None when it does not fit at all. One allocation per model, size, strategy and claim shape."""
-        key = (pg.gpu.product, count, strategy, shape)
-        if key not in self._need:
-            self._need[key] = None
-            try:
-                STRATEGIES[strategy].check(pg.gpu)
-            except ModelError:
-                return None
-            # Most claims fit one GPU; a claim of n devices may need n; only then try every GPU.
-            for k in sorted({1, min(count, _devices_asked(group.claims)), count}):
-                slices, allocator = self._pristine(pg, k, strategy, classes)
-                got = try_allocate(allocator, "what-if", list(group.claims), keep=False)
-                if got is not None:
-                    parent = device_gpus(slices)
-                    used = {
-                        parent[r["device"]]
-                        for a in got
-                        for r in a["devices"]["results"]
-                        if r["device"] in parent
-                    }
-                    self._need[key] = max(1, len(used))
-                    break
-        return self._need[key]
-
-    def _pristine(self, pg: PublishedGpu, k: int, strategy: str, classes: list[dict[str, Any]]):
-        """An empty node of k GPUs of pg's model under `strategy`, kept: allocations on it are tried and
-        taken back, and its CEL results serve every claim shape asked about it."""
-        key = (pg.gpu.product, k, strategy, id(classes))
-        found = self._empty.get(key)
-        if found is None:
-            gpus = [_renumbered(pg, i) for i in range(k)]
-            slices = build_slices(
-                "what-if",
-                gpus,
-                {i: strategy for i in range(k)},
-                self.settings,
-                k8s_version="1.36",
-                validate=False,
-            )
-            found = self._empty[key] = (slices, Allocator(slices, classes))
-        return found
-
-    # ---- the plan ----------------------------------------------------------------------------------
+        """GPUs of `pg`'s model under `strategy` an empty node of `count` such GPUs needs for the group
+        (None: it does not fit at all); kept across plans (sizing.py)."""
+        return self._empty.need(pg, count, strategy, group, shape, classes)
 
     def plan(self, inp: PlanInput) -> Plan:
         out = Plan()
@@ -264,7 +131,7 @@ class Planner:
                 out.reasons[group.key] = DEFERRED
                 continue
             isolated = group.namespace in inp.isolated_namespaces
-            shape = _shape(group, isolated)
+            shape = group_shape(group, isolated)
             if shape in memo.unfit_shapes:
                 out.reasons[group.key] = UNFIT
                 continue
@@ -282,67 +149,9 @@ class Planner:
             out.reasons[group.key] = UNFIT
             memo.unfit_shapes.add(shape)
         if inp.consolidate and not any(r in (YOUNG, DEFERRED) for r in out.reasons.values()):
-            out.changes.extend(self._consolidate(nodes, inp, memo, len(out.changes)))
+            out.changes.extend(consolidate(nodes, inp, memo.changed, len(out.changes)))
         return out
 
-    def _consolidate(
-        self, nodes: Sequence[NodeState], inp: PlanInput, memo: _Memo, made: int
-    ) -> list[Change]:
-        """Idle GPUs back to their node's default strategy once nothing waits for what they run: a GPU left
-        `exclusive` (or `mig`) after the claim it changed for ended would otherwise hold a whole GPU per
-        small pod from then on. Only when every waiting claim was looked at (none young or deferred): the
-        ones that fit are booked on busy GPUs and the others fit nowhere either way, so no waiting claim
-        loses its place. Hysteresis applies as to any change."""
-        out: list[Change] = []
-        for node in nodes:
-            rule = inp.policy.rule_for(node.labels)
-            if node.paused or rule is None:
-                continue
-            # Home: the plugins' bare default rule where the policy allows it and the GPU can run it (so
-            # `plugin.strategy=mig` keeps every MIG GPU in MIG), else the policy's default.
-            home = node.home if node.home in rule.allowed_strategies else None
-
-            chosen = inp.homes.get(node.name, {})
-
-            def target(
-                p: PublishedGpu, home: str | None = home, fallback: str = rule.default_strategy,
-                chosen: dict[int, str] = chosen, allowed: list[str] = rule.allowed_strategies,
-            ) -> str:
-                # The portfolio's home for this GPU first (same model as `carve simulate`), where the
-                # policy allows it and the GPU can run it.
-                mine = chosen.get(p.gpu.index)
-                if mine is not None and mine in allowed and _can_run(p, mine):
-                    return mine
-                return home if home is not None and _can_run(p, home) else fallback
-
-            back = [
-                p
-                for p in self._changeable(node, inp, memo.changed)
-                if p.strategy != target(p) and _can_run(p, target(p))
-            ]
-            back = back[: max(0, inp.max_changes - made - len(out))]
-            if not back:
-                continue
-            before = node.strategies
-            node.apply({p.gpu.index: target(p) for p in back}, None)
-            for p in back:
-                memo.changed[p.gpu.uuid] += 1
-                out.append(
-                    Change(
-                        node.name,
-                        p.gpu.index,
-                        p.gpu.uuid,
-                        before[p.gpu.index],
-                        target(p),
-                        (f"idle GPU to its home {target(p)} chosen by the portfolio: no waiting claim "
-                         f"needs {before[p.gpu.index]}; {inp.homes_why}"
-                         if chosen.get(p.gpu.index) == target(p) and inp.homes_why else
-                         f"idle GPU back to node {node.name}'s default {target(p)}: no waiting claim "
-                         f"needs {before[p.gpu.index]}"),
-                        (),
-                    )
-                )
-        return out
 
     def _fits_somewhere(
         self,
@@ -395,7 +204,7 @@ class Planner:
         inp: PlanInput,
         memo: _Memo,
     ) -> list[Change]:
-        wanted = _strategies_for(types)
+        wanted = strategies_for(types)
         if isolated:
             wanted = [s for s in wanted if s in HARDWARE_ISOLATED]
         for node in nodes:
@@ -404,7 +213,7 @@ class Planner:
             rule = inp.policy.rule_for(node.labels)
             if rule is None:
                 continue
-            candidates = self._changeable(node, inp, memo.changed)
+            candidates = changeable(node, inp, memo.changed)
             if not candidates:
                 continue
             # Equal nodes give equal answers unless hysteresis held back some idle GPU of this one.
@@ -454,28 +263,6 @@ class Planner:
                 return made
         return []
 
-    def _changeable(self, node: NodeState, inp: PlanInput, changes_made: Counter[str]) -> list[PublishedGpu]:
-        """Idle, modelled GPUs outside the kept share that hysteresis lets change now."""
-        h = inp.policy.hysteresis
-        kept = math.floor(len(node.gpus) * h.keep_percent / 100)
-        pool = node.gpus[: len(node.gpus) - kept] if kept else node.gpus
-        out = []
-        for p in pool:
-            if (
-                p.gpu.uuid in node.busy
-                or p.gpu.uuid in node.pinned
-                or not p.modelled
-                or changes_made[p.gpu.uuid]
-            ):
-                continue
-            times = inp.history.get(p.gpu.uuid, [])
-            if times and inp.now - max(times) < h.min_hold_s:
-                continue
-            if sum(1 for t in times if inp.now - t < HOUR_S) >= h.max_changes_per_hour:
-                continue
-            out.append(p)
-        return out
-
     def _grow(
         self,
         node: NodeState,
@@ -486,7 +273,7 @@ class Planner:
         classes: list[dict[str, Any]],
     ):
         """Change the fewest candidates (lowest indices first) to `strategy` that let the group fit."""
-        movable = [p for p in candidates if p.strategy != strategy and _can_run(p, strategy)]
+        movable = [p for p in candidates if p.strategy != strategy and can_run(p, strategy)]
         if not movable:
             return None
         same_model = [p for p in node.gpus if p.gpu.product == movable[0].gpu.product]
@@ -508,24 +295,3 @@ class Planner:
                 return changed, allocator, got
         return None
 
-
-def _devices_asked(claims: Iterable[dict[str, Any]]) -> int:
-    """Devices the claims ask for, counting each request's first alternative."""
-    n = 0
-    for claim in claims:
-        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-            alts = [req["exactly"]] if "exactly" in req else list(req.get("firstAvailable") or [{}])
-            n += int(alts[0].get("count") or 1)
-    return n
-
-
-def _can_run(p: PublishedGpu, strategy: str) -> bool:
-    try:
-        STRATEGIES[strategy].check(p.gpu)
-    except ModelError:
-        return False
-    return True
-
-
-def _renumbered(pg: PublishedGpu, i: int) -> Gpu:
-    return dataclasses.replace(pg.gpu, index=i, minor=i, uuid=f"{pg.gpu.uuid}-what-if-{i}")

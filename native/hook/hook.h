@@ -16,7 +16,7 @@
  *
  * Two createRuntime subcommands open no path of the container root and run without the containment:
  *   carve-cdi-hook memory-limits ...   (memlimits.c: the driver's memory partition)
- *   carve-cdi-hook mps-user ...        (mpsuser.c: MPS's one user per GPU)
+ *   carve-cdi-hook mps-user ...        (mpsuser*.c: MPS's one user per GPU)
  */
 #ifndef CARVE_HOOK_H
 #define CARVE_HOOK_H

@@ -41,7 +41,7 @@ int main(int argc, char **argv)
      * /proc/<pid>/cgroup itself, memlimits.c), so it runs before, and without, the root containment. */
     if (strcmp(argv[1], "memory-limits") == 0)
         return run_memory_limits(argc - 2, argv + 2);
-    /* createRuntime: reads config.json, the MPS daemon's replies and the host's /proc (mpsuser.c). */
+    /* createRuntime: reads config.json, the MPS daemon's replies and the host's /proc (mpsuser*.c). */
     if (strcmp(argv[1], "mps-user") == 0)
         return run_mps_user(argc - 2, argv + 2);
     const struct subcommand *cmd = NULL;

@@ -29,269 +29,28 @@
  * Fail-open where MPS is: a daemon that does not answer lets the container start with a warning (the
  * plugin's health reports it); the lease still holds. Without --state-dir (a spec of an older plugin) only
  * the daemon's word is asked (docs/security.md, "MPS").
+ *
+ * This file: the command, its lock and the uid lease. The daemon's word: mpsuser_daemon.c; the host's
+ * /proc and the state directory's files, read for both: mpsuser_host.c.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hook.h"
 #include "mpsuser.h"
 
-#define MAX_REPLY (64u << 10)
-#define MAX_SERVERS 64
-#define MAX_STATUS (64u << 10)
-#define HOOK_DEADLINE_MS 15000
 #define MAX_LEASES 4096
 #define MAX_LEASE_FILE (MAX_LEASES * 128u)
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* One command to the control daemon, as `echo <command> | nvidia-cuda-mps-control`: its stdout into
- * `out` (NUL-terminated). 0 when it exited 0, -1 otherwise (a message in `err`). */
-static int control(const char *path, const char *pipe_dir, const char *command, long long deadline, char *out,
-                   size_t cap, char *err, size_t errlen)
-{
-    int in[2], outp[2];
-    if (pipe2(in, O_CLOEXEC) != 0) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        return -1;
-    }
-    if (pipe2(outp, O_CLOEXEC) != 0) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        close(in[0]), close(in[1]);
-        return -1;
-    }
-    char env_pipe[PATH_MAX + 32];
-    snprintf(env_pipe, sizeof env_pipe, "CUDA_MPS_PIPE_DIRECTORY=%s", pipe_dir);
-    char *const envp[] = {env_pipe, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-    char *const argv[] = {(char *)path, NULL};
-    /* A control binary that exits before reading its command must not kill the hook with SIGPIPE (the
-     * runtime would then refuse the container: fail-closed where MPS is fail-open). */
-    signal(SIGPIPE, SIG_IGN);
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        close(in[0]), close(in[1]), close(outp[0]), close(outp[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC); /* dup2 onto 2 clears it there */
-        if (dup2(in[0], 0) < 0 || dup2(outp[1], 1) < 0 || (devnull >= 0 && dup2(devnull, 2) < 0))
-            _exit(127);
-        execve(path, argv, envp);
-        _exit(127);
-    }
-    close(in[0]);
-    close(outp[1]);
-    /* The command fits the pipe's buffer: written whole before anything is read. */
-    ssize_t w = write(in[1], command, strlen(command));
-    (void)w;
-    close(in[1]);
-    size_t n = 0;
-    int timed_out = 0;
-    for (;;) {
-        long long left = deadline - now_ms();
-        struct pollfd p = {.fd = outp[0], .events = POLLIN};
-        int r = left > 0 ? poll(&p, 1, (int)left) : 0;
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            timed_out = 1;
-            break;
-        }
-        ssize_t got = read(outp[0], out + n, cap - 1 - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-        if (n == cap - 1)
-            break; /* a longer reply than any list we ask for: judged on what fits */
-    }
-    out[n] = '\0';
-    close(outp[0]);
-    if (timed_out)
-        kill(pid, SIGKILL);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (timed_out) {
-        snprintf(err, errlen, "no reply within the hook's %d s", HOOK_DEADLINE_MS / 1000);
-        return -1;
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(err, errlen, "%s exited with status %d", path,
-                 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-        return -1;
-    }
-    return 0;
-}
-
-/* The distinct pids of a reply, one a line (at most `max`); blank lines are skipped, anything else makes it
- * unreadable (-1). */
-static int parse_pids(const char *reply, long *pids, int max)
-{
-    int n = 0;
-    for (const char *p = reply; *p;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-            p++;
-        if (!*p)
-            break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (errno || end == p || v <= 0 || (*end && *end != '\n' && *end != ' ' && *end != '\r'))
-            return -1;
-        int seen = 0;
-        for (int i = 0; i < n && !seen; i++)
-            seen = pids[i] == v;
-        if (!seen && n < max)
-            pids[n++] = v;
-        p = end;
-    }
-    return n;
-}
-
-/* The real uid of host process `pid` (its status file's "Uid:" line, first field); -1 when it is gone. */
-static long long real_uid(const char *proc_root, long pid)
-{
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%ld/status", proc_root, pid) >= (int)sizeof path)
-        return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len;
-    char *text = read_file_limited(fd, MAX_STATUS, &len);
-    close(fd);
-    if (!text)
-        return -1;
-    long long uid = -1;
-    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        if (strncmp(line, "Uid:", 4) == 0) {
-            char *end;
-            unsigned long long v = strtoull(line + 4, &end, 10);
-            if (end != line + 4 && v <= 0xFFFFFFFFull)
-                uid = (long long)v;
-            break;
-        }
-    }
-    free(text);
-    return uid;
-}
-
-/* Field 22 of <proc-root>/<pid>/stat (start time in clock ticks since boot); -1 when the process is gone. */
-static long long start_time(const char *proc_root, long pid)
-{
-    char path[PATH_MAX];
-    if (pid <= 0 || snprintf(path, sizeof path, "%s/%ld/stat", proc_root, pid) >= (int)sizeof path)
-        return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len;
-    char *text = read_file_limited(fd, 4096, &len);
-    close(fd);
-    if (!text)
-        return -1;
-    long long v = -1;
-    char *p = strrchr(text, ')'); /* the command name may hold spaces and parentheses: fields follow the last */
-    for (int field = 2; p && *p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    if (p) {
-        char *end;
-        unsigned long long u = strtoull(p + 1, &end, 10);
-        if (end != p + 1)
-            v = (long long)u;
-    }
-    free(text);
-    return v;
-}
-
-/* A small regular file in directory `dirfd`, never through a link, a fifo or a device; NULL (errno) else. */
-static char *read_state_file(int dirfd, const char *name, size_t max, size_t *len)
-{
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0)
-        return NULL;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        errno = EINVAL;
-        return NULL;
-    }
-    char *text = read_file_limited(fd, max, len);
-    close(fd);
-    return text;
-}
-
-/* Is <pipe-dir>/control our daemon's? A socket owned by us whose peer is the pid the plugin recorded in
- * <state-dir>/daemon. 1 yes; 0 no (why in `why`). */
-static int daemon_is_ours(int statefd, const char *pipe_dir, const char *proc_root, char *why, size_t whylen)
-{
-    size_t len;
-    char *record = read_state_file(statefd, "daemon", 64, &len);
-    long recorded = 0;
-    long long recorded_start = -1;
-    if (record) {
-        char *end;
-        recorded = strtol(record, &end, 10);
-        recorded_start = strtoll(end, NULL, 10);
-        free(record);
-    }
-    if (recorded <= 0) {
-        snprintf(why, whylen, "the plugin has no record of its daemon");
-        return 0;
-    }
-    if (start_time(proc_root, recorded) != recorded_start) {
-        snprintf(why, whylen, "the recorded daemon (pid %ld) is gone", recorded);
-        return 0;
-    }
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (snprintf(addr.sun_path, sizeof addr.sun_path, "%s/control", pipe_dir) >= (int)sizeof addr.sun_path) {
-        snprintf(why, whylen, "its socket path is too long");
-        return 0;
-    }
-    struct stat st;
-    if (lstat(addr.sun_path, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
-        snprintf(why, whylen, "%s is not a socket of uid %u", addr.sun_path, (unsigned)geteuid());
-        return 0;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        /* EAGAIN: a full backlog; a daemon that cannot take one connection cannot answer either. */
-        snprintf(why, whylen, "connecting to %s: %s", addr.sun_path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    struct ucred cred;
-    socklen_t clen = sizeof cred;
-    int ok = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && cred.pid == recorded &&
-             cred.uid == geteuid();
-    if (!ok)
-        snprintf(why, whylen, "the peer of %s is pid %ld uid %u, not the plugin's daemon (pid %ld)",
-                 addr.sun_path, (long)cred.pid, (unsigned)cred.uid, recorded);
-    close(fd);
-    return ok;
-}
 
 typedef struct lease {
     unsigned long long uid;
@@ -336,53 +95,6 @@ static int write_leases(int statefd, const lease_t *leases, int n)
     int rc = write_at(statefd, "users", text, used, 0600);
     free(text);
     return rc;
-}
-
-/* The daemon's word: 1 when a server of another uid than `uid` has clients (named in `msg`), else 0. */
-static int daemon_refuses(const char *control_path, const char *pipe_dir, const char *gpu, const char *proc_root,
-                          unsigned long long uid, long long deadline, char *msg, size_t msglen)
-{
-    char *reply = malloc(MAX_REPLY);
-    if (!reply) {
-        hook_warn("mps-user: out of memory: the daemon is not asked");
-        return 0;
-    }
-    char err[PATH_MAX + 64];
-    long servers[MAX_SERVERS];
-    int nservers = control(control_path, pipe_dir, "get_server_list\n", deadline, reply, MAX_REPLY, err,
-                           sizeof err) == 0
-                       ? parse_pids(reply, servers, MAX_SERVERS)
-                       : -2;
-    if (nservers < 0) {
-        hook_warn("mps-user: GPU %s: the MPS control daemon at %s %s; the container starts unchecked by "
-                  "the daemon (MPS is fail-open: see the plugin's mps health)",
-                  gpu, pipe_dir, nservers == -2 ? err : "gave an unreadable server list");
-        free(reply);
-        return 0;
-    }
-    int refused = 0;
-    for (int s = 0; s < nservers && !refused && now_ms() < deadline; s++) {
-        long long owner = real_uid(proc_root, servers[s]);
-        if (owner < 0 || (unsigned long long)owner == uid)
-            continue; /* gone since the list, or this container's own user's server */
-        char command[64];
-        snprintf(command, sizeof command, "get_client_list %ld\n", servers[s]);
-        long clients[MAX_SERVERS];
-        int nclients = control(control_path, pipe_dir, command, deadline, reply, MAX_REPLY, err, sizeof err) == 0
-                           ? parse_pids(reply, clients, MAX_SERVERS)
-                           : 0; /* the server went away between the two commands */
-        if (nclients <= 0)
-            continue; /* idle: the daemon replaces it with this user's server at the first cuInit */
-        char list[256] = "";
-        size_t used = 0;
-        for (int c = 0; c < nclients && used < sizeof list - 16; c++)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%ld", c ? ", " : "", clients[c]);
-        snprintf(msg, msglen, "its MPS server (pid %ld) serves uid %lld, with %d client(s) (pids %s)", servers[s],
-                 owner, nclients, list);
-        refused = 1;
-    }
-    free(reply);
-    return refused;
 }
 
 int run_mps_user(int argc, char **argv)

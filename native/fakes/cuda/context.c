@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "fakecuda.h"
 
@@ -91,81 +90,6 @@ static CUresult check_dev(CUdevice dev)
     return fc_gpu(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
-/* --- context local storage ------------------------------------------------------------------------ */
-
-CUresult fc_cls_put(CUcontext ctx, void *key, void *value, fc_cls_dtor_t dtor)
-{
-    fc_ctx_t *c = fc_ctx_from(ctx);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    pthread_mutex_lock(&c->lock);
-    fc_cls_t *e = c->cls;
-    while (e && e->key != key)
-        e = e->next;
-    if (!e) {
-        e = calloc(1, sizeof *e);
-        if (!e) {
-            pthread_mutex_unlock(&c->lock);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        e->key = key;
-        e->next = c->cls;
-        c->cls = e;
-    }
-    e->value = value;
-    e->dtor = dtor;
-    pthread_mutex_unlock(&c->lock);
-    return CUDA_SUCCESS;
-}
-
-CUresult fc_cls_get(void **value, CUcontext ctx, void *key)
-{
-    fc_ctx_t *c = fc_ctx_from(ctx);
-    if (!c || !value)
-        return c ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_CONTEXT;
-    pthread_mutex_lock(&c->lock);
-    fc_cls_t *e = c->cls;
-    while (e && e->key != key)
-        e = e->next;
-    if (e)
-        *value = e->value;
-    pthread_mutex_unlock(&c->lock);
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; /* missing: the runtime builds its state */
-}
-
-CUresult fc_cls_delete(CUcontext ctx, void *key)
-{
-    fc_ctx_t *c = fc_ctx_from(ctx);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    pthread_mutex_lock(&c->lock);
-    fc_cls_t **pp = &c->cls;
-    while (*pp && (*pp)->key != key)
-        pp = &(*pp)->next;
-    fc_cls_t *e = *pp;
-    if (e)
-        *pp = e->next;
-    pthread_mutex_unlock(&c->lock);
-    free(e);
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-/* Runs and drops every entry's destructor (primary context reset, context destroyed). */
-static void cls_clear(fc_ctx_t *c)
-{
-    pthread_mutex_lock(&c->lock);
-    fc_cls_t *e = c->cls;
-    c->cls = NULL;
-    pthread_mutex_unlock(&c->lock);
-    while (e) {
-        fc_cls_t *next = e->next;
-        if (e->dtor)
-            e->dtor((CUcontext)c, e->key, e->value);
-        free(e);
-        e = next;
-    }
-}
-
 /* Streams, events, modules and memory of a reset primary context are not reclaimed in the fake: handles
  * the runtime dropped stay valid (a real driver invalidates them), allocations stay charged until freed. */
 void fc_ctx_reset_resources(int ordinal)
@@ -225,7 +149,7 @@ static CUresult primary_reset(CUdevice dev)
     CUresult rc = check_dev(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    cls_clear(&g_primary[dev]);
+    fc_cls_clear(&g_primary[dev]);
     fc_ctx_reset_resources(dev);
     pthread_mutex_lock(&g_primary[dev].lock);
     g_primary[dev].active = 0;
@@ -349,7 +273,7 @@ static CUresult ctx_destroy(CUcontext ctx)
             tls_depth--;
             i--;
         }
-    cls_clear(c);
+    fc_cls_clear(c);
     fc_handle_del(c, FC_H_CTX);
     c->magic = 0;
     free(c);
@@ -440,157 +364,6 @@ FAKE_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx)
     return ctx_pop(pctx);
 }
 
-FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
-{
-    FC_CALLED("cuCtxGetDevice");
-    int ordinal;
-    CUresult rc = fc_check_ctx(&ordinal);
-    if (rc == CUDA_SUCCESS && !device)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS)
-        *device = ordinal;
-    return rc;
-}
-
-/* CUDA 13: the device of a given context (NULL: the current one). */
-FAKE_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
-{
-    FC_CALLED("cuCtxGetDevice_v2");
-    if (!fc_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    fc_ctx_t *c = fc_ctx_from(ctx);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
-    *device = c->ordinal;
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    FC_CALLED("cuCtxSynchronize_v2");
-    if (!fc_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    fc_ctx_t *c = fc_ctx_from(ctx);
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    const fake_gpu_t *g = fc_gpu(c->ordinal);
-    if (g)
-        fc_sleep_until(fake_kernel_last_end(g->index, getpid()));
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
-{
-    FC_CALLED("cuCtxGetApiVersion");
-    if (!fc_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!fc_ctx_from(ctx))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (!version)
-        return CUDA_ERROR_INVALID_VALUE;
-    *version = 3020; /* what every context created through the v2+ API reports */
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
-{
-    FC_CALLED("cuCtxGetFlags");
-    fc_ctx_t *c = fc_ctx_from(NULL);
-    if (!c)
-        return fc_initialized() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_NOT_INITIALIZED;
-    if (!flags)
-        return CUDA_ERROR_INVALID_VALUE;
-    *flags = c->flags;
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxSetFlags(unsigned int flags)
-{
-    FC_CALLED("cuCtxSetFlags");
-    fc_ctx_t *c = fc_ctx_from(NULL);
-    if (!c)
-        return fc_initialized() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_NOT_INITIALIZED;
-    c->flags = flags;
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
-{
-    FC_CALLED("cuCtxGetId");
-    fc_ctx_t *c = fc_ctx_from(ctx);
-    if (!c)
-        return fc_initialized() ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_NOT_INITIALIZED;
-    if (!id)
-        return CUDA_ERROR_INVALID_VALUE;
-    *id = (unsigned long long)(uintptr_t)c;
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
-{
-    FC_CALLED("cuCtxGetStreamPriorityRange");
-    if (least)
-        *least = 0;
-    if (greatest)
-        *greatest = -5; /* six priority levels, as on Ampere and Hopper */
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxGetLimit(size_t *value, CUlimit limit)
-{
-    FC_CALLED("cuCtxGetLimit");
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    switch (limit) {
-    case CU_LIMIT_STACK_SIZE: *value = 1024; break;
-    case CU_LIMIT_PRINTF_FIFO_SIZE: *value = 1 << 20; break;
-    case CU_LIMIT_MALLOC_HEAP_SIZE: *value = 8 << 20; break;
-    case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH: *value = 2; break;
-    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: *value = 2048; break;
-    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: *value = 64; break;
-    default: *value = 0; break;
-    }
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
-{
-    FC_CALLED("cuCtxSetLimit");
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *config)
-{
-    FC_CALLED("cuCtxGetCacheConfig");
-    if (!config)
-        return CUDA_ERROR_INVALID_VALUE;
-    *config = CU_FUNC_CACHE_PREFER_NONE;
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
-{
-    FC_CALLED("cuCtxSetCacheConfig");
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxGetSharedMemConfig(CUsharedconfig *config)
-{
-    FC_CALLED("cuCtxGetSharedMemConfig");
-    if (!config)
-        return CUDA_ERROR_INVALID_VALUE;
-    *config = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
-    return CUDA_SUCCESS;
-}
-
-FAKE_EXPORT CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
-{
-    FC_CALLED("cuCtxSetSharedMemConfig");
-    return CUDA_SUCCESS;
-}
-
 /* hidden aliases: cuGetProcAddress hands out these, never addresses an interposer could replace */
 FC_ALIAS(cuDevicePrimaryCtxRetain)
 FC_ALIAS(cuDevicePrimaryCtxRelease_v2)
@@ -612,17 +385,3 @@ FC_ALIAS(cuCtxPushCurrent)
 FC_ALIAS(cuCtxPushCurrent_v2)
 FC_ALIAS(cuCtxPopCurrent)
 FC_ALIAS(cuCtxPopCurrent_v2)
-FC_ALIAS(cuCtxGetDevice)
-FC_ALIAS(cuCtxGetDevice_v2)
-FC_ALIAS(cuCtxSynchronize_v2)
-FC_ALIAS(cuCtxGetApiVersion)
-FC_ALIAS(cuCtxGetFlags)
-FC_ALIAS(cuCtxSetFlags)
-FC_ALIAS(cuCtxGetId)
-FC_ALIAS(cuCtxGetStreamPriorityRange)
-FC_ALIAS(cuCtxGetLimit)
-FC_ALIAS(cuCtxSetLimit)
-FC_ALIAS(cuCtxGetCacheConfig)
-FC_ALIAS(cuCtxSetCacheConfig)
-FC_ALIAS(cuCtxGetSharedMemConfig)
-FC_ALIAS(cuCtxSetSharedMemConfig)

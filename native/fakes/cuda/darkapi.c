@@ -7,7 +7,7 @@
  *                        7 a no-op, 12 "load compilers" (cudart 13); the unknown slots are NULL.
  *   tools runtime hooks  a094798c-...: slots 2 and 6 hand out zeroed process-lifetime buffers.
  *   tools TLS            42d85a81-...: slot 2 (cuBLASLt, §8) writes 0 and succeeds: its meaning is unknown.
- *   context local storage c693336e-...: put/delete/get per context (context.c); no size slot.
+ *   context local storage c693336e-...: put/delete/get per context (context_storage.c); no size slot.
  *   context checks       263e8860-...: slot 2 writes 0, slot 3 returns 0.
  *   integrity check      d4082055-...: slot 1 answers HMAC-MD2 of the caller's identity (md2.c).
  *   unknown              21318c60-...: cudart 13.5 fails init (cudaErrorSymbolNotFound) without it but calls

@@ -36,7 +36,7 @@ extern __thread const char *fc_last_call;
 int fc_initialized(void);
 int fc_device_count(void);
 const fake_gpu_t *fc_gpu(int ordinal); /* NULL when out of range */
-/* Contexts (context.c). */
+/* Contexts (context.c; what a context answers: context_info.c; its local storage: context_storage.c). */
 #define FC_CTX_MAGIC 0x43545846u
 typedef void (*fc_cls_dtor_t)(CUcontext ctx, void *key, void *value);
 typedef struct fc_cls {
@@ -61,6 +61,8 @@ fc_ctx_t *fc_ctx_from(CUcontext ctx); /* NULL ctx = current; NULL when not a con
 CUresult fc_cls_put(CUcontext ctx, void *key, void *value, fc_cls_dtor_t dtor);
 CUresult fc_cls_get(void **value, CUcontext ctx, void *key);
 CUresult fc_cls_delete(CUcontext ctx, void *key);
+/* Runs and drops every entry's destructor (primary context reset, context destroyed). */
+void fc_cls_clear(fc_ctx_t *c);
 /* Frees what a primary context reset destroys on device `ordinal` (streams, events, modules). */
 void fc_ctx_reset_resources(int ordinal);
 /* Identity of device `ordinal` as cuDeviceGetUuid and the PCI attributes answer it (device.c). */
@@ -164,10 +166,11 @@ int fc_capture_memset(CUstream s, uint64_t dst, size_t pitch, uint32_t value, un
                       size_t height);
 int fc_capture_kernel(fc_stream_t *st, CUfunction f, const unsigned grid[3], const unsigned block[3],
                       unsigned shmem, void **params);
+/* Copies and memsets done now (copy.c); a host-backed allocation (memory.c). */
 CUresult fc_memset_now(uint64_t dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height);
 CUresult fc_copy(CUstream s, void *dst, const void *src, size_t n);
 CUresult fc_alloc_backed(int ordinal, uint64_t bytes, uint64_t charge, int kind, void *aux, CUdeviceptr *dptr);
-/* Modules (module.c): a CUfunction/CUkernel handle's wave time and attributes. */
+/* Modules (module.c, module.h, function.c, occupancy.c). */
 
 /* MPS client (mps.c): connect at cuInit; kernel blocks under the active thread percentage; the pinned
  * memory limit per ordinal (charge: -1 past it). */

@@ -2,8 +2,9 @@
  * mpsuser_fuzz.c: a libFuzzer-compatible target for what `carve-cdi-hook mps-user` reads as root: the MPS
  * control's replies (pids, one a line) and, for the pids named, /proc/<pid>/status and /proc/<pid>/stat,
  * whose command name the tenant picks (prctl(PR_SET_NAME): spaces, parentheses, any byte but NUL).
- * The static parsers are reached by including hook/mpsuser.c; the /proc files are written under a
- * private directory that stands in for --proc-root.
+ * The reply parser (static) is reached by including hook/mpsuser_daemon.c, the /proc readers are
+ * hook/mpsuser_host.c's; the /proc files are written under a private directory that stands in for
+ * --proc-root.
  *
  *   make -C native fuzz && native/build/fuzz/mpsuser_fuzz <iterations> <seed> <corpus files>
  *
@@ -13,7 +14,7 @@
  */
 #include <stdint.h>
 
-#include "../mpsuser.c"
+#include "../mpsuser_daemon.c"
 
 static char proc_root[64];
 
