@@ -275,8 +275,8 @@ class KubeCluster(KubeObjects):
 
     def _rest(self, method: str, path: str, body: dict[str, Any] | None = None) -> bytes:
         """One request through the client's REST layer (its pool, TLS, timeouts and read retries) with the
-        headers and authentication the generated methods send, returning the body; ApiException on a status
-        outside 2xx, as the generated methods raise it.
+        headers and authentication the generated methods send, returning the body; ApiException on any
+        status but 200 OK (the two calls' success), as the generated methods raise it for an error.
 
         The two calls every prepare and status report makes go this way: the generated methods validate
         their arguments with pydantic and walk the body and headers through `sanitize_for_serialization`,
@@ -295,7 +295,7 @@ class KubeCluster(KubeObjects):
             _request_timeout=self.request_timeout,
         )
         data = response.read()
-        if not 200 <= response.status <= 299:
+        if response.status != 200:  # what the API server answers a read and a replace; the rest is an error
             raise ApiException.from_response(
                 http_resp=response, body=data.decode("utf-8", "replace"), data=None
             )

@@ -106,6 +106,17 @@ def test_paced_refresh_runs_the_hook_again_after_the_period() -> None:
     assert calls == [100.0, 101.0]
 
 
+def test_the_default_period_renews_a_token_at_most_a_second_late() -> None:
+    # docs/performance.md promises a token renewed at most a second after it expired.
+    now = [0.0]
+    calls = []
+    paced = PacedRefresh(lambda cfg: calls.append(now[0]), clock=lambda: now[0])
+    for t in (0.0, 0.5, 0.99, 1.0):
+        now[0] = t
+        paced(_Config())
+    assert calls == [0.0, 1.0]
+
+
 def test_paced_refresh_adopts_the_hook_a_loader_reinstalls() -> None:
     cfg = _Config()
     second = []
