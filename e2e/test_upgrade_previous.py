@@ -52,6 +52,7 @@ from e2e.upgrades import (
 ENV_OPT_OUT = "CARVE_E2E_UPGRADE_PREVIOUS"
 # Claim UIDs the later steps look for after their pods are gone.
 uids: dict[str, str] = {}
+mounts: dict[str, list[str]] = {}  # pod -> the mounts under its claim's directory while it ran
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +154,9 @@ def test_a_new_claim_prepares_under_the_run_directory(upgraded: Upgrade):
     live = assert_prepares(upgraded, "new-soft", "soft")
     uids["new-soft"] = live.claim_uid
     _where(upgraded, live.claim_uid, run_dir=True)
+    # Its region's own tmpfs (the chart's run directory propagates mounts both ways).
+    mounts["new-soft"] = mounts_under(upgraded.claim_dirs(live.claim_uid)[0])
+    assert mounts["new-soft"], "no region tmpfs under the claim's directory"
     spec = upgraded.spec_path(live.claim_uid).read_text()
     assert str(upgraded.claim_dirs(live.claim_uid)[0]) in spec, "the CDI spec mounts nothing from the run dir"
     assert_quota_holds(upgraded, "a claim prepared after the upgrade", "new-soft")
@@ -202,6 +206,7 @@ def test_the_previous_plugin_does_not_watch_a_claim_under_the_run_directory(
 
     lines = wait(f"the old plugin's region watcher on claim {uid}", reported, 60)
     assert "cannot open its directory" in lines[0], lines[0]
+    print(f"\ne2e: the previous release's plugin on the run-dir claim: {lines[0]}")
 
 
 def test_a_claim_the_new_plugin_prepared_unprepares_after_the_rollback(
@@ -220,6 +225,8 @@ def test_a_claim_the_new_plugin_prepared_unprepares_after_the_rollback(
         # puts one, so this one stays, with its region tmpfs, until this tree's plugin starts again.
         time.sleep(2)
         assert run.is_dir(), f"{run}: the old plugin removed it (the documented behaviour changed)"
+        assert mounts_under(run) == mounts["new-soft"], mounts_under(run)
+        print(f"\ne2e: left by the previous release's unprepare: {run}, mounts {mounts_under(run)}")
     # And a new claim prepares with the old plugin again, in its own place.
     back = assert_prepares(u, "back-soft", "soft")
     _where(u, back.claim_uid, run_dir=previous.knows_run_dir)
@@ -237,6 +244,7 @@ def test_rolling_forward_again_removes_what_the_rollback_left(
     # a previous release that knows the run directory left none.
     expected = [] if previous.knows_run_dir else [uid]
     assert [re.search(r"\buid=(\S+)", line).group(1) for line in removed] == expected, removed
+    print(f"\ne2e: this tree's plugin at start: {removed}")
     assert_untouched(u, "after helm upgrade again")
     assert_quota_holds(u, "after helm upgrade again")
     # back-soft: prepared in the old place by the rolled-back plugin, unprepared by this tree's.
