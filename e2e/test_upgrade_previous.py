@@ -151,15 +151,17 @@ def test_claims_the_previous_release_prepared_unprepare_cleanly(
 
 
 def test_a_new_claim_prepares_under_the_run_directory(upgraded: Upgrade):
-    live = assert_prepares(upgraded, "new-soft", "soft")
-    uids["new-soft"] = live.claim_uid
-    _where(upgraded, live.claim_uid, run_dir=True)
-    # Its region's own tmpfs (the chart's run directory propagates mounts both ways).
-    mounts["new-soft"] = mounts_under(upgraded.claim_dirs(live.claim_uid)[0])
-    assert mounts["new-soft"], "no region tmpfs under the claim's directory"
-    spec = upgraded.spec_path(live.claim_uid).read_text()
-    assert str(upgraded.claim_dirs(live.claim_uid)[0]) in spec, "the CDI spec mounts nothing from the run dir"
-    assert_quota_holds(upgraded, "a claim prepared after the upgrade", "new-soft")
+    # new-soft is deleted after the rollback; new-soft-2 runs through the rollback and the next upgrade.
+    for name in ("new-soft", "new-soft-2"):
+        live = assert_prepares(upgraded, name, "soft")
+        uids[name] = live.claim_uid
+        _where(upgraded, live.claim_uid, run_dir=True)
+        # Its region's own tmpfs (the chart's run directory propagates mounts both ways).
+        mounts[name] = mounts_under(upgraded.claim_dirs(live.claim_uid)[0])
+        assert mounts[name], f"{name}: no region tmpfs under the claim's directory"
+        spec = upgraded.spec_path(live.claim_uid).read_text()
+        assert str(upgraded.claim_dirs(live.claim_uid)[0]) in spec, f"{name}: no CDI mount from the run dir"
+        assert_quota_holds(upgraded, "a claim prepared after the upgrade", name)
 
 
 def test_helm_rollback_to_the_previous_release(
@@ -182,8 +184,9 @@ def test_running_pods_keep_their_devices_through_the_rollback(rolled_back: Upgra
     assert_quota_holds(rolled_back, "after helm rollback")
     # The claim the new plugin prepared: its files are where its container's mounts come from, and the
     # old plugin, which does not look there, removed nothing under it.
-    assert_quota_holds(rolled_back, "after helm rollback", "new-soft")
-    _where(rolled_back, uids["new-soft"], run_dir=True)
+    for name in ("new-soft", "new-soft-2"):
+        assert_quota_holds(rolled_back, "after helm rollback", name)
+        _where(rolled_back, uids[name], run_dir=True)
 
 
 def test_the_previous_plugin_does_not_watch_a_claim_under_the_run_directory(
@@ -247,6 +250,10 @@ def test_rolling_forward_again_removes_what_the_rollback_left(
     print(f"\ne2e: this tree's plugin at start: {removed}")
     assert_untouched(u, "after helm upgrade again")
     assert_quota_holds(u, "after helm upgrade again")
+    # The run-dir claim that was live all along: kept where it is, with its region's tmpfs, not a stray.
+    _where(u, uids["new-soft-2"], run_dir=True)
+    assert mounts_under(u.claim_dirs(uids["new-soft-2"])[0]) == mounts["new-soft-2"]
+    assert_quota_holds(u, "after helm upgrade again", "new-soft-2")
     # back-soft: prepared in the old place by the rolled-back plugin, unprepared by this tree's.
     assert_unprepares(u, "back-soft")
 
