@@ -145,9 +145,15 @@ def _build_image(commit: str, tag: str, out: Path) -> None:
         tmp = out.with_suffix(".tmp")
         shutil.move(built, tmp)
         os.replace(tmp, out)
+        # The archive is what is kept: the image's copy in the storage (vfs: whole layers) is not.
+        storage = REPO / ".buildah"
+        buildah = ["buildah", "--root", str(storage / "storage"), "--runroot", str(storage / "run")]
+        subprocess.run(
+            [*buildah, "--storage-driver", "vfs", "rmi", "-f", f"{REPOSITORY}:{tag}"], capture_output=True
+        )
     finally:
+        # its own entry only (no `git worktree prune`: the entries of other checkouts are not this one's)
         subprocess.run(["git", "worktree", "remove", "--force", str(src)], cwd=REPO, capture_output=True)
-        subprocess.run(["git", "worktree", "prune"], cwd=REPO, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
 
 
