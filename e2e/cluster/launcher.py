@@ -134,6 +134,25 @@ def node_values(node: Node, image: Image, api_port: int) -> dict:
     }
 
 
+def values_for_chart(values: dict, chart: Path) -> dict:
+    """`values` less the keys `chart` does not know: a release before a value was added (an upgrade from it,
+    e2e/test_upgrade_previous.py) refuses it (its values.schema.json allows no other keys). A key is left
+    out where the chart's values.yaml has a map with keys and that key is not among them; maps the chart
+    leaves empty (nodeSelector) keep whatever is given."""
+    known = yaml.safe_load((chart / "values.yaml").read_text()) or {}
+
+    def fit(given: dict, defaults: dict) -> dict:
+        out = {}
+        for key, value in given.items():
+            default = defaults.get(key)
+            if defaults and key not in defaults:
+                continue
+            out[key] = fit(value, default) if isinstance(value, dict) and isinstance(default, dict) else value
+        return out
+
+    return fit(values, known)
+
+
 def node_daemonset(version: Version, node: Node, image: Image, api_port: int) -> str:
     """The chart's plugin DaemonSet for one node (`helm template --show-only templates/daemonset.yaml`).
 
@@ -174,6 +193,10 @@ class Cluster:
     runtime: str = "containerd"  # the nodes' container runtime (e2e/cluster/containerd.py RUNTIMES)
     plugin_mode: str = "host"  # PLUGIN_MODES
     image: Image | None = None  # plugin mode daemonset: the carve image (e2e/cluster/carve_image.py)
+    # Plugin mode helm: what `helm install` installs, when not this tree's chart and the image built here:
+    # a previous release's chart and image (e2e/cluster/previous.py); both images are on the node.
+    release_chart: Path | None = None
+    release_image: Image | None = None
     state_tmpfs_mib: int = 0  # > 0: each plugin's state directory on a tmpfs that size (Node.state_tmpfs_mib)
     sup: Supervisor = field(init=False)
     cp: ControlPlane = field(init=False)
@@ -227,12 +250,18 @@ class Cluster:
             raise StartError(f"helm {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
         return done
 
-    def helm_values(self, node: Node, **plugin: object) -> Path:
+    def helm_values(
+        self, node: Node, image: Image | None = None, chart: Path | None = None, **plugin: object
+    ) -> Path:
         """A values file for the one-node release (`node_values`, the chart's own ServiceAccount), with
-        `plugin` settings over it; for `helm install` and `helm upgrade -f`."""
-        assert self.image
-        values = node_values(node, self.image, int(self.cp.server.rsplit(":", 1)[1]))
+        `plugin` settings over it; for `helm install` and `helm upgrade -f`. `image` (default: the one
+        built here) runs the plugin; `chart` (default: this tree's) drops what it does not know."""
+        image = image or self.image
+        assert image
+        values = node_values(node, image, int(self.cp.server.rsplit(":", 1)[1]))
         values["plugin"].update(plugin)
+        if chart is not None:
+            values = values_for_chart(values, chart)
         path = node.root / f"release-values-{len(list(node.root.glob('release-values-*')))}.yaml"
         path.write_text(yaml.safe_dump(values))
         return path
@@ -290,7 +319,7 @@ class Cluster:
                     self.sup,
                     runtime=self.runtime,
                     index=i,
-                    extra_images=(self.image,) if self.image else (),
+                    extra_images=tuple(i for i in (self.image, self.release_image) if i),
                     state_tmpfs_mib=self.state_tmpfs_mib,
                 )
                 node.start_kubelet(self.cp.server, self.cp.ca)
@@ -302,15 +331,16 @@ class Cluster:
                 if self.helm_release:
                     node.make_driver_root()
                     node.mount_run_tmpfs()  # the chart's runDir: a tmpfs, as /run on a host
-                    values = REPO / "helm" / "carve" / "ci" / "fake-gpus-values.yaml"
+                    chart = self.release_chart or REPO / "helm" / "carve"
+                    values = chart / "ci" / "fake-gpus-values.yaml"
                     self.helm(
                         "install",
                         RELEASE,
-                        str(REPO / "helm" / "carve"),
+                        str(chart),
                         "-f",
                         str(values),
                         "-f",
-                        str(self.helm_values(node)),
+                        str(self.helm_values(node, self.release_image, self.release_chart)),
                     )
                 elif self.daemonset:
                     assert self.image
