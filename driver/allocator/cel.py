@@ -275,9 +275,10 @@ def _compile(expression: str, compiled: bool) -> Program | CelError:
         assert _PARSER is not None
         ast = _PARSER.parse(expression)
         node = cel_ast.reduce(ast)
-        if compiled and cel_ast.calls(node, "has"):
-            # cel-python's compiled runner fails `!has(...)` ("no such overload"); the
-            # interpreted one gets it right, as Kubernetes does.
+        if compiled and (cel_ast.calls(node, "has") or cel_ast.calls(node, "min")):
+            # cel-python's compiled runner fails `!has(...)` ("no such overload") and does not
+            # compile the lists library's `[...].min()` (it takes it for a macro without its
+            # variable); the interpreted one gets both right, as Kubernetes does.
             compiled = False
             env = _environment(False)
         cost = cel_cost.estimate(node).cost
