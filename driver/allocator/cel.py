@@ -68,11 +68,22 @@ class DomainMap(celtypes.MapType):
 
 def attribute_value(raw: Mapping[str, Any]) -> Any:
     """One DeviceAttribute ({"int": 1} | {"bool": true} | {"string": "x"} | {"version": "1.0.0"})."""
+    # A value of the wrong JSON type is refused, not converted: the API server would not decode
+    # {"bool": "false"} (which bool() reads as true) or {"string": ["a"]}.
     if "int" in raw:
-        return celtypes.IntType(raw["int"])
+        v = raw["int"]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"int attribute is not an integer: {v!r}")
+        if not q.INT64_MIN <= v <= q.INT64_MAX:
+            raise ValueError(f"int attribute is out of the int64 range: {v}")
+        return celtypes.IntType(v)
     if "bool" in raw:
-        return celtypes.BoolType(bool(raw["bool"]))
+        if not isinstance(raw["bool"], bool):
+            raise TypeError(f"bool attribute is not true or false: {raw['bool']!r}")
+        return celtypes.BoolType(raw["bool"])
     if "string" in raw:
+        if not isinstance(raw["string"], str):
+            raise TypeError(f"string attribute is not a string: {raw['string']!r}")
         return celtypes.StringType(raw["string"])
     if "version" in raw:
         return sv.parse(raw["version"])
