@@ -206,7 +206,8 @@ class Allocator:
                 if not self.selectors.matches(expr, dev):
                     return False
             except CelError as e:
-                return CelError(e.expression, f"claim {claim.name}: selector #{i} on device "
+                # the claim's name is the prefix of whatever reports it (Unallocatable, explain)
+                return CelError(e.expression, f"request {req.name}: selector #{i} on device "
                                               f"{'/'.join(dev.key)}: {e.message}")
         return True
 

@@ -64,9 +64,7 @@ def on_node(a: Allocator, claim: Claim, node: str | None) -> str:
 
 
 def _request(a: Allocator, claim: Claim, req: Request, node: str | None) -> tuple[bool, str]:
-    dc = a.classes.get(req.class_name)
-    if dc is None:
-        return False, f"request {req.name}: DeviceClass {req.class_name} not found"
+    dc = a.classes[req.class_name]  # Allocator.allocate refused a claim naming a missing class
     devices = a.node_devices(node)
     in_class = []
     cel_errors = []
