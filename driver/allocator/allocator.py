@@ -158,16 +158,16 @@ class Allocator:
         agg = self.ledger.shared.setdefault(key, {})
         for n, v in consumed.items():
             agg[n] = agg.get(n, 0) + sign * v
+        # Counters of a shared device are consumed once, while it has any share (only a recorded
+        # share is ever removed, so the last one going takes `after` to 0 from 1).
         if after <= 0:
             self.ledger.shares.pop(key, None)
             self.ledger.shared.pop(key, None)
+            self._count(key, -1)
         else:
             self.ledger.shares[key] = after
-        # Counters of a shared device are consumed once, while it has any share.
-        if before == 0 and after > 0:
-            self._count(key, +1)
-        elif before > 0 and after <= 0:
-            self._count(key, -1)
+            if before == 0:
+                self._count(key, +1)
 
     # --- candidates ----------------------------------------------------------------------------
 

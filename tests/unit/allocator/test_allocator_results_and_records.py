@@ -93,3 +93,31 @@ def test_a_selector_past_10_kib_is_refused_saying_its_length():
     long = "true || " * 1300 + "true"
     with pytest.raises(cel.CelError, match=f"CEL expression is {len(long)} characters long, more than"):
         cel.compile_selector(long)
+
+
+def _shared_mig(name, counter_set="gpu-0"):
+    return dict(_mig(name, counter_set, "4"), allowMultipleAllocations=True,
+                capacity={"memory": {"value": "8Gi"}})
+
+
+def test_a_shared_devices_counters_are_held_while_any_share_is_and_freed_with_the_last():
+    # s0 (shared) and x0 (whole) both take all 4 of gpu-0's slices: x0 fits only while s0 has no share
+    slices = [slice_("a", [_shared_mig("s0"), _mig("x0", "gpu-0", "4")], counters=COUNTERS)]
+    a = Allocator(slices, CLASSES)
+    records = []
+    for uid in ("u1", "u2"):
+        c = claim(f"c{uid}", exactly("r", cls="mig", capacity={"memory": "1Gi"}), uid=uid)
+        out = a.allocate(c)
+        assert devices_of(out) == [("r", "n1", "s0")]
+        a.add_allocated({**c, "status": {"allocation": out}})
+        records.append(uid)
+    whole = claim("whole", exactly("r", cls="mig", selectors=[f'device.attributes["{DRIVER}"].uuid == "x0"']),
+                  uid="u9")
+    with pytest.raises(Unallocatable):
+        a.allocate(whole)
+    a.remove_allocated("u1")
+    with pytest.raises(Unallocatable):
+        a.allocate(whole)  # one share left: its counters still held
+    a.remove_allocated("u2")
+    assert devices_of(a.allocate(whole)) == [("r", "n1", "x0")]
+    assert a.ledger.counters[(DRIVER, "n1")] == {"gpu-0": {"slices": 0}}
