@@ -185,12 +185,12 @@ class Allocator:
 
     def selection(self, req: Request, dc: DeviceClass, dev: Device, claim: Claim) -> bool | CelError:
         """Class selectors, then request selectors; a CEL error is returned, not raised."""
-        outcome = self._class_selection(dc, dev)
+        outcome = self.class_selection(dc, dev)
         if outcome is not True:
             return outcome
         return self._request_selection(req, dev, claim)
 
-    def _class_selection(self, dc: DeviceClass, dev: Device) -> bool | CelError:
+    def class_selection(self, dc: DeviceClass, dev: Device) -> bool | CelError:
         for i, expr in enumerate(dc.selectors):
             try:
                 if not self.selectors.matches(expr, dev):
@@ -221,7 +221,7 @@ class Allocator:
             for pool, dev in self.node_devices(node):
                 if not pool.usable:
                     continue
-                outcome = self._class_selection(dc, dev)
+                outcome = self.class_selection(dc, dev)
                 if outcome is not False:
                     found.append((pool, dev, outcome))
                     found.has_errors = found.has_errors or isinstance(outcome, CelError)

@@ -69,7 +69,7 @@ def _request(a: Allocator, claim: Claim, req: Request, node: str | None) -> tupl
     in_class = []
     cel_errors = []
     for pool, dev in devices:
-        outcome = _class_only(a, dc, dev)
+        outcome = a.class_selection(dc, dev)
         if isinstance(outcome, CelError):
             cel_errors.append(outcome)
         elif outcome:
@@ -108,16 +108,6 @@ def _request(a: Allocator, claim: Claim, req: Request, node: str | None) -> tupl
         if len(reasons) > DETAIL:
             text += f"; {len(reasons) - DETAIL} more ruled out"
     return enough, text
-
-
-def _class_only(a: Allocator, dc, dev) -> bool | CelError:
-    for i, expr in enumerate(dc.selectors):
-        try:
-            if not a.selectors.matches(expr, dev):
-                return False
-        except CelError as e:
-            return CelError(e.expression, f"class {dc.name}: selector #{i} on device {dev.name}: {e.message}")
-    return True
 
 
 def _device(a: Allocator, req: Request, pool, dev) -> str:

@@ -52,9 +52,7 @@ def _config(claim: Claim, picks: list[Pick], classes: Mapping[str, DeviceClass])
     by_class: dict[str, list[dict]] = {}
     for base in order:
         req = chosen[base]
-        dc = classes.get(req.class_name)
-        if dc is None:
-            continue
+        dc = classes[req.class_name]  # Allocator.allocate refused a claim naming a missing class
         if dc.name in by_class:
             for entry in by_class[dc.name]:
                 entry["requests"].append(req.name)

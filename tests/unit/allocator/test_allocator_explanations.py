@@ -116,3 +116,23 @@ def test_a_selector_error_names_the_claim_once_and_the_request_or_class():
     assert why(claim("c", exactly("r", cls="bad")), [slice_("a", [dev("g0")])], [*CLASSES, bad]) == (
         f"claim default/c: class bad: selector #0 on device {DRIVER}/n1/g0: CEL runtime error: no such key: "
         f"'nope' (expression: device.attributes[\"{DRIVER}\"].nope == 1)")
+
+
+def test_a_selector_error_of_a_request_the_search_never_reached_is_explained():
+    # r0 has no device at all, so the search stops before trying r1's devices; the explanation still
+    # evaluates r1's selectors and shows the first error, named as the allocator names it
+    slices = [slice_("a", [dev("g0", x=1), dev("g1")])]
+    c = claim("c", exactly("r0", cls="mig"),
+              exactly("r1", selectors=[f'device.attributes["{DRIVER}"].x == 1']))
+    assert why(c, slices) == (
+        "claim default/c does not fit on node n1: request r0 needs 1 device: 0 of 2 devices match class mig; "
+        "request r1 needs 1 device: 2 of 2 devices match class gpu, 1 also match the request's selectors; "
+        f"request r1: selector #0 on device {DRIVER}/n1/g1: CEL runtime error: no such key: 'x' "
+        f"(expression: device.attributes[\"{DRIVER}\"].x == 1)")
+    bad = klass("bad", expr=f'device.attributes["{DRIVER}"].x == 1')
+    c = claim("c", exactly("r0", cls="mig"), exactly("r1", cls="bad"))
+    assert why(c, slices, [*CLASSES, bad]) == (
+        "claim default/c does not fit on node n1: request r0 needs 1 device: 0 of 2 devices match class mig; "
+        "request r1 needs 1 device: 1 of 2 devices match class bad; "
+        f"class bad: selector #0 on device {DRIVER}/n1/g1: CEL runtime error: no such key: 'x' "
+        f"(expression: device.attributes[\"{DRIVER}\"].x == 1)")
