@@ -5,11 +5,22 @@ deferred everything would still be right, so each case says which of the two ans
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from driver.allocator import cel
+from driver.allocator import cel, model
 from driver.allocator.cel_cache import decide
-from driver.allocator.model import read_slice
+
+
+def _decoded(obj):
+    """As carve reads an object from a file or the API server: decoded from JSON (strings not interned)."""
+    return json.loads(json.dumps(obj))
+
+
+def read_slice(obj):
+    return model.read_slice(_decoded(obj))
+
 
 D = "gpu.carve.dev"
 A = f'device.attributes["{D}"]'

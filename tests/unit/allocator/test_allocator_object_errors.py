@@ -4,10 +4,29 @@ type (`{"bool": "false"}` once read as true), a bad counter, selector, request o
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from driver.allocator import model
-from driver.allocator.model import ModelError, read_claim, read_class, read_slice
+from driver.allocator.model import ModelError
+
+
+def _decoded(obj):
+    """As carve reads an object from a file or the API server: decoded from JSON (strings not interned)."""
+    return json.loads(json.dumps(obj))
+
+
+def read_slice(obj):
+    return model.read_slice(_decoded(obj))
+
+
+def read_claim(obj):
+    return model.read_claim(_decoded(obj))
+
+
+def read_class(obj):
+    return model.read_class(_decoded(obj))
 
 
 def slice_with(device=None, **spec):

@@ -4,11 +4,22 @@ keyed by a device dropped with its pool generation, and the counts the benchmark
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from driver.allocator import cel
+from driver.allocator import cel, model
 from driver.allocator.cel_cache import SelectorCache, input_key
-from driver.allocator.model import read_slice
+
+
+def _decoded(obj):
+    """As carve reads an object from a file or the API server: decoded from JSON (strings not interned)."""
+    return json.loads(json.dumps(obj))
+
+
+def read_slice(obj):
+    return model.read_slice(_decoded(obj))
+
 
 DRIVER = "gpu.carve.dev"
 TYPE = f'device.attributes["{DRIVER}"].type'
