@@ -143,6 +143,9 @@ def test_what_the_fast_path_cannot_answer_is_left_to_cel_python(expression):
     f'{A}.name in ["a", 1]',  # mixed literal lists
     f"{A}.name in []",
     f'{A}.name in [{A}.name]',  # not all literals
+    f'{A}.name in ["x", "a" + "100"]',
+    f'{A}.n in [1, device.allowMultipleAllocations ? 7 : 2]',
+    f'{A}.flag in [!{A}.flag, {A}.flag || false]',
     f'{A}.name.startsWith("a")',  # other methods
     f'{C}.memory.isGreaterThan(quantity("1Gi"), 1)',
     f'{C}.memory == quantity("1x")',  # a bad literal: a runtime error cel-python words
