@@ -266,3 +266,10 @@ def test_a_memory_request_under_one_mib_is_warned_about_as_hamis_mib():
         "HAMi's nvidia.com/gpumem counts MiB, carve takes a quantity: write 1048575Mi for 1048575 MiB",
     ]
     assert command.hami_memory_warnings("W", {"spec": {"devices": {"requests": "x"}}}) == []
+
+
+def test_an_object_whose_metadata_is_not_a_map_has_no_name(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("kind: DeviceClass\nmetadata: [1]\n")
+    with pytest.raises(CliError, match=r"c\.yaml document 1: DeviceClass: metadata\.name is missing$"):
+        command.Loader().load("--classes", [str(path)], ("DeviceClass",))

@@ -108,6 +108,17 @@ def test_a_bad_device_field_is_refused_naming_it(device, message):
      "DeviceClass c: spec.selectors[0]: cel.expression is missing"),
     ({"metadata": {"name": "c"}, "spec": {"selectors": {"cel": {}}}},
      "DeviceClass c: spec.selectors: expected a list, got dict {'cel': {}}"),
+    ({"metadata": {"name": "c"}, "spec": {"selectors": [{"cel": ["x"]}]}},
+     "DeviceClass c: spec.selectors[0]: cel.expression is missing"),
+    ({"metadata": {"name": "c"}, "spec": {"selectors": [{"cel": {"expression": 5}}]}},
+     "DeviceClass c: spec.selectors[0]: cel.expression is missing"),
+    ({"metadata": [1]}, "DeviceClass: metadata.name is missing"),
+    ({"metadata": {"name": 5}}, "DeviceClass: metadata.name is missing"),
+    ({"metadata": {"name": "c"}, "spec": "x"}, "DeviceClass c: spec: expected an object, got str 'x'"),
+    ({"metadata": {"name": "c"}, "spec": {"config": "x"}},
+     "DeviceClass c: spec.config: expected a list, got str 'x'"),
+    ({"metadata": {"name": "c"}, "spec": {"config": [5]}},
+     "DeviceClass c: spec.config[0]: expected an object, got int 5"),
 ])
 def test_a_bad_device_class_is_refused_naming_the_field(obj, message):
     with pytest.raises(ModelError) as e:
@@ -199,3 +210,11 @@ def test_a_constraint_applies_to_the_requests_it_names_by_base_or_full_name():
     assert named.applies(ra) and not named.applies(s) and not named.distinct
     assert every.applies(ra) and every.applies(s) and every.distinct
     assert model.Constraint(frozenset({"r"}), "d/x", False).applies(ra)
+
+
+def test_an_object_whose_metadata_is_not_a_map_is_refused_not_a_crash():
+    with pytest.raises(ModelError, match=r"^ResourceSlice \?: spec is missing or not a dict$"):
+        read_slice({"metadata": [1], "spec": "x"})
+    with pytest.raises(ModelError, match=r"^ResourceClaim \?: spec: expected an object, got str 'x'$"):
+        read_claim({"metadata": "x", "spec": "x"})
+    assert model.object_name({"metadata": [1]}) == "?"
