@@ -162,9 +162,9 @@ class Program:
     expression: str
     runner: Any
     compiled: bool
-    reads: tuple[cel_ast.Read, ...] | None = None
-    fast: Callable[[Any], bool] | None = None
-    reads_id: int = -1
+    reads: tuple[cel_ast.Read, ...] | None  # None: anything
+    fast: Callable[[Any], bool] | None
+    reads_id: int  # cel_ast.read_set_id of reads; -1 when reads is None
 
     def evaluate(self, device: celtypes.MapType) -> bool:
         try:
