@@ -37,7 +37,7 @@ class Semver:
     def _key(self) -> tuple:
         # A release sorts after all its pre-releases; numeric identifiers sort before alphanumeric.
         pre = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.pre)
-        return (self.major, self.minor, self.patch, 1 if not self.pre else 0, pre)
+        return (self.major, self.minor, self.patch, not self.pre, pre)
 
     def compare(self, other: Semver) -> int:
         a, b = self._key(), other._key()

@@ -131,6 +131,9 @@ def test_consumption_names_every_capacity_and_refuses_one_the_device_lacks():
     ({"key": "k", "operator": "Exists"}, {"key": "j", "value": "v", "effect": "NoSchedule"}, False),
     ({"key": "k", "value": "v"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, True),
     ({"key": "k", "value": "w"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, False),
+    ({"key": "k", "value": "a"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, False),  # values are
+    ({"key": "k"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, False),  # compared for equality only
+    ({"key": "k", "value": "v"}, {"key": "k", "effect": "NoSchedule"}, False),
     ({"key": "k"}, {"key": "k", "effect": "NoSchedule"}, True),  # no value on either side
     ({"key": "k", "value": "v", "effect": "NoExecute"}, {"key": "k", "value": "v", "effect": "NoSchedule"},
      False),

@@ -66,6 +66,8 @@ TRUE = [
     '"abc".split("", 2) == ["a", "bc"]',
     '"abc".split("", 1) == ["abc"]',
     '"abc".split("", 3) == ["a", "b", "c"]',
+    '"abcde".split("", 3) == ["a", "b", "cde"]',
+    '"abcdef".split("", 5) == ["a", "b", "c", "d", "ef"]',
     '"abc".split("", 4) == ["a", "b", "c"]',
     '"abc".split("", -1) == ["a", "b", "c"]',
     '"abc".split("", 0) == []',

@@ -48,6 +48,8 @@ def slice_with(device=None, **spec):
     ({"int": 2**63}, f"int attribute is out of the int64 range: {2**63}"),
     ({"int": -(2**63) - 1}, f"int attribute is out of the int64 range: {-(2**63) - 1}"),
     ({"version": "x"}, "'x' is not a semantic version"),
+    ({"version": ["1.0.0"]}, "version must be a string, not list"),
+    ({"version": 5}, "version must be a string, not int"),
     ({}, "attribute has no int, bool, string or version value: {}"),
     (5, "expected a map with int, bool, string or version, got int"),
 ])
