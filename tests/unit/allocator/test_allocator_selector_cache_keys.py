@@ -68,6 +68,12 @@ def uncached(expression, devs):
     (f'{TYPE} == "gpu"', [attrs(type={"string": "mig"}, **{f"{DRIVER}/type": {"string": "gpu"}}),
                           attrs(type={"string": "mig"}), attrs(**{f"{DRIVER}/type": {"string": "gpu"}}),
                           attrs(type={"string": "gpu"})], 2),
+    # a name with a "/" read from the driver's domain: no attribute has one there (an "example.com/rack" is
+    # example.com's rack), so these devices all read it as missing, one input whatever their racks
+    (f'device.attributes["{DRIVER}"]["example.com/rack"] == "x"',
+     [attrs(**{"example.com/rack": {"string": "x"}}), attrs(),
+      attrs(**{f"{DRIVER}/example.com/rack": {"string": "x"}}),
+      attrs(**{"example.com/rack": {"string": "y"}})], 1),
     # a missing attribute is an input of its own (an error), not the empty string's
     (f'{TYPE} == ""', [attrs(type={"string": ""}), attrs(), attrs(other={"string": ""})], 2),
     # a capacity: by its value's type and text
