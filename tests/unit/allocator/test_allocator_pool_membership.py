@@ -100,3 +100,13 @@ def test_each_node_reaches_its_own_devices_and_the_roaming_ones_in_pool_order():
     only_local = Allocator([slice_("x", [dev("x0")], node="n1")], CLASSES)
     assert names(only_local, "n1") == [("n1", "x0")]
     assert names(only_local, "n2") == []
+
+
+def test_a_slice_without_a_generation_is_generation_0_as_the_api_decodes_it():
+    unset = slice_("a", [dev("g0")])
+    del unset["spec"]["pool"]["generation"]
+    alloc = Allocator([unset, slice_("b", [dev("g1")], generation=1)], CLASSES)
+    (pool,) = alloc.pools
+    assert (pool.generation, [s.name for s in pool.slices]) == (1, ["b"])
+    (alone,) = Allocator([unset], CLASSES).pools
+    assert alone.generation == 0 and alone.usable
