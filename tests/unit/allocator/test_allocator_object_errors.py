@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 
+import celpy
 import pytest
 
-from driver.allocator import model
+from driver.allocator import cel, model
 from driver.allocator.model import ModelError
 
 
@@ -220,3 +221,10 @@ def test_an_object_whose_metadata_is_not_a_map_is_refused_not_a_crash():
     with pytest.raises(ModelError, match=r"^ResourceClaim \?: spec: expected an object, got str 'x'$"):
         read_claim({"metadata": "x", "spec": "x"})
     assert model.object_name({"metadata": [1]}) == "?"
+
+
+def test_a_missing_key_error_without_its_key_keeps_its_words():
+    # cel-python names the key in its error's arguments; an error that carries none is not worded "None"
+    assert cel._explain(celpy.CELEvalError("no such key", KeyError, ())) == "no such key"
+    assert cel._explain(celpy.CELEvalError("no such key", KeyError, ("gpu",))) == "no such key: gpu"
+    assert cel._explain(celpy.CELEvalError("no such key: 'gpu'", KeyError, ("gpu",))) == "no such key: 'gpu'"

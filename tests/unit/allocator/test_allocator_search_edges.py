@@ -104,3 +104,12 @@ def test_a_claim_gets_at_most_32_results():
         allocate(claim("c", exactly("r", count=20), exactly("s", count=13)), slices, CLASSES)
     with pytest.raises(Unallocatable):
         allocate(claim("c", exactly("r", count=32), exactly("s", mode="All")), slices, CLASSES)
+
+
+def test_requests_after_an_all_devices_request_are_still_allocated():
+    slices = [slice_("a", [dev("g0"), dev("g1"), dev("v0", "vgpu")])]
+    c = claim("c", exactly("every", mode="All"), exactly("one", cls="vgpu"))
+    assert devices_of(allocate(c, slices, CLASSES)) == [
+        ("every", "n1", "g0"), ("every", "n1", "g1"), ("one", "n1", "v0")]
+    with pytest.raises(Unallocatable):
+        allocate(claim("c", exactly("every", mode="All"), exactly("m", cls="mig")), slices, CLASSES)
