@@ -9,7 +9,7 @@ than its pre-releases), build metadata ignored.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -32,7 +32,7 @@ class Semver:
     patch: int
     pre: tuple[str, ...] = ()
     build: str = ""
-    text: str = field(default="", compare=False)
+    text: str = ""  # as written (eq=False: the class compares by _key, which leaves it out)
 
     def _key(self) -> tuple:
         # A release sorts after all its pre-releases; numeric identifiers sort before alphanumeric.
