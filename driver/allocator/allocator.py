@@ -158,16 +158,16 @@ class Allocator:
         agg = self.ledger.shared.setdefault(key, {})
         for n, v in consumed.items():
             agg[n] = agg.get(n, 0) + sign * v
+        # Counters of a shared device are consumed once, while it has any share (only a recorded
+        # share is ever removed, so the last one going takes `after` to 0 from 1).
         if after <= 0:
             self.ledger.shares.pop(key, None)
             self.ledger.shared.pop(key, None)
+            self._count(key, -1)
         else:
             self.ledger.shares[key] = after
-        # Counters of a shared device are consumed once, while it has any share.
-        if before == 0 and after > 0:
-            self._count(key, +1)
-        elif before > 0 and after <= 0:
-            self._count(key, -1)
+            if before == 0:
+                self._count(key, +1)
 
     # --- candidates ----------------------------------------------------------------------------
 
@@ -185,12 +185,12 @@ class Allocator:
 
     def selection(self, req: Request, dc: DeviceClass, dev: Device, claim: Claim) -> bool | CelError:
         """Class selectors, then request selectors; a CEL error is returned, not raised."""
-        outcome = self._class_selection(dc, dev)
+        outcome = self.class_selection(dc, dev)
         if outcome is not True:
             return outcome
         return self._request_selection(req, dev, claim)
 
-    def _class_selection(self, dc: DeviceClass, dev: Device) -> bool | CelError:
+    def class_selection(self, dc: DeviceClass, dev: Device) -> bool | CelError:
         for i, expr in enumerate(dc.selectors):
             try:
                 if not self.selectors.matches(expr, dev):
@@ -206,7 +206,8 @@ class Allocator:
                 if not self.selectors.matches(expr, dev):
                     return False
             except CelError as e:
-                return CelError(e.expression, f"claim {claim.name}: selector #{i} on device "
+                # the claim's name is the prefix of whatever reports it (Unallocatable, explain)
+                return CelError(e.expression, f"request {req.name}: selector #{i} on device "
                                               f"{'/'.join(dev.key)}: {e.message}")
         return True
 
@@ -220,7 +221,7 @@ class Allocator:
             for pool, dev in self.node_devices(node):
                 if not pool.usable:
                     continue
-                outcome = self._class_selection(dc, dev)
+                outcome = self.class_selection(dc, dev)
                 if outcome is not False:
                     found.append((pool, dev, outcome))
                     found.has_errors = found.has_errors or isinstance(outcome, CelError)

@@ -68,11 +68,22 @@ class DomainMap(celtypes.MapType):
 
 def attribute_value(raw: Mapping[str, Any]) -> Any:
     """One DeviceAttribute ({"int": 1} | {"bool": true} | {"string": "x"} | {"version": "1.0.0"})."""
+    # A value of the wrong JSON type is refused, not converted: the API server would not decode
+    # {"bool": "false"} (which bool() reads as true) or {"string": ["a"]}.
     if "int" in raw:
-        return celtypes.IntType(raw["int"])
+        v = raw["int"]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"int attribute is not an integer: {v!r}")
+        if not q.INT64_MIN <= v <= q.INT64_MAX:
+            raise ValueError(f"int attribute is out of the int64 range: {v}")
+        return celtypes.IntType(v)
     if "bool" in raw:
-        return celtypes.BoolType(bool(raw["bool"]))
+        if not isinstance(raw["bool"], bool):
+            raise TypeError(f"bool attribute is not true or false: {raw['bool']!r}")
+        return celtypes.BoolType(raw["bool"])
     if "string" in raw:
+        if not isinstance(raw["string"], str):
+            raise TypeError(f"string attribute is not a string: {raw['string']!r}")
         return celtypes.StringType(raw["string"])
     if "version" in raw:
         return sv.parse(raw["version"])
@@ -151,9 +162,9 @@ class Program:
     expression: str
     runner: Any
     compiled: bool
-    reads: tuple[cel_ast.Read, ...] | None = None
-    fast: Callable[[Any], bool] | None = None
-    reads_id: int = -1
+    reads: tuple[cel_ast.Read, ...] | None  # None: anything
+    fast: Callable[[Any], bool] | None
+    reads_id: int  # cel_ast.read_set_id of reads; -1 when reads is None
 
     def evaluate(self, device: celtypes.MapType) -> bool:
         try:
@@ -275,9 +286,10 @@ def _compile(expression: str, compiled: bool) -> Program | CelError:
         assert _PARSER is not None
         ast = _PARSER.parse(expression)
         node = cel_ast.reduce(ast)
-        if compiled and cel_ast.calls(node, "has"):
-            # cel-python's compiled runner fails `!has(...)` ("no such overload"); the
-            # interpreted one gets it right, as Kubernetes does.
+        if compiled and (cel_ast.calls(node, "has") or cel_ast.calls(node, "min")):
+            # cel-python's compiled runner fails `!has(...)` ("no such overload") and does not
+            # compile the lists library's `[...].min()` (it takes it for a macro without its
+            # variable); the interpreted one gets both right, as Kubernetes does.
             compiled = False
             env = _environment(False)
         cost = cel_cost.estimate(node).cost

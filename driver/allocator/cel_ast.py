@@ -141,8 +141,9 @@ def reads(node: Node) -> tuple[Read, ...] | None:
 
 
 def calls(node: Node, name: str) -> bool:
-    """Whether the expression calls the function or macro `name` anywhere."""
-    if node[0] == "call" and node[1] == name:
+    """Whether the expression calls the function or macro `name` anywhere, as `name(...)` or as a
+    method `x.name(...)`."""
+    if node[0] in ("call", "method") and node[1] == name:
         return True
     if node[0] in _LEAVES:
         return False

@@ -7,8 +7,10 @@ cel-python's error value: it fails the selector unless `&&`/`||` absorb it, as i
 
 Covered: the quantity library, the semver library, the extended strings library (charAt, indexOf,
 lastIndexOf, lowerAscii, upperAscii, replace, split, substring, trim, join, reverse), the regex
-library (find, findAll, matches) and the lists library (isSorted, sum, min, max, indexOf,
-lastIndexOf). `startsWith`, `endsWith`, `contains` and `size` are cel-python built-ins.
+library (find, findAll, matches) and the lists library (isSorted, sum, max, indexOf,
+lastIndexOf). `startsWith`, `endsWith`, `contains` and `size` are cel-python built-ins, and so is
+`min` (cel-python parses `x.min()` as its own macro, which no function of ours can replace: cel.py
+runs a selector that calls it on the interpreted runner, the one that evaluates that macro).
 
 Regexes are RE2 (google-re2), as in cel-go: linear in the input, no backreferences or lookaround
 (a pattern using them is a runtime error, as it is a compile error in Kubernetes). Python's `re`
@@ -86,7 +88,8 @@ def isQuantity(text: Any) -> celtypes.BoolType:
 
 
 def _addend(value: Any, what: str) -> q.Quantity:
-    if isinstance(value, int) and not isinstance(value, bool):
+    # CEL's bool is an int in Python (celtypes.BoolType): Kubernetes has no add(Quantity, bool)
+    if isinstance(value, int) and not isinstance(value, (bool, celtypes.BoolType)):
         return q.from_int(int(value))
     return _qty(value, what)
 
@@ -374,11 +377,6 @@ def _extreme(items: Any, what: str, pick: Callable[[Any, Any], bool]) -> Any:
 
 
 @_soft
-def list_min(items: Any) -> Any:
-    return _extreme(items, "min", lambda a, b: a < b)
-
-
-@_soft
 def list_max(items: Any) -> Any:
     return _extreme(items, "max", lambda a, b: a > b)
 
@@ -391,4 +389,4 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
         charAt, indexOf, lastIndexOf, lowerAscii, upperAscii, replace, split, substring, trim,
         join, reverse, matches, find, findAll, isSorted,
     )
-} | {"sum": list_sum, "min": list_min, "max": list_max}
+} | {"sum": list_sum, "max": list_max}

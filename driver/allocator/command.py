@@ -152,7 +152,8 @@ class Loader:
                 if kind not in kinds:
                     self.skipped.append(f"{kind} {object_name(obj)} ({where})")
                     continue
-                if not (obj.get("metadata") or {}).get("name"):
+                meta = obj.get("metadata")
+                if not isinstance(meta, dict) or not meta.get("name"):
                     raise CliError(f"{where}: {kind}: metadata.name is missing")
                 key = (kind, object_name(obj))
                 if key in seen:
@@ -289,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
     for where, obj in classes:
         try:
             read_class(obj)
-        except (ModelError, ValueError, KeyError, TypeError) as e:
+        except ModelError as e:
             raise CliError(f"{where}: {e}") from None
     # A malformed claim fails that claim only: it is reported (and the exit status is 2, bad input),
     # the others are still allocated.

@@ -64,14 +64,12 @@ def on_node(a: Allocator, claim: Claim, node: str | None) -> str:
 
 
 def _request(a: Allocator, claim: Claim, req: Request, node: str | None) -> tuple[bool, str]:
-    dc = a.classes.get(req.class_name)
-    if dc is None:
-        return False, f"request {req.name}: DeviceClass {req.class_name} not found"
+    dc = a.classes[req.class_name]  # Allocator.allocate refused a claim naming a missing class
     devices = a.node_devices(node)
     in_class = []
     cel_errors = []
     for pool, dev in devices:
-        outcome = _class_only(a, dc, dev)
+        outcome = a.class_selection(dc, dev)
         if isinstance(outcome, CelError):
             cel_errors.append(outcome)
         elif outcome:
@@ -110,16 +108,6 @@ def _request(a: Allocator, claim: Claim, req: Request, node: str | None) -> tupl
         if len(reasons) > DETAIL:
             text += f"; {len(reasons) - DETAIL} more ruled out"
     return enough, text
-
-
-def _class_only(a: Allocator, dc, dev) -> bool | CelError:
-    for i, expr in enumerate(dc.selectors):
-        try:
-            if not a.selectors.matches(expr, dev):
-                return False
-        except CelError as e:
-            return CelError(e.expression, f"class {dc.name}: selector #{i} on device {dev.name}: {e.message}")
-    return True
 
 
 def _device(a: Allocator, req: Request, pool, dev) -> str:

@@ -34,8 +34,14 @@ def _field(obj: Mapping[str, Any], name: str, what: str, kind: type = dict) -> A
     return value
 
 
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's metadata for naming it; anything but a map (bad input) names nothing."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
 def object_name(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
+    meta = _metadata(obj)
     ns = meta.get("namespace")
     return f"{ns}/{meta.get('name', '?')}" if ns else str(meta.get("name", "?"))
 
@@ -168,7 +174,7 @@ class Slice:
 
 
 def read_slice(obj: Mapping[str, Any]) -> Slice:
-    name = (obj.get("metadata") or {}).get("name") or "?"
+    name = _metadata(obj).get("name") or "?"
     what = f"ResourceSlice {name}"
     spec = _field(obj, "spec", what)
     driver = _field(spec, "driver", what, str)
@@ -269,12 +275,14 @@ class DeviceClass:
 
 
 def read_class(obj: Mapping[str, Any]) -> DeviceClass:
-    name = (obj.get("metadata") or {}).get("name")
-    if not name:
+    name = _metadata(obj).get("name")
+    if not name or not isinstance(name, str):
         raise ModelError("DeviceClass: metadata.name is missing")
-    spec = obj.get("spec") or {}
-    return DeviceClass(name, _selectors(spec.get("selectors"), f"DeviceClass {name}: spec"),
-                       tuple(spec.get("config") or ()))
+    spec = _map(obj.get("spec"), f"DeviceClass {name}: spec")
+    config = tuple(_list(spec.get("config"), f"DeviceClass {name}: spec.config"))
+    for i, entry in enumerate(config):
+        _map(entry, f"DeviceClass {name}: spec.config[{i}]")
+    return DeviceClass(name, _selectors(spec.get("selectors"), f"DeviceClass {name}: spec"), config)
 
 
 def _map(value: Any, where: str) -> Mapping[str, Any]:
@@ -303,7 +311,8 @@ def _brief(value: Any) -> str:
 def _selectors(raw: Any, what: str) -> tuple[str, ...]:
     out = []
     for i, s in enumerate(_list(raw, f"{what}.selectors")):
-        expr = (s.get("cel") or {}).get("expression") if isinstance(s, Mapping) else None
+        cel_field = s.get("cel") if isinstance(s, Mapping) else None
+        expr = cel_field.get("expression") if isinstance(cel_field, Mapping) else None
         if not isinstance(expr, str):
             raise ModelError(f"{what}.selectors[{i}]: cel.expression is missing")
         out.append(expr)

@@ -121,13 +121,10 @@ def selector_names(selector: Mapping[str, Any] | None) -> set[str]:
     return out
 
 
-def device_targets(device: Device, node: str | None) -> bool:
-    """Whether the device can be used from `node` (None: a node no slice names)."""
-    if device.node_name:
-        return device.node_name == node
-    if device.node_selector is not None:
-        return selector_admits(device.node_selector, node)
-    return True  # allNodes
+def roams_to(device: Device, node: str | None) -> bool:
+    """Whether a device without a nodeName (a node selector, or allNodes) can be used from `node`
+    (None: a node no slice names)."""
+    return device.node_selector is None or selector_admits(device.node_selector, node)
 
 
 def selector_admits(selector: Mapping[str, Any], node: str | None) -> bool:
@@ -163,7 +160,7 @@ class NodeIndex:
 
     def devices(self, node: str | None) -> list[tuple[Pool, Device]]:
         mine = self.local.get(node, []) if node else []
-        extra = [x for x in self.roaming if device_targets(x[2], node)]
+        extra = [x for x in self.roaming if roams_to(x[2], node)]
         merged = sorted(mine + extra, key=lambda x: x[0]) if extra else mine
         return [(p, d) for _, p, d in merged]
 
@@ -180,9 +177,3 @@ def node_index(pools: list[Pool]) -> NodeIndex:
                     index.roaming.append((position, p, d))
                 position += 1
     return index
-
-
-def devices_for_node(pools: list[Pool], node: str | None) -> list[tuple[Pool, Device]]:
-    """The devices reachable from `node`, in allocation order, incomplete/invalid pools included
-    (the search skips them; `All` requests and diagnostics need to see them)."""
-    return node_index(pools).devices(node)

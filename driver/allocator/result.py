@@ -42,19 +42,17 @@ def build(claim: Claim, picks: list[Pick], classes: Mapping[str, DeviceClass], n
 
 
 def _config(claim: Claim, picks: list[Pick], classes: Mapping[str, DeviceClass]) -> list[dict]:
-    chosen = {}  # base request name -> the (sub)request that was allocated, in request order
+    # base request name -> the (sub)request that was allocated; every request has a pick (allocationMode
+    # All succeeds only with at least one device)
+    chosen = {}
     for p in picks:
         chosen.setdefault(p.request.base, p.request)
-    for alts in claim.requests:  # requests that got no device (impossible today) keep their first alt
-        chosen.setdefault(alts[0].base, alts[0])
     order = [alts[0].base for alts in claim.requests]
     out: list[dict] = []
     by_class: dict[str, list[dict]] = {}
     for base in order:
         req = chosen[base]
-        dc = classes.get(req.class_name)
-        if dc is None:
-            continue
+        dc = classes[req.class_name]  # Allocator.allocate refused a claim naming a missing class
         if dc.name in by_class:
             for entry in by_class[dc.name]:
                 entry["requests"].append(req.name)

@@ -181,7 +181,7 @@ class Search:
                 continue
             self.steps += 1
             if self.steps > MAX_STEPS:
-                raise SearchAborted(f"claim {self.claim.name}: gave up after trying {MAX_STEPS} devices "
+                raise SearchAborted(f"gave up after trying {MAX_STEPS} devices "
                                     "(the scheduler would time out too); simplify the constraints")
             if req.admin:
                 if dev.key in self.allocating:

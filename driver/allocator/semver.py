@@ -9,7 +9,7 @@ than its pre-releases), build metadata ignored.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -32,12 +32,12 @@ class Semver:
     patch: int
     pre: tuple[str, ...] = ()
     build: str = ""
-    text: str = field(default="", compare=False)
+    text: str = ""  # as written (eq=False: the class compares by _key, which leaves it out)
 
     def _key(self) -> tuple:
         # A release sorts after all its pre-releases; numeric identifiers sort before alphanumeric.
         pre = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.pre)
-        return (self.major, self.minor, self.patch, 1 if not self.pre else 0, pre)
+        return (self.major, self.minor, self.patch, not self.pre, pre)
 
     def compare(self, other: Semver) -> int:
         a, b = self._key(), other._key()

@@ -191,3 +191,16 @@ def test_a_json_claim_list_with_one_claim_nested_thousands_deep_still_allocates_
     assert "allocation" in out["ok"]["status"] and "status" not in out["deep"]
     # carve's stand-in for the unreadable claim is internal: the output is the claim's kind and name
     assert set(out["deep"]) == {"kind", "metadata"}, out["deep"]
+
+
+def test_a_class_whose_spec_or_metadata_is_not_an_object_is_one_line_exit_2(tmp_path):
+    slices, claims = write(tmp_path, "s.yaml", SLICE), write(tmp_path, "k.yaml", claim("a", "1Gi"))
+    for name, bad, words in [
+        ("spec.yaml", {**CLASS, "spec": "x"}, "DeviceClass vgpu: spec: expected an object, got str 'x'"),
+        ("sel.yaml", {**CLASS, "spec": {"selectors": [{"cel": ["x"]}]}},
+         "DeviceClass vgpu: spec.selectors[0]: cel.expression is missing"),
+        ("meta.yaml", {**CLASS, "metadata": [1]}, "DeviceClass: metadata.name is missing"),
+    ]:
+        r = carve("--slices", slices, "--classes", write(tmp_path, name, bad), "--claims", claims)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr == f"carve allocate: {tmp_path / name} document 1: {words}\n"
