@@ -26,6 +26,9 @@
  *                         pipe's descriptors are still open after the tick ("mine": 1)
  *   exitfree BYTES        allocate BYTES and exit, freeing them in an atexit handler registered before the first
  *                         CUDA call (so it runs after the limiter's own: a C++ static destructor's order)
+ *   exitalloc BYTES       allocate BYTES and free them, then exit; an atexit handler registered before the first
+ *                         CUDA call (it runs after the limiter's own) allocates BYTES and keeps them, then
+ *                         allocates and frees BYTES once more, printing each result
  * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
  * Exit status 0 = every check held; failures print "FAIL: ..." on stderr. Every entry point called all three
  * ways (direct, dlsym, cuGetProcAddress) is limiter_paths_cuda_nvml's job.
@@ -346,6 +349,31 @@ static int cmd_exitfree(uint64_t bytes)
     return rc == CUDA_SUCCESS ? 0 : 1;
 }
 
+static uint64_t g_late_bytes;
+
+static void alloc_at_exit(void)
+{
+    CUdeviceptr kept, freed;
+    printf("%d\n", (int)cuMemAlloc_v2(&kept, g_late_bytes)); /* left to the driver, which frees it at the end */
+    CUresult rc = cuMemAlloc_v2(&freed, g_late_bytes);
+    printf("%d\n", (int)rc);
+    if (rc == CUDA_SUCCESS)
+        CHECK(cuMemFree_v2(freed) == CUDA_SUCCESS, "the free at exit failed");
+}
+
+static int cmd_exitalloc(uint64_t bytes)
+{
+    g_late_bytes = bytes;
+    atexit(alloc_at_exit);
+    setup();
+    CUdeviceptr p;
+    CUresult rc = cuMemAlloc_v2(&p, bytes);
+    printf("%d\n", (int)rc);
+    if (rc == CUDA_SUCCESS)
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "the free failed");
+    return rc == CUDA_SUCCESS ? 0 : 1;
+}
+
 static int try_alloc(uint64_t bytes)
 {
     CUdeviceptr p;
@@ -398,6 +426,8 @@ int main(int argc, char **argv)
         return cmd_nvml2();
     if (argc >= 3 && strcmp(argv[1], "exitfree") == 0)
         return cmd_exitfree(strtoull(argv[2], NULL, 10));
+    if (argc >= 3 && strcmp(argv[1], "exitalloc") == 0)
+        return cmd_exitalloc(strtoull(argv[2], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "relimit") == 0)
         return cmd_relimit(strtoull(argv[2], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "fork") == 0)

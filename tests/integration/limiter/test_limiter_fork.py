@@ -57,3 +57,16 @@ def test_a_free_after_the_limiters_exit_handler_does_not_release_the_claims_usag
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_an_allocation_after_the_limiters_exit_handler_comes_back_when_the_process_is_gone(claim):
+    # An exit handler that runs after the limiter's (a C++ static destructor) allocates and keeps the
+    # allocation: the driver frees it when the process ends, so the claim must get it back then too, not
+    # count it for good (the process's slot was already given back when it was made).
+    c = claim().create(memory=8 * MIB)
+    done = c.run("exitalloc", str(3 * MIB))
+    assert done.stdout.split() == ["0", "0", "0"] and "FAIL" not in done.stderr
+    # the process is gone: the next one finds the whole quota free
+    assert c.run("alloc", str(8 * MIB)).stdout.strip() == "0"
+    with Region.open(c.region) as r:
+        assert r.used_bytes(0) == 0  # and gives its own back at its exit
