@@ -66,6 +66,10 @@ def test_an_allocation_after_the_limiters_exit_handler_comes_back_when_the_proce
     c = claim().create(memory=8 * MIB)
     done = c.run("exitalloc", str(3 * MIB))
     assert done.stdout.split() == ["0", "0", "0"] and "FAIL" not in done.stderr
+    with Region.open(c.region) as r:
+        # counted once, in a slot of the process's own, which the claim reclaims once the process is gone
+        assert r.used_bytes(0) == 3 * MIB
+        assert [p.used[0] for p in r.processes()] == [3 * MIB]
     # the process is gone: the next one finds the whole quota free
     assert c.run("alloc", str(8 * MIB)).stdout.strip() == "0"
     with Region.open(c.region) as r:
