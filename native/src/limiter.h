@@ -75,7 +75,7 @@ static inline int carve_current_device(void)
 #define CARVE_DEFAULT_REGION_DIR "/var/run/carve" /* <dir>/<claim-uid>/region, as the plugin mounts them */
 
 /* Where a claim's limits come from (carve_open_region_t.limits_from). */
-enum { CARVE_LIMITS_ENV = 0, CARVE_LIMITS_FILE = 1, CARVE_LIMITS_CLOSED = 2, CARVE_LIMITS_BROKEN = 3 };
+enum { CARVE_LIMITS_ENV = 0, CARVE_LIMITS_FILE = 1, CARVE_LIMITS_CLOSED = 2 };
 
 /* One claim this process maps: its accounting region (a claim's file, or private memory) and its limits. */
 typedef struct carve_open_region {
