@@ -265,6 +265,21 @@ static void set_mine(carve_binding_t *b)
     __atomic_store_n(&b->mine, mine, __ATOMIC_RELEASE);
 }
 
+/* A charge granted after the exit handler gave this process's slots back (a later atexit handler, a C++ static
+ * destructor): counted in a slot taken again, or the claim would keep it for good once the driver has freed it
+ * at the process's end. The slot of a dead process is reclaimed, as any. */
+void carve_count_late(int dev, uint64_t bytes)
+{
+    carve_binding_t *b = &carve_bind[dev];
+    pthread_mutex_lock(&g_bind_lock);
+    carve_region_join(b->region);
+    set_mine(b);
+    pthread_mutex_unlock(&g_bind_lock);
+    uint64_t *mine = __atomic_load_n(&b->mine, __ATOMIC_RELAXED);
+    if (mine)
+        __atomic_add_fetch(mine, bytes, __ATOMIC_RELAXED);
+}
+
 /* 1 when every ordinal is bound; 0 while the driver is not initialised (asked again next time). */
 static int resolve(void)
 {

@@ -75,7 +75,7 @@ static inline int carve_current_device(void)
 #define CARVE_DEFAULT_REGION_DIR "/var/run/carve" /* <dir>/<claim-uid>/region, as the plugin mounts them */
 
 /* Where a claim's limits come from (carve_open_region_t.limits_from). */
-enum { CARVE_LIMITS_ENV = 0, CARVE_LIMITS_FILE = 1, CARVE_LIMITS_CLOSED = 2, CARVE_LIMITS_BROKEN = 3 };
+enum { CARVE_LIMITS_ENV = 0, CARVE_LIMITS_FILE = 1, CARVE_LIMITS_CLOSED = 2 };
 
 /* One claim this process maps: its accounting region (a claim's file, or private memory) and its limits. */
 typedef struct carve_open_region {
@@ -126,6 +126,8 @@ void carve_region_private(carve_open_region_t *r, const carve_config_t *cfg);
 void carve_region_close(carve_open_region_t *r);
 void carve_region_join(carve_open_region_t *r); /* take a slot and reclaim the dead (slow path, once) */
 int carve_charge_slow(int dev, uint64_t bytes);
+extern int carve_exited;             /* the exit handler has given this process's slots back */
+void carve_count_late(int dev, uint64_t bytes); /* a charge granted after that: a slot again (binding.c) */
 void carve_reclaim_dead(carve_open_region_t *r);
 int carve_host_pid_of_slot(const carve_region_t *map, int slot); /* NVML's pid for a slot, 0 when unknown */
 /* close(fd) only while it is still the file dev/ino: a process may close every descriptor it did not open (a
@@ -150,6 +152,17 @@ static inline int carve_alloc_device(void)
     return carve_bind_ordinal(carve_current_device());
 }
 
+/* A charge granted on `dev` is this process's too: its slot's counter, which the claim takes back when the
+ * process is gone. */
+static inline void carve_count_mine(int dev, uint64_t bytes)
+{
+    uint64_t *mine = __atomic_load_n(&carve_bind[dev].mine, __ATOMIC_RELAXED);
+    if (LIKELY(mine != NULL))
+        __atomic_add_fetch(mine, bytes, __ATOMIC_RELAXED);
+    else if (UNLIKELY(__atomic_load_n(&carve_exited, __ATOMIC_ACQUIRE)))
+        carve_count_late(dev, bytes);
+}
+
 /* Reserve `bytes` on `dev` before allocating: 0 when granted, -1 when over quota (policy applied). */
 static inline int carve_charge(int dev, uint64_t bytes)
 {
@@ -166,9 +179,7 @@ static inline int carve_charge(int dev, uint64_t bytes)
             return carve_charge_slow(dev, bytes);
     } while (!__atomic_compare_exchange_n(&d->memory_used, &used, used + bytes, 1, __ATOMIC_ACQ_REL,
                                           __ATOMIC_RELAXED));
-    uint64_t *mine = __atomic_load_n(&b->mine, __ATOMIC_RELAXED);
-    if (LIKELY(mine != NULL))
-        __atomic_add_fetch(mine, bytes, __ATOMIC_RELAXED);
+    carve_count_mine(dev, bytes);
     uint64_t now = used + bytes;
     uint64_t peak = __atomic_load_n(&d->memory_peak, __ATOMIC_RELAXED);
     while (now > peak &&

@@ -129,8 +129,6 @@ static int mount_is_plugins(const char *path, dev_t dev)
     unsigned want_major, want_minor;
     if (!limits_source(&want_major, &want_minor, source_root, sizeof source_root))
         return 0;
-    if (major(dev) != want_major || minor(dev) != want_minor)
-        return 0;
     const char *slash = strrchr(path, '/');
     if (!slash || (size_t)(slash - path) >= sizeof dir)
         return 0;
@@ -165,8 +163,10 @@ static int mount_is_plugins(const char *path, dev_t dev)
         if (strcmp(mp, mount_point) != 0)
             continue;
         unescape(root);
-        /* the last entry at a mount point is the one on top: an over-mount decides, whoever made it */
-        trusted = ma == want_major && mi == want_minor && strcmp(root, want_root) == 0 && read_only(options);
+        /* the last entry at a mount point is the one on top: an over-mount decides, whoever made it; the file
+         * read must be on that mount's device, and it the plugin's */
+        trusted = ma == want_major && mi == want_minor && makedev(ma, mi) == dev && strcmp(root, want_root) == 0 &&
+                  read_only(options);
     }
     free(line);
     fclose(f);

@@ -358,11 +358,14 @@ static void leave(carve_open_region_t *r)
     r->slot = -1;
 }
 
+int carve_exited;
+
 void carve_region_exit(void)
 {
     /* Later frees (other atexit handlers, static destructors) must neither touch a slot that is no longer ours
      * nor release again what the slot's release below gives back. */
     unsigned char gone[CARVE_MAX_DEVICES] = {0};
+    __atomic_store_n(&carve_exited, 1, __ATOMIC_RELEASE); /* before `mine` is gone: a later charge takes a slot */
     for (int d = 0; d < CARVE_MAX_DEVICES; d++)
         if (carve_bind[d].region && carve_bind[d].region->shared) {
             gone[d] = carve_bind[d].region->slot >= 0; /* without a slot, its frees are all that release it */
@@ -410,9 +413,7 @@ int carve_charge_slow(int dev, uint64_t bytes)
     while (!limit || (bytes <= limit && used <= limit - bytes)) {
         if (__atomic_compare_exchange_n(&d->memory_used, &used, used + bytes, 1, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED)) {
-            uint64_t *mine = __atomic_load_n(&b->mine, __ATOMIC_RELAXED);
-            if (mine)
-                __atomic_add_fetch(mine, bytes, __ATOMIC_RELAXED);
+            carve_count_mine(dev, bytes);
             return 0;
         }
     }

@@ -102,18 +102,19 @@ static const carve_binding_t *nvml_device(nvmlDevice_t handle)
     return &fresh;
 }
 
-/* 1 when the device has a memory limit and the report was clamped to it. */
-static int clamp_nvml(const carve_binding_t *b, unsigned long long *total, unsigned long long *free_bytes,
-                      unsigned long long *used)
+/* The report clamped to the device's memory limit, when it has one. `reserved`: v2's, or NULL. */
+static void clamp_nvml(const carve_binding_t *b, unsigned long long *total, unsigned long long *free_bytes,
+                       unsigned long long *used, unsigned long long *reserved)
 {
     uint64_t limit = b->dev ? __atomic_load_n(&b->memory_limit, __ATOMIC_RELAXED) : 0;
     if (!limit)
-        return 0;
+        return;
     uint64_t u = __atomic_load_n(&b->dev->memory_used, __ATOMIC_RELAXED);
     *total = min_u64(limit, *total);
     *used = u;
     *free_bytes = sub0(*total, u);
-    return 1;
+    if (reserved)
+        *reserved = 0; /* the quota has no driver reservation of its own */
 }
 
 CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
@@ -121,7 +122,7 @@ CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t
     carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
-        clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used);
+        clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used, NULL);
     }
     return rc;
 }
@@ -131,8 +132,7 @@ CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
     carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo_v2)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
-        if (clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used))
-            memory->reserved = 0; /* the quota has no driver reservation of its own */
+        clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used, &memory->reserved);
     }
     return rc;
 }

@@ -105,16 +105,18 @@ GATED(CUresult, cuLaunchCooperativeKernelMultiDevice, (CUDA_LAUNCH_PARAMS *list,
 
 /* --- graphs ---------------------------------------------------------------------------------------- */
 
-/* Blocks of all kernel nodes of a graph (child graphs are not walked: see docs/limiter.md). */
+/* Blocks of all kernel nodes of a graph (child graphs are not walked: see docs/limiter.md); at least 1: a
+ * graph with no kernel the limiter can count is still a launch the gate passes, and the feedback loop measures
+ * its time. */
 static uint64_t graph_blocks(CUgraph graph)
 {
     size_t n = 0;
     if (!REAL(cuGraphGetNodes) || !REAL(cuGraphNodeGetType) || !REAL(cuGraphKernelNodeGetParams_v2) ||
         REAL(cuGraphGetNodes)(graph, NULL, &n) != CUDA_SUCCESS || n == 0)
-        return 0;
+        return 1;
     CUgraphNode *nodes = calloc(n, sizeof *nodes);
     if (!nodes)
-        return 0;
+        return 1;
     uint64_t blocks = 0;
     if (REAL(cuGraphGetNodes)(graph, nodes, &n) == CUDA_SUCCESS) {
         for (size_t i = 0; i < n; i++) {
@@ -126,7 +128,7 @@ static uint64_t graph_blocks(CUgraph graph)
         }
     }
     free(nodes);
-    return blocks;
+    return blocks ? blocks : 1;
 }
 
 static CUresult remember_graph(CUresult rc, CUgraphExec *exec, CUgraph graph)
@@ -176,7 +178,7 @@ CARVE_API CUresult cuGraphExecDestroy(CUgraphExec exec)
 static inline uint64_t exec_blocks(CUgraphExec exec)
 {
     uint64_t blocks = 0;
-    if (carve_lookup((uint64_t)(uintptr_t)exec, CARVE_KIND_GRAPH, &blocks) != 0 || blocks == 0)
+    if (carve_lookup((uint64_t)(uintptr_t)exec, CARVE_KIND_GRAPH, &blocks) != 0)
         blocks = 1; /* instantiated before the limiter saw it: the feedback loop still measures its time */
     return blocks;
 }

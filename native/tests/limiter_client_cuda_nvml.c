@@ -24,8 +24,12 @@
  *                         a line `closeall` first closes every descriptor past 2, as a daemon does, and opens a
  *                         pipe of its own (it takes the lowest numbers); the JSON then says whether both of the
  *                         pipe's descriptors are still open after the tick ("mine": 1)
- *   exitfree BYTES        allocate BYTES and exit, freeing them in an atexit handler registered before the first
- *                         CUDA call (so it runs after the limiter's own: a C++ static destructor's order)
+ *   exitfree BYTES [N]    allocate BYTES (N times: N buffers of BYTES / N) and exit, freeing them in an atexit
+ *                         handler registered before the first CUDA call (so it runs after the limiter's own: a
+ *                         C++ static destructor's order)
+ *   exitalloc BYTES       allocate BYTES and free them, then exit; an atexit handler registered before the first
+ *                         CUDA call (it runs after the limiter's own) allocates BYTES and keeps them, then
+ *                         allocates and frees BYTES once more, printing each result
  * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
  * Exit status 0 = every check held; failures print "FAIL: ..." on stderr. Every entry point called all three
  * ways (direct, dlsym, cuGetProcAddress) is limiter_paths_cuda_nvml's job.
@@ -330,19 +334,51 @@ static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end
     return g_failures ? 1 : 0;
 }
 
-static CUdeviceptr g_kept;
+static CUdeviceptr *g_kept;
+static unsigned g_kept_n;
 
 static void free_at_exit(void)
 {
-    CHECK(cuMemFree_v2(g_kept) == CUDA_SUCCESS, "the free at exit failed");
+    for (unsigned i = 0; i < g_kept_n; i++)
+        CHECK(cuMemFree_v2(g_kept[i]) == CUDA_SUCCESS, "the free at exit failed");
 }
 
-static int cmd_exitfree(uint64_t bytes)
+static int cmd_exitfree(uint64_t bytes, unsigned n)
 {
+    g_kept = calloc(n, sizeof *g_kept);
+    if (!g_kept)
+        return 1;
     atexit(free_at_exit);
     setup();
-    CUresult rc = cuMemAlloc_v2(&g_kept, bytes);
+    CUresult rc = CUDA_SUCCESS;
+    for (; g_kept_n < n && rc == CUDA_SUCCESS; g_kept_n += rc == CUDA_SUCCESS)
+        rc = cuMemAlloc_v2(&g_kept[g_kept_n], bytes / n);
     printf("%d\n", (int)rc);
+    return rc == CUDA_SUCCESS ? 0 : 1;
+}
+
+static uint64_t g_late_bytes;
+
+static void alloc_at_exit(void)
+{
+    CUdeviceptr kept, freed;
+    printf("%d\n", (int)cuMemAlloc_v2(&kept, g_late_bytes)); /* left to the driver, which frees it at the end */
+    CUresult rc = cuMemAlloc_v2(&freed, g_late_bytes);
+    printf("%d\n", (int)rc);
+    if (rc == CUDA_SUCCESS)
+        CHECK(cuMemFree_v2(freed) == CUDA_SUCCESS, "the free at exit failed");
+}
+
+static int cmd_exitalloc(uint64_t bytes)
+{
+    g_late_bytes = bytes;
+    atexit(alloc_at_exit);
+    setup();
+    CUdeviceptr p;
+    CUresult rc = cuMemAlloc_v2(&p, bytes);
+    printf("%d\n", (int)rc);
+    if (rc == CUDA_SUCCESS)
+        CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "the free failed");
     return rc == CUDA_SUCCESS ? 0 : 1;
 }
 
@@ -397,7 +433,9 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "nvml2") == 0)
         return cmd_nvml2();
     if (argc >= 3 && strcmp(argv[1], "exitfree") == 0)
-        return cmd_exitfree(strtoull(argv[2], NULL, 10));
+        return cmd_exitfree(strtoull(argv[2], NULL, 10), argc >= 4 ? (unsigned)atoi(argv[3]) : 1);
+    if (argc >= 3 && strcmp(argv[1], "exitalloc") == 0)
+        return cmd_exitalloc(strtoull(argv[2], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "relimit") == 0)
         return cmd_relimit(strtoull(argv[2], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "fork") == 0)

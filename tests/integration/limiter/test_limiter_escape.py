@@ -370,3 +370,30 @@ def test_a_gpu_of_a_claim_that_failed_closed_reports_one_byte_all_in_use(claim):
     seen = {k: out[k] for k in ("total", "free", "device_total", "nvml_total", "nvml_used", "nvml_free")}
     one_byte = {"total": 1, "free": 0, "device_total": 1, "nvml_total": 1, "nvml_used": 1, "nvml_free": 0}
     assert seen == one_byte, out
+
+
+@pytest.mark.parametrize("shift", ["minor above", "major above", "below"])
+def test_a_plugins_anchor_on_another_device_trusts_no_file(claim, tmp_path, shift):
+    # CARVE_LIMITS_SOURCE names the plugin's claims directory by its device (major:minor) and root: the same
+    # root on a device one number off, either way, is not the plugin's mount, so the pod's 4 MiB hold.
+    # "below": the minor number below, or the major one when the minor is 0 (no device is 0:0).
+    require_mount_namespace()
+    c = claim()
+    uuid = json.loads(c.run("uuids").stdout)[0]
+    forged = forged_limits(tmp_path, uuid, 4 * MIB)
+    mounts = f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"
+    major, minor, root = limits_source(tmp_path / "claims").split(":", 2)
+    major, minor = int(major), int(minor)
+    if shift == "minor above":
+        minor += 1
+    elif shift == "major above":
+        major += 1
+    elif minor:
+        minor -= 1
+    else:
+        major -= 1
+    source = f"{major}:{minor}:{root}"
+    out = contained(
+        c, tmp_path, "pass", 6 * MIB, pod_mounts=mounts, CARVE_REGION="", CARVE_LIMITS_SOURCE=source
+    )
+    assert out.stdout.strip() == "2", out.stderr

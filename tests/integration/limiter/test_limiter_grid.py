@@ -73,3 +73,52 @@ def test_a_gpu_without_a_compute_limit_counts_no_launches(claim):
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [80, 0]
+
+
+EMPTY_GRAPHS = textwrap.dedent(
+    f"""
+    import ctypes, json, time
+    cuda = ctypes.CDLL("libcuda.so.1")
+    limiter = ctypes.CDLL({str(LIMITER)!r})
+    limiter.carveLimiterLaunchedBlocks.restype = ctypes.c_uint64
+    cuda.carveFakeKernel.restype = ctypes.c_void_p
+    ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+    assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
+    def instantiated(nodes):
+        graph, node, exec_ = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        assert cuda.cuGraphCreate(ctypes.byref(graph), 0) == 0
+        for _ in range(nodes):
+            assert cuda.cuGraphAddEmptyNode(ctypes.byref(node), graph, None, ctypes.c_size_t(0)) == 0
+        assert cuda.cuGraphInstantiateWithFlags(ctypes.byref(exec_), graph, ctypes.c_ulonglong(0)) == 0
+        return exec_
+    for exec_ in (instantiated(0), instantiated(2)):
+        for _ in range(10):
+            assert cuda.cuGraphLaunch(exec_, None) == 0
+    f = ctypes.c_void_p(cuda.carveFakeKernel(ctypes.c_uint64(1000)))
+    assert cuda.cuLaunchKernel(f, 8, 1, 1, 32, 1, 1, 0, None, None, None) == 0
+    cuda.cuCtxSynchronize()
+    last, still = -1, 0
+    while still < 20:  # the feedback thread folds the launches into its count at its ticks
+        now = limiter.carveLimiterLaunchedBlocks(0)
+        still = still + 1 if now == last else 0
+        last = now
+        time.sleep(0.01)
+    print(json.dumps(last))
+    """
+)
+
+
+def test_a_graph_without_kernels_costs_one_block(claim):
+    # a graph with no kernel node (none at all, or two empty nodes) is charged one block a launch, as a graph
+    # instantiated before the limiter saw it: ten launches of each and one kernel of 8 blocks are 28
+    c = claim().create(cores=50)
+    proc = subprocess.run(
+        [sys.executable, "-c", EMPTY_GRAPHS],
+        env=c.env(CARVE_TICK_MS="10"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == 28, proc.stderr

@@ -14,7 +14,7 @@ import subprocess
 
 from limiter_harness import CLIENT
 
-from driver.limits import ClaimLimits, DeviceLimit, write_limits
+from driver.limits import ClaimLimits, DeviceLimit, Region, write_limits
 
 MIB = 1 << 20
 
@@ -116,6 +116,26 @@ def test_a_process_that_closes_every_descriptor_keeps_the_ones_it_opens_after(cl
         c.limits.unlink()
         write_limits(c.limits, limits(c, 4 * MIB))
         assert client.after_rewrite() == {"rc": 2, "total": 4 * MIB}
+        rc, err = client.close()
+        assert rc == 0, err
+    finally:
+        client.proc.kill()
+        client.proc.wait()
+
+
+def test_a_rewritten_core_policy_applies_to_a_running_process(claim):
+    # The region's target is what the limiter aims at, written at each tick after the limits refresh: 100
+    # under the default policy with no busy neighbour, the claim's 50% once the plugin writes "force".
+    c = claim().create(memory=8 * MIB, cores=50)
+    client = Relimit(c, 1 * MIB)
+    try:
+        assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}  # a tick under the first limits
+        with Region.open(c.region) as r:
+            assert r._struct.devices[0].target == 100
+        write_limits(c.limits, limits(c, 8 * MIB, core_policy="force"))
+        assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
+        with Region.open(c.region) as r:
+            assert r._struct.devices[0].target == 50
         rc, err = client.close()
         assert rc == 0, err
     finally:
