@@ -58,3 +58,24 @@ def test_with_kill_unenforced_the_processes_are_killed_and_the_event_says_so(tmp
     assert killed == [(10, {POD_A}), (11, {POD_A})] and found[-1].kills == 2
     (e,) = cluster.events
     assert e["message"].endswith(f"over the claim's quota of {LIMIT} bytes; killed (--kill-unenforced)")
+
+
+def test_two_claims_over_quota_are_both_reported_from_the_second_pass(tmp_path):
+    pod_b = pod_uid(2)
+    write_cgroup(tmp_path, 10, POD_A)
+    write_cgroup(tmp_path, 20, pod_b)
+    over = allowed_bytes(LIMIT, 1, allowance=MIB) + 1
+    procs = {"GPU-A": [GpuProcess(10, over)], "GPU-B": [GpuProcess(20, over)]}
+    claims = [
+        ClaimView("a", "team", "name-a", ("GPU-A",), (LIMIT,), frozenset(), pods=frozenset({POD_A})),
+        ClaimView("b", "team", "name-b", ("GPU-B",), (LIMIT,), frozenset(), pods=frozenset({pod_b})),
+    ]
+    cluster = LocalCluster()
+    enforcer = Enforcer(
+        "node-1", cluster, False, processes=lambda _g: procs, proc_root=tmp_path, allowance=MIB
+    )
+    refs = {"a": ("team", "name-a"), "b": ("team", "name-b")}
+    enforcer.check(claims, refs)
+    found = enforcer.check(claims, refs)
+    assert sorted(o.claim_uid for o in found.over_quota) == ["a", "b"]
+    assert sorted(e["involvedObject"]["name"] for e in cluster.events) == ["name-a", "name-b"]
