@@ -579,8 +579,9 @@ class Plugin:
             self._publish_once()
 
     def _taints_off(self) -> bool:
-        """The cluster has no device taints (gates off): unhealthy devices are withdrawn instead."""
-        return GATE_TAINTS in self.publisher.gates_off if hasattr(self, "publisher") else False
+        """The cluster has no device taints (gates off): unhealthy devices are withdrawn instead. Asked only
+        once the publisher exists: the health monitor, whose marks and changes ask it, starts after it."""
+        return GATE_TAINTS in self.publisher.gates_off
 
     # --- health endpoint --------------------------------------------------------------------------------
 

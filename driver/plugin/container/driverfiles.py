@@ -94,9 +94,7 @@ def resolve_within(root: Path, path: Path) -> Path | None:
     done = root
     links = 0
     while todo:
-        part = todo.pop(0)
-        if part in ("", "."):
-            continue
+        part = todo.pop(0)  # Path.parts has no "" or "." parts: it drops them
         if part == "..":
             done = done.parent if done != root else root
             continue

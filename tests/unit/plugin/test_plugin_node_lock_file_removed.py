@@ -1,0 +1,48 @@
+"""The node lock after its file was removed (the plugin directory cleaned while the plugin runs): the next
+hold takes the lock on a new file at the path, so another process that opens the path is excluded, instead of
+a lock on the removed file that no one else can see."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from driver.plugin.state.locks import NodeLock
+
+
+def _other_process_gets_it(path) -> bool:
+    probe = textwrap.dedent(
+        f"""
+        import fcntl, os, sys
+        fd = os.open({str(path)!r}, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            sys.exit(3)
+        """
+    )
+    rc = subprocess.run([sys.executable, "-c", probe], timeout=60, capture_output=True, text=True)
+    assert rc.returncode in (0, 3), rc.stderr  # 1: the path has no lock file
+    return rc.returncode == 0
+
+
+def test_a_hold_after_the_lock_file_was_removed_locks_a_new_file_at_the_path(tmp_path):
+    path = tmp_path / "plugin.lock"
+    lock = NodeLock(path)
+    with lock.hold():
+        assert not _other_process_gets_it(path)
+    path.unlink()
+    with lock.hold():
+        assert path.exists()
+        assert not _other_process_gets_it(path)
+    assert _other_process_gets_it(path)
+
+
+def test_the_same_file_is_locked_again_after_a_release(tmp_path):
+    path = tmp_path / "plugin.lock"
+    lock = NodeLock(path)
+    for _ in range(2):
+        with lock.hold():
+            assert not _other_process_gets_it(path)
+        assert _other_process_gets_it(path)
