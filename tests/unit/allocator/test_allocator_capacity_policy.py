@@ -4,28 +4,12 @@ user reads when a device does not fit."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from support.decoded import decoded, read_claim, read_slice
 
 from driver.allocator import capacity as c
-from driver.allocator import model
 from driver.allocator import quantity as q
 from driver.allocator.model import CapacitySpec
-
-
-def _decoded(obj):
-    """As carve reads an object from a file or the API server: decoded from JSON (strings not interned)."""
-    return json.loads(json.dumps(obj))
-
-
-def read_slice(obj):
-    return model.read_slice(_decoded(obj))
-
-
-def read_claim(obj):
-    return model.read_claim(_decoded(obj))
-
 
 Gi, Mi = q.units("1Gi"), q.units("1Mi")
 STEPPED = CapacitySpec(8 * Gi, None, (), Gi, 6 * Gi, 256 * Mi, True)
@@ -142,7 +126,7 @@ def test_consumption_names_every_capacity_and_refuses_one_the_device_lacks():
     ({"operator": "Exists", "effect": "NoExecute"}, {"key": "k", "effect": "NoSchedule"}, False),
 ])
 def test_a_toleration_matches_a_taint_as_in_core_v1(toleration, taint, tolerated):
-    assert c.tolerates(_decoded(toleration), _decoded(taint)) is tolerated
+    assert c.tolerates(decoded(toleration), decoded(taint)) is tolerated
 
 
 def test_only_a_no_schedule_or_no_execute_taint_blocks_and_the_first_untolerated_is_named():

@@ -5,23 +5,12 @@ way."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from support.decoded import read_slice
 
-from driver.allocator import cel, model
+from driver.allocator import cel
 from driver.allocator.cel_ast import Read
 from driver.allocator.cel_cache import SelectorCache
-
-
-def _decoded(obj):
-    """As carve reads an object from a file or the API server: decoded from JSON (strings not interned)."""
-    return json.loads(json.dumps(obj))
-
-
-def read_slice(obj):
-    return model.read_slice(_decoded(obj))
-
 
 D = "gpu.carve.dev"
 A = f'device.attributes["{D}"]'

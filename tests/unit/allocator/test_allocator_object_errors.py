@@ -4,30 +4,16 @@ type (`{"bool": "false"}` once read as true), a bad counter, selector, request o
 
 from __future__ import annotations
 
-import json
-
 import celpy
 import pytest
+from support.decoded import decoded, read_claim, read_slice
 
 from driver.allocator import cel, model
 from driver.allocator.model import ModelError
 
 
-def _decoded(obj):
-    """As carve reads an object from a file or the API server: decoded from JSON (strings not interned)."""
-    return json.loads(json.dumps(obj))
-
-
-def read_slice(obj):
-    return model.read_slice(_decoded(obj))
-
-
-def read_claim(obj):
-    return model.read_claim(_decoded(obj))
-
-
 def read_class(obj):
-    return model.read_class(_decoded(obj))
+    return model.read_class(decoded(obj))
 
 
 def slice_with(device=None, **spec):

@@ -4,22 +4,11 @@ keyed by a device dropped with its pool generation, and the counts the benchmark
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from support.decoded import read_slice
 
-from driver.allocator import cel, model
+from driver.allocator import cel
 from driver.allocator.cel_cache import SelectorCache, input_key
-
-
-def _decoded(obj):
-    """As carve reads an object from a file or the API server: decoded from JSON (strings not interned)."""
-    return json.loads(json.dumps(obj))
-
-
-def read_slice(obj):
-    return model.read_slice(_decoded(obj))
-
 
 DRIVER = "gpu.carve.dev"
 TYPE = f'device.attributes["{DRIVER}"].type'
