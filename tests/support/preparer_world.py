@@ -40,7 +40,6 @@ CATALOG = {
 }
 
 
-
 class DictMig:
     def __init__(self, fail: bool = False):
         self.live: dict[tuple[str, int], MigInstance] = {}
@@ -90,10 +89,15 @@ class DictMig:
         return enabled, None
 
 
-def preparer_world(tmp_path, stub_cache):
-    """(cluster, mig, make): make(boot, mig_ops) builds a Preparer of this node's files under tmp_path."""
+def preparer_world(tmp_path, stub_cache, catalog=None, mig=None, checkpoint=None):
+    """(cluster, mig, make): make(boot, mig_ops) builds a Preparer of this node's files under tmp_path.
+
+    `catalog` (default CATALOG) is read at each prepare, so a test may change it; `mig` replaces DictMig;
+    `checkpoint` is the checkpoint's path (default tmp_path/checkpoint.json)."""
     cluster = LocalCluster()
-    mig = DictMig()
+    mig = DictMig() if mig is None else mig
+    devices = CATALOG if catalog is None else catalog
+    checkpoint = tmp_path / "checkpoint.json" if checkpoint is None else checkpoint
     limiter = hook_dir(tmp_path / "lib")  # with carve-cdi-hook and carve-ldconfig, as on a node
     (limiter / names.LIMITER_LIBRARY).touch()
     driver = build_driver_root(tmp_path / "root", LAYOUTS["rhel"], stub_cache)
@@ -109,8 +113,8 @@ def preparer_world(tmp_path, stub_cache):
             cluster,
             HostLayout.scan(driver, proc, hook_dir=limiter),
             mig_ops or mig,
-            lambda: CATALOG,
-            Checkpoint(tmp_path / "checkpoint.json", boot),
+            lambda: devices,
+            Checkpoint(checkpoint, boot),
         )
 
     return cluster, mig, make

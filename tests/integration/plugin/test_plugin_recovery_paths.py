@@ -11,15 +11,13 @@ import os
 from pathlib import Path
 
 import pytest
-from support.driverroot import LAYOUTS, build_driver_root, hook_dir, write_proc_root
+from support.preparer_world import lose_checkpoint, preparer_world, put
 
 from driver import names
-from driver.cluster import LocalCluster
 from driver.gpu.model import MigInstance, MigPlacement
 from driver.plugin.claims.catalog import NodeDevice
 from driver.plugin.claims.plan import ClaimRef
-from driver.plugin.claims.preparer import Preparer, PreparerSettings
-from driver.plugin.container.edits import HostLayout
+from driver.plugin.claims.preparer import Preparer
 from driver.plugin.faults import ENV_FAULT
 from driver.plugin.state.checkpoint import STATE_COMPLETED, STATE_STARTED, Checkpoint
 from driver.plugin.state.locks import ClaimFileLocks
@@ -84,44 +82,11 @@ class Mig:
 
 @pytest.fixture
 def world(tmp_path, stub_cache):
-    cluster, mig = LocalCluster(), Mig()
-    limiter = hook_dir(tmp_path / "lib")
-    (limiter / names.LIMITER_LIBRARY).touch()
-    driver = build_driver_root(tmp_path / "root", LAYOUTS["rhel"], stub_cache)
-    proc = write_proc_root(
-        tmp_path / "proc", {(0, gi, ci): (3 + gi * 9 + (0 if ci is None else 1), 292) for gi in range(1, 9)
-                            for ci in (None, 0)}
-    )  # fmt: skip
     catalog = dict(CATALOG)
-
-    def make(boot="b1"):
-        return Preparer(
-            PreparerSettings("node-a", tmp_path / "plugin", tmp_path / "cdi", limiter),
-            cluster,
-            HostLayout.scan(driver, proc, hook_dir=limiter),
-            mig,
-            lambda: catalog,
-            Checkpoint(tmp_path / "plugin" / "checkpoint.json", boot),
-        )
-
+    cluster, mig, make = preparer_world(
+        tmp_path, stub_cache, catalog, Mig(), checkpoint=tmp_path / "plugin" / "checkpoint.json"
+    )
     return cluster, mig, make, catalog
-
-
-def put(cluster, name, results) -> ClaimRef:
-    obj = cluster.put_resource_claim(
-        {
-            "metadata": {"name": name, "namespace": "ns"},
-            "status": {"allocation": {"devices": {"results": [
-                {"driver": names.DRIVER_NAME, "pool": "node-a", **r} for r in results
-            ]}}},
-        }
-    )  # fmt: skip
-    return ClaimRef("ns", name, obj["metadata"]["uid"])
-
-
-def lose_checkpoint(plugin_dir: Path) -> None:
-    (plugin_dir / "checkpoint.json").unlink()
-    (plugin_dir / "checkpoint.log").unlink(missing_ok=True)
 
 
 def prepared(make, cluster, *claims) -> tuple[Preparer, list[ClaimRef]]:
