@@ -42,6 +42,7 @@ from __future__ import annotations
 import copy
 import json
 import secrets
+import ssl
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -90,16 +91,23 @@ class ApiServerStandIn:
         self.max_watch_s = 30.0  # a watch answers after at most this long, events or not
         self._faults: list[list[Any]] = []  # [method, path, code, reason, times left, dry run]
         self._server: ThreadingHTTPServer | None = None
+        self._tls = False
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
-    def start(self) -> ApiServerStandIn:
+    def start(self, tls: tuple[Path, Path] | None = None) -> ApiServerStandIn:
+        """Serve on 127.0.0.1; with `tls` (certificate, key), over HTTPS as the in-cluster loader wants."""
         standin = self
 
         class Handler(_Handler):
             server_state = standin
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self._tls = tls is not None
         # Keep-alive connections of the client hold handler threads; do not wait for them on close.
         self._server.daemon_threads = True
         self._server.block_on_close = False
@@ -125,7 +133,7 @@ class ApiServerStandIn:
     def url(self) -> str:
         assert self._server is not None, "not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self._tls else 'http'}://{host}:{port}"
 
     def kubeconfig(self, path: Path, token: str | None = None) -> Path:
         """Write a kubeconfig pointing at this server and return its path. Its bearer token is `token`
@@ -204,7 +212,7 @@ class ApiServerStandIn:
     # -- request handling (called by the handler threads) ---------------------------------------------
 
     def authorized(self, header: str) -> bool:
-        return not self.token or header in {f"Bearer {t}" for t in {self.token, *self.tokens}}
+        return not self.token or bearer(header) in {self.token, *self.tokens}
 
     def handle(
         self, method: str, path: str, query: dict[str, list[str]], body: Any, ctype: str = ""
@@ -359,6 +367,13 @@ class ApiServerStandIn:
         return stored
 
 
+def bearer(header: str) -> str:
+    """The token of an Authorization header; the scheme's case does not matter, as in the API server (the
+    in-cluster loader sends `bearer <token>`)."""
+    scheme, _, token = header.partition(" ")
+    return token if scheme.lower() == "bearer" else ""
+
+
 def _qualified(loc: Location) -> str:
     """`resourceslices.resource.k8s.io`, `pods`: how the real server names a resource in its messages."""
     group = loc.resource.api_version.rpartition("/")[0]
@@ -391,7 +406,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw
         auth = self.headers.get("Authorization", "")
         ctype = self.headers.get("Content-Type", "")
-        state.requests.append(Recorded(method, split.path, query, body, ctype, auth.removeprefix("Bearer ")))
+        state.requests.append(Recorded(method, split.path, query, body, ctype, bearer(auth)))
         try:
             if not state.authorized(auth):
                 raise ApiError(401, "Unauthorized", "Unauthorized")

@@ -3,15 +3,19 @@ refresh hook (PacedRefresh): what goes on the wire, how errors come back, when t
 
 from __future__ import annotations
 
+import datetime
+import time
 from pathlib import Path
 
 import pytest
 from kubernetes.client import configuration as client_configuration
+from kubernetes.config import incluster_config
 from support.apiserver_standin import ApiServerStandIn
 from test_cluster_contract import claim_obj
 
 from driver.cluster import ClusterError, Conflict, NotFound
-from driver.cluster.kube import KubeCluster, PacedRefresh, claim_path, load_api_client
+from driver.cluster.kube import REFRESH_PERIOD_S, KubeCluster, PacedRefresh, claim_path, load_api_client
+from e2e.cluster.certs import CA
 
 CLAIM = "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c1"
 
@@ -147,3 +151,68 @@ def test_a_hook_that_raises_runs_again_at_the_next_request() -> None:
         paced(_Config())
     paced(_Config())
     assert len(tries) == 2
+
+
+class _LoaderClock:
+    """`datetime` as the in-cluster loader imports it, its `now()` moved forward at will: the loader
+    re-reads its token file once its one-minute period has passed, which a test cannot wait for."""
+
+    timedelta = datetime.timedelta
+
+    def __init__(self) -> None:
+        clock = self
+
+        class Moved(datetime.datetime):
+            @classmethod
+            def now(cls, tz=None):
+                return datetime.datetime.now(tz) + clock.ahead
+
+        self.datetime = Moved
+        self.ahead = datetime.timedelta(0)
+
+
+def test_an_in_cluster_token_rotated_on_disk_is_sent_once_the_loader_renews_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin in a pod: the in-cluster loader over HTTPS with the service account's token file, which
+    the kubelet rotates (a projected token is renewed well before it expires). Through the REST path and the
+    paced hook, the new token is sent within the loader's minute plus PacedRefresh's second, reads and
+    status writes alike, and nothing fails meanwhile."""
+    ca = CA(tmp_path)
+    serving = ca.issue("apiserver", "kube-apiserver", server=True)
+    token = tmp_path / "token"
+    token.write_text("token-1")
+    clock = _LoaderClock()
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca.path))
+    monkeypatch.setattr(incluster_config, "datetime", clock)
+    server = ApiServerStandIn(token="token-1").start(tls=(serving.cert, serving.key))
+    try:
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", server.url.rpartition(":")[2])
+        server.put_claim(claim_obj("c1", "team-a"))
+        cluster = KubeCluster.from_config()  # no kubeconfig: in-cluster first, as in the chart's pods
+        assert cluster.api_client.configuration.host.startswith("https://127.0.0.1:")
+        cluster.get_resource_claim("team-a", "c1")
+        assert server.requests[-1].token == "token-1"
+
+        token.write_text("token-2")  # the kubelet's rotation: both valid until the old one expires
+        server.tokens.add("token-2")
+        cluster.get_resource_claim("team-a", "c1")
+        assert server.requests[-1].token == "token-1"  # the loader's minute has not passed
+
+        clock.ahead = datetime.timedelta(seconds=61)
+        sent = set()
+        deadline = time.monotonic() + REFRESH_PERIOD_S + 5
+        while "token-2" not in sent and time.monotonic() < deadline:
+            claim = cluster.get_resource_claim("team-a", "c1")
+            sent.add(server.requests[-1].token)
+            time.sleep(0.05)
+        assert "token-2" in sent
+        server.token, server.tokens = "token-2", set()  # the old token expired: only the new one works
+        claim = cluster.get_resource_claim("team-a", "c1")
+        claim["status"] = {"devices": [{"driver": "gpu.carve.dev", "pool": "node-a", "device": "gpu-0"}]}
+        cluster.update_resource_claim_status(claim)
+        assert [r.token for r in server.requests[-2:]] == ["token-2", "token-2"]
+    finally:
+        server.stop()
