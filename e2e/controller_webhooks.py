@@ -25,7 +25,8 @@ import yaml
 from kubernetes import client
 
 from e2e.cluster import kubeconfig
-from e2e.cluster.launcher import NAMESPACE, RELEASE, Cluster, render_chart
+from e2e.cluster.chart import NAMESPACE, RELEASE, render_chart
+from e2e.cluster.launcher import Cluster
 from e2e.cluster.procs import Proc, free_port, tail
 
 CARVE = str(Path(sys.executable).parent / "carve")

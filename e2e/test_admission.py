@@ -21,7 +21,7 @@ from kubernetes import client
 from driver import names
 from driver.cluster.kube import load_api_client
 from e2e import kube
-from e2e.cluster.launcher import NAMESPACE, SERVICE_ACCOUNT, render_chart
+from e2e.cluster.chart import NAMESPACE, SERVICE_ACCOUNT, render_chart
 from tests.support.admission import AdmissionRequest, PolicyEvaluator, evaluators
 
 G, V = "resource.k8s.io", "v1"

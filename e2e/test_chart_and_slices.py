@@ -10,7 +10,7 @@ from kubernetes import client
 
 from driver import names
 from driver.cluster.kube import load_api_client
-from e2e.cluster.launcher import NAMESPACE, render_chart
+from e2e.cluster.chart import NAMESPACE, render_chart
 
 CLASSES = {names.CLASS_GPU, names.CLASS_VGPU, "slot.carve.dev", "mig.carve.dev", "timeslice.carve.dev"}
 

@@ -18,7 +18,8 @@ from kubernetes import client
 
 from driver import names
 from e2e import kube
-from e2e.cluster.launcher import NAMESPACE, Cluster
+from e2e.cluster.chart import NAMESPACE
+from e2e.cluster.launcher import Cluster
 from e2e.cluster.nodes import NodeSpec
 from e2e.cluster.versions import DEFAULT_MINOR, resolve
 from e2e.sessions import cluster_session

@@ -25,7 +25,7 @@ from kubernetes import client
 from driver import names
 from driver.allocator import quantity
 from e2e import kube
-from e2e.cluster.launcher import render_chart
+from e2e.cluster.chart import render_chart
 from e2e.controller_webhooks import HAMI_NAMESPACE_LABEL
 
 G, V = "resource.k8s.io", "v1"

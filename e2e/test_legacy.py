@@ -19,7 +19,7 @@ from kubernetes import client
 
 from driver import names
 from e2e import kube
-from e2e.cluster.launcher import NAMESPACE
+from e2e.cluster.chart import NAMESPACE
 
 pytestmark = pytest.mark.legacy  # runs on minors without DRA too (1.29: `make e2e-legacy K8S=1.29`)
 

@@ -21,7 +21,7 @@ import os
 
 import pytest
 
-from e2e.cluster.launcher import RELEASE
+from e2e.cluster.chart import RELEASE
 from e2e.kube import delete_namespace, wait
 from e2e.soak import invariants
 from e2e.upgrades import (

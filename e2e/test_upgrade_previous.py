@@ -32,8 +32,8 @@ import time
 import pytest
 
 from e2e.cluster import previous as previous_release
+from e2e.cluster.chart import RELEASE
 from e2e.cluster.images import ImageError
-from e2e.cluster.launcher import RELEASE
 from e2e.kube import delete_namespace, delete_pod, wait
 from e2e.soak import invariants
 from e2e.upgrades import (

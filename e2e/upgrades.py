@@ -22,8 +22,9 @@ from kubernetes import client
 from driver import names
 from driver.plugin.state.checkpoint import Checkpoint
 from e2e import kube
+from e2e.cluster.chart import NAMESPACE, RELEASE
 from e2e.cluster.images import Image
-from e2e.cluster.launcher import NAMESPACE, RELEASE, REPO, Cluster
+from e2e.cluster.launcher import REPO, Cluster
 from e2e.cluster.nodes import Node, NodeSpec
 from e2e.cluster.versions import DEFAULT_MINOR, resolve
 from e2e.sessions import cluster_session

@@ -22,7 +22,8 @@ import yaml
 from kubernetes import client
 
 from e2e.cluster import kubeconfig
-from e2e.cluster.launcher import NAMESPACE, RELEASE, Cluster, render_chart
+from e2e.cluster.chart import NAMESPACE, RELEASE, render_chart
+from e2e.cluster.launcher import Cluster
 from e2e.cluster.nodes import PLUGIN_LABEL, Node, NodeSpec
 from e2e.cluster.procs import Proc, StartError, free_port, tail
 

@@ -33,7 +33,8 @@ from kubernetes import client
 
 from driver import names
 from e2e.cluster import kubeconfig
-from e2e.cluster.launcher import NAMESPACE, RELEASE, Cluster, render_chart
+from e2e.cluster.chart import NAMESPACE, RELEASE, render_chart
+from e2e.cluster.launcher import Cluster
 from e2e.cluster.nodes import Node, NodeSpec
 from e2e.cluster.procs import Proc, StartError, free_port, tail
 from e2e.cluster.versions import REPO

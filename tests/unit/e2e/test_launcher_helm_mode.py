@@ -11,8 +11,9 @@ import pytest
 import yaml
 from support.helm_render import FAKE_VALUES, env_of, one, plugin_container, render
 
+from e2e.cluster.chart import SERVICE_ACCOUNT, node_values
 from e2e.cluster.images import Image
-from e2e.cluster.launcher import PLUGIN_MODES, SERVICE_ACCOUNT, Cluster, node_values
+from e2e.cluster.launcher import PLUGIN_MODES, Cluster
 from e2e.cluster.nodes import Node, NodeSpec
 from e2e.cluster.procs import StartError, Supervisor
 from e2e.cluster.versions import resolve

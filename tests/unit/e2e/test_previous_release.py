@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from e2e.cluster import previous
+from e2e.cluster.chart import values_for_chart
 from e2e.cluster.images import ImageError
-from e2e.cluster.launcher import values_for_chart
 from e2e.cluster.versions import REPO
 
 VALUES = {
