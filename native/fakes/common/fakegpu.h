@@ -62,6 +62,8 @@ uint64_t fake_now_ns(void);
 int fake_mem_reserve(unsigned gpu, pid_t pid, uint64_t bytes);
 void fake_mem_release(unsigned gpu, pid_t pid, uint64_t bytes);
 uint64_t fake_mem_used(unsigned gpu);
+/* What the driver keeps for itself on `gpu` ($CARVE_FAKE_RESERVED_MIB, default 0): never allocatable. */
+uint64_t fake_mem_reserved(unsigned gpu);
 /* Processes with memory on a GPU (for nvmlDeviceGetComputeRunningProcesses); returns the count. */
 unsigned fake_mem_processes(unsigned gpu, pid_t *pids, uint64_t *used, unsigned max);
 

@@ -5,9 +5,12 @@
  * nvmlDeviceGetComputeRunningProcesses report (fake NVML), across processes when the state is shared.
  * Memory of a process that no longer exists is forgotten, as the driver frees it on exit.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fakestate.h"
+
+#define MIB (1024ull * 1024ull)
 
 struct mem_op {
     unsigned gpu;
@@ -28,6 +31,29 @@ static uint64_t total_of(unsigned gpu)
     return gpus[gpu].model->memory_bytes;
 }
 
+/* $CARVE_FAKE_RESERVED_MIB, read once per process: the memory the driver sets aside on each GPU for itself
+ * (nvml.h: v1's `used` includes it, v2 reports it as `reserved`; nothing can allocate it). A real driver
+ * reserves some hundreds of MiB; the fake reserves none unless told, so totals stay round in tests. */
+static uint64_t reserved_bytes(void)
+{
+    static int64_t cached = -1; /* a benign race: every thread computes the same value */
+    int64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *env = getenv("CARVE_FAKE_RESERVED_MIB");
+        char *end = NULL;
+        unsigned long long mib = env && *env ? strtoull(env, &end, 10) : 0;
+        v = (end && *end) || mib > (1ull << 30) ? 0 : (int64_t)(mib * MIB);
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return (uint64_t)v;
+}
+
+FAKE_EXPORT uint64_t fake_mem_reserved(unsigned gpu)
+{
+    uint64_t total = total_of(gpu), r = reserved_bytes();
+    return r < total ? r : total;
+}
+
 static uint64_t sum_used(struct fake_gpu_state *st)
 {
     uint64_t sum = 0;
@@ -40,7 +66,7 @@ static uint64_t sum_used(struct fake_gpu_state *st)
 static int do_reserve(void *arg, fake_gpu_state_t *st)
 {
     struct mem_op *op = arg;
-    uint64_t total = total_of(op->gpu);
+    uint64_t total = total_of(op->gpu) - fake_mem_reserved(op->gpu); /* the driver's own is not handed out */
     if (sum_used(st) + op->bytes > total) {
         fake_proc_sweep(st); /* a killed process may still hold what we need */
         if (sum_used(st) + op->bytes > total)

@@ -136,7 +136,7 @@ FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
     const fake_gpu_t *g = fc_gpu(ordinal);
-    uint64_t used = fake_mem_used(g->index);
+    uint64_t used = fake_mem_used(g->index) + fake_mem_reserved(g->index); /* the driver's own is not free */
     uint64_t cap = g->model->memory_bytes;
     uint64_t free_dev = used < cap ? cap - used : 0;
     /* Inside a driver memory partition the driver caps total and free at the cgroup's hard limit. */

@@ -177,9 +177,10 @@ int fake_nvml_gpu_lost(unsigned int index)
     return fake_nvml_index_listed("CARVE_FAKE_LOST_FILE", index);
 }
 
-/* total/free/used of a GPU or MIG device; reserved is 0 so total = free + used exactly. */
+/* total, allocated and driver-reserved memory of a GPU or MIG device (nvml.h: v1's `used` is reserved plus
+ * allocated, v2 reports the two apart; free is what is left of total either way). */
 static nvmlReturn_t memory(nvmlDevice_t device, const fake_gpu_t *g, unsigned long long *total,
-                           unsigned long long *used)
+                           unsigned long long *used, unsigned long long *reserved)
 {
     if (fake_nvml_gpu_lost(g->index))
         return NVML_ERROR_GPU_IS_LOST;
@@ -189,26 +190,28 @@ static nvmlReturn_t memory(nvmlDevice_t device, const fake_gpu_t *g, unsigned lo
         if (rc != NVML_SUCCESS)
             return rc;
         *total = gp->memory_mib * MIB;
-        *used = 0; /* per-instance accounting is not emulated */
+        *used = 0;     /* per-instance accounting is not emulated */
+        *reserved = 0; /* nor a per-instance reservation */
         return NVML_SUCCESS;
     }
     *total = g->model->memory_bytes;
+    *reserved = fake_mem_reserved(g->index);
     *used = fake_mem_used(g->index);
-    if (*used > *total)
-        *used = *total;
+    if (*used > *total - *reserved)
+        *used = *total - *reserved;
     return NVML_SUCCESS;
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *mem)
 {
     DEVICE_ARGS(device, mem, g);
-    unsigned long long total, used;
-    nvmlReturn_t rc = memory(device, g, &total, &used);
+    unsigned long long total, used, reserved;
+    nvmlReturn_t rc = memory(device, g, &total, &used, &reserved);
     if (rc != NVML_SUCCESS)
         return rc;
     mem->total = total;
-    mem->used = used;
-    mem->free = total - used;
+    mem->used = used + reserved; /* "Sum of Reserved and Allocated device memory" */
+    mem->free = total - mem->used;
     return NVML_SUCCESS;
 }
 
@@ -217,21 +220,22 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory
     DEVICE_ARGS(device, mem, g);
     if (mem->version != nvmlMemory_v2)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    unsigned long long total, used;
-    nvmlReturn_t rc = memory(device, g, &total, &used);
+    unsigned long long total, used, reserved;
+    nvmlReturn_t rc = memory(device, g, &total, &used, &reserved);
     if (rc != NVML_SUCCESS)
         return rc;
     /* Inside a driver memory partition, v2 accounts for it (nvml.h): the cgroup's hard limit is its total
-     * and its own use is what is used. v1 keeps the device's view. */
+     * and its own use is what is used; the driver's reservation is outside it. v1 keeps the device's view. */
     uint64_t hard, part_used;
     if (!device->is_mig && fake_mem_partition(g->index, &hard, &part_used) && hard < total) {
         total = hard;
         used = part_used < hard ? part_used : hard;
+        reserved = 0;
     }
     mem->total = total;
-    mem->reserved = 0;
+    mem->reserved = reserved;
     mem->used = used;
-    mem->free = total - used;
+    mem->free = total - reserved - used;
     return NVML_SUCCESS;
 }
 
