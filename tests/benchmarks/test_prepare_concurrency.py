@@ -41,7 +41,15 @@ import pytest
 from support.apiserver_standin import ApiServerStandIn
 from support.mounts import unmount_under
 from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess
-from support.prepare_bench import InProcessNode, cpu_seconds, pct, run_rounds, sampled, soft_results
+from support.prepare_bench import (
+    InProcessNode,
+    cpu_seconds,
+    pct,
+    run_rounds,
+    sampled,
+    second_process,
+    soft_results,
+)
 
 CONCURRENT = 8
 REPEATS = int(os.environ.get("CARVE_BENCH_REPEATS", "5"))
@@ -129,6 +137,30 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     plugin = PluginProcess(node, "0=soft,1=soft,exclusive", extra=extra).start()
     kept, dialing = Kubelet(node, keep_connection=True), Kubelet(node)
     mine, served = (lambda: cpu_seconds(os.getpid())), (lambda: cpu_seconds(plugin.proc.pid))
+    # "two processes": a second plugin process on the same plugin directory (a rolling update's state),
+    # each claim to one of the two by its index, 4 of a round's 8 each: the upper bound of what more than
+    # one interpreter gains (sixth pass).
+    twin_node = FakeNode(tmp_path / "twin")
+    twin_node.run_dir, twin_node.cdi_dir = run_base / "twin-run", run_base / "twin-cdi"
+    twin_first = PluginProcess(twin_node, "0=soft,1=soft,exclusive", extra=extra).start()
+    twin_second, first_view = second_process(twin_node, twin_first, "0=soft,1=soft,exclusive", extra)
+    twins = (Kubelet(first_view, keep_connection=True), Kubelet(twin_node, keep_connection=True))
+
+    def twin_of(claim) -> Kubelet:
+        return twins[int(claim[1].rsplit("-", 1)[1]) % 2]
+
+    def twin_unprepare(claims) -> None:
+        for k in twins:
+            mine_ = [c for c in claims if twin_of(c) is k]
+            if mine_:
+                errors = {u: e for u, e in k.unprepare(mine_).items() if e}
+                assert not errors, errors
+
+    both = lambda: cpu_seconds(twin_first.proc.pid) + cpu_seconds(twin_second.proc.pid)  # noqa: E731
+    if cluster == "file":
+        twin_put = twin_node.put_claim
+    else:
+        twin_put = put_claim
     paths = {
         "in process": (local.put_claim, local.prepare_one, local.unprepare, mine),
         "socket": (
@@ -143,6 +175,7 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
             lambda cs: dialing.unprepare(cs),
             served,
         ),
+        "two processes": (twin_put, lambda c: twin_of(c).prepare([c])[c[2]]["error"], twin_unprepare, both),
     }
     results: dict[tuple[str, str], list[list[float]]] = {}
     cpu: dict[tuple[str, str], list[float]] = {}
@@ -152,7 +185,7 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
                 order = list(paths) if rep % 2 == 0 else list(reversed(paths))
                 for path in order:
                     for label, width in WIDTHS.items():
-                        if path == "socket, a dial per call" and width == 1:
+                        if path in ("socket, a dial per call", "two processes") and width == 1:
                             continue
                         put, prepare_one, unprepare, clock = paths[path]
                         results.setdefault((path, label), []).append(
@@ -169,6 +202,10 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     finally:
         kept.close()
         plugin.stop()
+        for k in twins:
+            k.close()
+        twin_second.stop()
+        twin_first.stop()
         if server is not None:
             server.stop()
         unmount_under(run_base)

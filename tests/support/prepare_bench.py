@@ -173,3 +173,53 @@ def sampled(pid: int, out_dir: str | None, name: str = "plugin.folded") -> Itera
         if spy is not None:
             spy.send_signal(2)  # SIGINT: py-spy writes what it sampled and exits
             spy.wait(timeout=30)
+
+
+class _SocketView:
+    """What a Kubelet (tests/support/plugin_harness.py) reads of a node: the directory holding dra.sock and
+    the registry directory. Lets a fake kubelet talk to a plugin process whose socket was moved aside."""
+
+    def __init__(self, plugin_dir: Path, registry_dir: Path):
+        self.plugin_dir = plugin_dir
+        self.registry_dir = registry_dir
+
+
+def second_process(node, first, strategy: str, extra: tuple = ()):
+    """A second plugin process on `first`'s plugin directory (run, CDI and cluster alike), as during a
+    rolling update: the upper bound of what more than one interpreter gains (issue 30, sixth pass).
+
+    Both processes bind <plugin-dir>/dra.sock, so the first one's socket is renamed aside (a bound unix
+    socket keeps serving under its new name) and reached through a directory whose dra.sock links to it;
+    the second process registers in a registry directory of its own. Returns (second PluginProcess, the
+    view of the first's socket to hand a Kubelet); the node itself now reaches the second process."""
+    from support.plugin_harness import PluginProcess
+
+    moved = node.plugin_dir / "dra1.sock"
+    (node.plugin_dir / names.DRA_SOCKET).rename(moved)
+    view = node.root / "v1"
+    view.mkdir(exist_ok=True)
+    link = view / names.DRA_SOCKET
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(moved)
+    registry = node.root / "r2"  # short: a unix socket path has at most 107 bytes
+    registry.mkdir(exist_ok=True)
+    args_node = _SecondNode(node, registry)
+    second = PluginProcess(args_node, strategy, extra=extra)
+    second.log_path = node.root / "plugin-second.log"
+    second.start()
+    return second, _SocketView(view, node.registry_dir)
+
+
+class _SecondNode:
+    """`node` with its own registry directory: what PluginProcess reads to start a second process."""
+
+    def __init__(self, node, registry: Path):
+        self._node = node
+        self.registry_dir = registry
+        self.root = node.root
+
+    def args(self, strategy: str, *extra: str) -> list[str]:
+        args = self._node.args(strategy, *extra)
+        args[args.index("--registry-dir") + 1] = str(self.registry_dir)
+        return args
