@@ -109,14 +109,17 @@ def run_rounds(
     batches: list[list],
     cpu: Callable[[], float] | None = None,
     spent: list[float] | None = None,
+    client: tuple[Callable[[], float], list[float]] | None = None,
 ) -> list[float]:
     """Each batch: one thread per item released together by a barrier, one prepare each; then the batch is
     unprepared (outside the timing). Returns every prepare's latency; any prepare error fails. With `cpu`
-    (a process's CPU seconds so far), the CPU time of each batch's prepares is appended to `spent`."""
+    (a process's CPU seconds so far), the CPU time of each batch's prepares is appended to `spent`; with
+    `client` (another clock, its list), the same for that clock (the fake kubelet's and API server's)."""
     latencies: list[float] = []
     lock = threading.Lock()
     for batch in batches:
         before = cpu() if cpu else 0.0
+        client_before = client[0]() if client else 0.0
         gate = threading.Barrier(len(batch))
         errors: list[str] = []
 
@@ -137,6 +140,8 @@ def run_rounds(
             t.join()
         if cpu and spent is not None:
             spent.append(cpu() - before)
+        if client:
+            client[1].append(client[0]() - client_before)
         assert not errors, errors[:3]
         unprepare_all(batch)
     return latencies
