@@ -160,11 +160,10 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
                 errors = {u: e for u, e in k.unprepare(mine_).items() if e}
                 assert not errors, errors
 
-    both = lambda: cpu_seconds(twin_first.proc.pid) + cpu_seconds(twin_second.proc.pid)  # noqa: E731
-    if cluster == "file":
-        twin_put = twin_node.put_claim
-    else:
-        twin_put = put_claim
+    def both() -> float:
+        return cpu_seconds(twin_first.proc.pid) + cpu_seconds(twin_second.proc.pid)
+
+    twin_put = twin_node.put_claim if cluster == "file" else put_claim
     paths = {
         "in process": (local.put_claim, local.prepare_one, local.unprepare, mine),
         "socket": (

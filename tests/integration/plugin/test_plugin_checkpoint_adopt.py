@@ -12,7 +12,13 @@ import random
 
 import pytest
 
-from driver.plugin.state.checkpoint import STATE_COMPLETED, STATE_STARTED, Checkpoint, ClaimRecord, DeviceRecord
+from driver.plugin.state.checkpoint import (
+    STATE_COMPLETED,
+    STATE_STARTED,
+    Checkpoint,
+    ClaimRecord,
+    DeviceRecord,
+)
 
 
 def record(uid: str, state: str = STATE_COMPLETED) -> ClaimRecord:
