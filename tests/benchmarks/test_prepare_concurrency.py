@@ -25,8 +25,9 @@ writing its status go through the real `kubernetes` client as in a cluster; CARV
 file-backed stand-in the earlier passes used (its status writes fsync in the plugin process). The plugin
 logs at CARVE_BENCH_LOG_LEVEL (default info, the chart's default).
 
-CARVE_BENCH_PROFILE=<dir> samples the plugin process with py-spy (when installed) while it serves, and
-writes the raw folded stacks there (docs/performance.md tells how they were read).
+CARVE_BENCH_PROFILE=<dir> samples the plugin process (and the two of "two processes") with py-spy (when
+installed) while they serve, and writes the raw folded stacks there (docs/performance.md tells how they
+were read).
 """
 
 from __future__ import annotations
@@ -184,7 +185,12 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     cpu: dict[tuple[str, str], list[float]] = {}
     client: dict[tuple[str, str], list[float]] = {}
     try:
-        with sampled(plugin.proc.pid, os.environ.get("CARVE_BENCH_PROFILE")):
+        profile = os.environ.get("CARVE_BENCH_PROFILE")
+        with (
+            sampled(plugin.proc.pid, profile),
+            sampled(twin_first.proc.pid, profile, "twin-first.folded"),
+            sampled(twin_second.proc.pid, profile, "twin-second.folded"),
+        ):
             for rep in range(REPEATS):
                 order = list(paths) if rep % 2 == 0 else list(reversed(paths))
                 for path in order:
