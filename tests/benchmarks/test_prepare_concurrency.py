@@ -44,6 +44,8 @@ from support.mounts import unmount_under
 from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess
 from support.prepare_bench import (
     InProcessNode,
+    PluginPair,
+    claim_index,
     cpu_seconds,
     pct,
     run_rounds,
@@ -144,27 +146,31 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     mine, served = (lambda: cpu_seconds(os.getpid())), (lambda: cpu_seconds(plugin.proc.pid))
     # "two processes": a second plugin process on the same plugin directory (a rolling update's state),
     # each claim to one of the two by its index, 4 of a round's 8 each: the upper bound of what more than
-    # one interpreter gains (sixth pass).
+    # one interpreter gains (sixth pass). "two processes, own directories": two plugin processes of two
+    # nodes, nothing shared, served the same way: what two processes cost without the shared checkpoint.
     twin_node = FakeNode(tmp_path / "twin")
     twin_node.run_dir, twin_node.cdi_dir = run_base / "twin-run", run_base / "twin-cdi"
     twin_first = PluginProcess(twin_node, "0=soft,1=soft,exclusive", extra=extra).start()
     twin_second, first_view = second_process(twin_node, twin_first, "0=soft,1=soft,exclusive", extra)
-    twins = (Kubelet(first_view, keep_connection=True), Kubelet(twin_node, keep_connection=True))
+    twins = PluginPair(
+        (Kubelet(first_view, keep_connection=True), Kubelet(twin_node, keep_connection=True)),
+        (twin_first.proc.pid, twin_second.proc.pid),
+    )
+    apart_nodes = [FakeNode(tmp_path / f"apart{i}") for i in range(2)]
+    for i, n in enumerate(apart_nodes):
+        n.run_dir, n.cdi_dir = run_base / f"apart{i}-run", run_base / f"apart{i}-cdi"
+    apart_procs = [PluginProcess(n, "0=soft,1=soft,exclusive", extra=extra).start() for n in apart_nodes]
+    apart = PluginPair(
+        tuple(Kubelet(n, keep_connection=True) for n in apart_nodes),
+        tuple(p.proc.pid for p in apart_procs),
+    )
+    twin_put, apart_put = put_claim, put_claim
+    if cluster == "file":
+        twin_put = twin_node.put_claim
 
-    def twin_of(claim) -> Kubelet:
-        return twins[int(claim[1].rsplit("-", 1)[1]) % 2]
+        def apart_put(name: str, results: list[dict]) -> tuple[str, str, str]:
+            return apart_nodes[claim_index(name) % 2].put_claim(name, results)
 
-    def twin_unprepare(claims) -> None:
-        for k in twins:
-            mine_ = [c for c in claims if twin_of(c) is k]
-            if mine_:
-                errors = {u: e for u, e in k.unprepare(mine_).items() if e}
-                assert not errors, errors
-
-    def both() -> float:
-        return cpu_seconds(twin_first.proc.pid) + cpu_seconds(twin_second.proc.pid)
-
-    twin_put = twin_node.put_claim if cluster == "file" else put_claim
     paths = {
         "in process": (local.put_claim, local.prepare_one, local.unprepare, mine),
         "socket": (
@@ -179,7 +185,8 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
             lambda cs: dialing.unprepare(cs),
             served,
         ),
-        "two processes": (twin_put, lambda c: twin_of(c).prepare([c])[c[2]]["error"], twin_unprepare, both),
+        "two processes": (twin_put, twins.prepare_one, twins.unprepare, twins.cpu),
+        "two processes, own directories": (apart_put, apart.prepare_one, apart.unprepare, apart.cpu),
     }
     results: dict[tuple[str, str], list[list[float]]] = {}
     cpu: dict[tuple[str, str], list[float]] = {}
@@ -195,7 +202,7 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
                 order = list(paths) if rep % 2 == 0 else list(reversed(paths))
                 for path in order:
                     for label, width in WIDTHS.items():
-                        if path in ("socket, a dial per call", "two processes") and width == 1:
+                        if path not in ("in process", "socket") and width == 1:
                             continue
                         put, prepare_one, unprepare, clock = paths[path]
                         results.setdefault((path, label), []).append(
@@ -204,7 +211,7 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
                                 prepare_one,
                                 unprepare,
                                 width,
-                                f"{rep}{path[:2]}{width}",
+                                f"{rep}p{list(paths).index(path)}w{width}",
                                 clock,
                                 cpu.setdefault((path, label), []),
                                 client.setdefault((path, label), []),
@@ -213,10 +220,10 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     finally:
         kept.close()
         plugin.stop()
-        for k in twins:
-            k.close()
-        twin_second.stop()
-        twin_first.stop()
+        twins.close()
+        apart.close()
+        for p in (twin_second, twin_first, *apart_procs):
+            p.stop()
         if server is not None:
             server.stop()
         unmount_under(run_base)
@@ -245,7 +252,7 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
         p50, p99, pooled = summary(blocks)
         pool = [v for b in blocks for v in b]
         line = (
-            f"[bench]   {path + ', ' + label:36s} p50 {p50 * 1e3:7.2f} ms  p99 {p99 * 1e3:7.2f} ms  "
+            f"[bench]   {path + ', ' + label:42s} p50 {p50 * 1e3:7.2f} ms  p99 {p99 * 1e3:7.2f} ms  "
             f"pooled p99 {pooled * 1e3:7.2f} ms  CPU {sum(cpu[(path, label)]) / len(pool) * 1e3:5.2f} ms"
         )
         if path != "in process":

@@ -228,3 +228,36 @@ class _SecondNode:
         args = self._node.args(strategy, *extra)
         args[args.index("--registry-dir") + 1] = str(self.registry_dir)
         return args
+
+
+def claim_index(name: str) -> int:
+    """The index a benchmark claim's name ends with (`<tag>-<i>`)."""
+    return int(name.rsplit("-", 1)[1])
+
+
+class PluginPair:
+    """Two plugin processes served as one node by a fake kubelet: each claim to one of them by its index
+    (4 of a round's 8 each); CPU is both processes' together."""
+
+    def __init__(self, kubelets: tuple, pids: tuple[int, int]):
+        self.kubelets = kubelets
+        self.pids = pids
+
+    def kubelet(self, claim: tuple[str, str, str]):
+        return self.kubelets[claim_index(claim[1]) % 2]
+
+    def prepare_one(self, claim: tuple[str, str, str]) -> str:
+        return self.kubelet(claim).prepare([claim])[claim[2]]["error"]
+
+    def unprepare(self, claims: list) -> None:
+        for k in self.kubelets:
+            mine = [c for c in claims if self.kubelet(c) is k]
+            errors = {u: e for u, e in (k.unprepare(mine) if mine else {}).items() if e}
+            assert not errors, errors
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(pid) for pid in self.pids)
+
+    def close(self) -> None:
+        for k in self.kubelets:
+            k.close()
