@@ -405,8 +405,7 @@ class Checkpoint:
             return self._move_aside(f"unreadable: {e}") if move_aside else Loaded({}, "corrupt", str(e))
         if raw_bytes is None and not log_bytes.strip():
             self._seq = self._snapshot_seq = self._log_records = 0
-            self._log_end = len(log_bytes)
-            return Loaded({}, "missing")
+            return Loaded({}, "missing")  # the log's end stays unknown until a snapshot is written
         try:
             claims, boot_id = self._decode(raw_bytes, log_bytes)
         except (CheckpointError, ValueError, KeyError, TypeError) as e:

@@ -156,3 +156,27 @@ def test_interleaved_writers_adopt_exactly_what_a_whole_load_reads(tmp_path, see
                 assert other.state == truth
     finally:
         cpmod.COMPACT_MIN = old
+
+
+def test_after_a_failed_append_the_next_adoption_reads_the_files_whole(tmp_path, monkeypatch):
+    # A full disk mid-append: the caller's state may now hold a change the files lack, so applying the
+    # other process's records to it would carry that change on; the next adoption must read the files.
+    import errno
+
+    from driver.plugin.state import checkpoint as cpmod
+
+    path = tmp_path / "checkpoint.json"
+    mine, other = Writer(path), Writer(path)
+    mine.put("a")
+
+    def full(_fd, _data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cpmod.os, "write", full)
+    mine.state["b"] = record("b")
+    with pytest.raises(OSError):
+        mine.cp.save(mine.state, ["b"])  # b is in mine.state, not in the files
+    monkeypatch.undo()
+    other.put("x")
+    loaded = mine.cp.reload_if_changed(mine.state)
+    assert loaded.status == "ok" and set(loaded.claims) == {"a", "x"}  # the files' truth: no b
