@@ -25,8 +25,9 @@ writing its status go through the real `kubernetes` client as in a cluster; CARV
 file-backed stand-in the earlier passes used (its status writes fsync in the plugin process). The plugin
 logs at CARVE_BENCH_LOG_LEVEL (default info, the chart's default).
 
-CARVE_BENCH_PROFILE=<dir> samples the plugin process with py-spy (when installed) while it serves, and
-writes the raw folded stacks there (docs/performance.md tells how they were read).
+CARVE_BENCH_PROFILE=<dir> samples the plugin process (and the two of "two processes") with py-spy (when
+installed) while they serve, and writes the raw folded stacks there (docs/performance.md tells how they
+were read).
 """
 
 from __future__ import annotations
@@ -41,7 +42,17 @@ import pytest
 from support.apiserver_standin import ApiServerStandIn
 from support.mounts import unmount_under
 from support.plugin_harness import FAKE_LIB_READY, FakeNode, Kubelet, PluginProcess
-from support.prepare_bench import InProcessNode, cpu_seconds, pct, run_rounds, sampled, soft_results
+from support.prepare_bench import (
+    InProcessNode,
+    PluginPair,
+    claim_index,
+    cpu_seconds,
+    pct,
+    run_rounds,
+    sampled,
+    second_process,
+    soft_results,
+)
 
 CONCURRENT = 8
 REPEATS = int(os.environ.get("CARVE_BENCH_REPEATS", "5"))
@@ -50,13 +61,17 @@ GOAL_P99_S = 0.010
 WIDTHS = {"idle": 1, "8 at once": CONCURRENT}
 
 
-def block(put_claim, prepare_one, unprepare, width: int, tag: str, cpu, spent: list[float]) -> list[float]:
-    """BLOCK_ROUNDS * CONCURRENT fresh claims prepared in rounds of `width`; the serving process's CPU time
-    of the prepares is added to `spent`."""
+def block(
+    put_claim, prepare_one, unprepare, width: int, tag: str, cpu, spent: list[float], client: list[float]
+) -> list[float]:
+    """BLOCK_ROUNDS * CONCURRENT fresh claims prepared in rounds of `width`; the serving processes' CPU time
+    of the prepares is added to `spent`, this process's (fake kubelet, API stand-in) to `client`."""
     count = BLOCK_ROUNDS * CONCURRENT
     claims = [put_claim(f"{tag}-{i}", soft_results(i)) for i in range(count)]
     batches = [claims[i : i + width] for i in range(0, count, width)]
-    return run_rounds(prepare_one, unprepare, batches, cpu, spent)
+    return run_rounds(
+        prepare_one, unprepare, batches, cpu, spent, client=(lambda: cpu_seconds(os.getpid()), client)
+    )
 
 
 def filesystem(path: Path) -> str:
@@ -129,6 +144,33 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     plugin = PluginProcess(node, "0=soft,1=soft,exclusive", extra=extra).start()
     kept, dialing = Kubelet(node, keep_connection=True), Kubelet(node)
     mine, served = (lambda: cpu_seconds(os.getpid())), (lambda: cpu_seconds(plugin.proc.pid))
+    # "two processes": a second plugin process on the same plugin directory (a rolling update's state),
+    # each claim to one of the two by its index, 4 of a round's 8 each: the upper bound of what more than
+    # one interpreter gains (sixth pass). "two processes, own directories": two plugin processes of two
+    # nodes, nothing shared, served the same way: what two processes cost without the shared checkpoint.
+    twin_node = FakeNode(tmp_path / "twin")
+    twin_node.run_dir, twin_node.cdi_dir = run_base / "twin-run", run_base / "twin-cdi"
+    twin_first = PluginProcess(twin_node, "0=soft,1=soft,exclusive", extra=extra).start()
+    twin_second, first_view = second_process(twin_node, twin_first, "0=soft,1=soft,exclusive", extra)
+    twins = PluginPair(
+        (Kubelet(first_view, keep_connection=True), Kubelet(twin_node, keep_connection=True)),
+        (twin_first.proc.pid, twin_second.proc.pid),
+    )
+    apart_nodes = [FakeNode(tmp_path / f"apart{i}") for i in range(2)]
+    for i, n in enumerate(apart_nodes):
+        n.run_dir, n.cdi_dir = run_base / f"apart{i}-run", run_base / f"apart{i}-cdi"
+    apart_procs = [PluginProcess(n, "0=soft,1=soft,exclusive", extra=extra).start() for n in apart_nodes]
+    apart = PluginPair(
+        tuple(Kubelet(n, keep_connection=True) for n in apart_nodes),
+        tuple(p.proc.pid for p in apart_procs),
+    )
+    twin_put, apart_put = put_claim, put_claim
+    if cluster == "file":
+        twin_put = twin_node.put_claim
+
+        def apart_put(name: str, results: list[dict]) -> tuple[str, str, str]:
+            return apart_nodes[claim_index(name) % 2].put_claim(name, results)
+
     paths = {
         "in process": (local.put_claim, local.prepare_one, local.unprepare, mine),
         "socket": (
@@ -143,16 +185,24 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
             lambda cs: dialing.unprepare(cs),
             served,
         ),
+        "two processes": (twin_put, twins.prepare_one, twins.unprepare, twins.cpu),
+        "two processes, own directories": (apart_put, apart.prepare_one, apart.unprepare, apart.cpu),
     }
     results: dict[tuple[str, str], list[list[float]]] = {}
     cpu: dict[tuple[str, str], list[float]] = {}
+    client: dict[tuple[str, str], list[float]] = {}
     try:
-        with sampled(plugin.proc.pid, os.environ.get("CARVE_BENCH_PROFILE")):
+        profile = os.environ.get("CARVE_BENCH_PROFILE")
+        with (
+            sampled(plugin.proc.pid, profile),
+            sampled(twin_first.proc.pid, profile, "twin-first.folded"),
+            sampled(twin_second.proc.pid, profile, "twin-second.folded"),
+        ):
             for rep in range(REPEATS):
                 order = list(paths) if rep % 2 == 0 else list(reversed(paths))
                 for path in order:
                     for label, width in WIDTHS.items():
-                        if path == "socket, a dial per call" and width == 1:
+                        if path not in ("in process", "socket") and width == 1:
                             continue
                         put, prepare_one, unprepare, clock = paths[path]
                         results.setdefault((path, label), []).append(
@@ -161,14 +211,19 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
                                 prepare_one,
                                 unprepare,
                                 width,
-                                f"{rep}{path[:2]}{width}",
+                                f"{rep}p{list(paths).index(path)}w{width}",
                                 clock,
                                 cpu.setdefault((path, label), []),
+                                client.setdefault((path, label), []),
                             )
                         )
     finally:
         kept.close()
         plugin.stop()
+        twins.close()
+        apart.close()
+        for p in (twin_second, twin_first, *apart_procs):
+            p.stop()
         if server is not None:
             server.stop()
         unmount_under(run_base)
@@ -189,16 +244,20 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     )
     print(f"[bench]   API server: {api}; plugin log level {log_level}")
     print(
-        "[bench]   (median of the blocks' p50 / p99, pooled p99; CPU: the serving process's CPU time per "
-        "prepare, the test process's in process; socket: x the lower bound's medians)"
+        "[bench]   (median of the blocks' p50 / p99, pooled p99; CPU: the serving processes' CPU time per "
+        "prepare, the test process's in process; +client: the test process's (fake kubelet, API stand-in) "
+        "on the other paths; x the lower bound's medians)"
     )
     for (path, label), blocks in results.items():
         p50, p99, pooled = summary(blocks)
         pool = [v for b in blocks for v in b]
         line = (
-            f"[bench]   {path + ', ' + label:36s} p50 {p50 * 1e3:7.2f} ms  p99 {p99 * 1e3:7.2f} ms  "
+            f"[bench]   {path + ', ' + label:42s} p50 {p50 * 1e3:7.2f} ms  p99 {p99 * 1e3:7.2f} ms  "
             f"pooled p99 {pooled * 1e3:7.2f} ms  CPU {sum(cpu[(path, label)]) / len(pool) * 1e3:5.2f} ms"
         )
+        if path != "in process":
+            line += f" +client {sum(client[(path, label)]) / len(pool) * 1e3:5.2f} ms"
+
         if path != "in process":
             base50, base99, _ = summary(results[("in process", label)])
             line += f"  ({p50 / base50:4.1f}x / {p99 / base99:4.1f}x)"

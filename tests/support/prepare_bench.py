@@ -109,14 +109,17 @@ def run_rounds(
     batches: list[list],
     cpu: Callable[[], float] | None = None,
     spent: list[float] | None = None,
+    client: tuple[Callable[[], float], list[float]] | None = None,
 ) -> list[float]:
     """Each batch: one thread per item released together by a barrier, one prepare each; then the batch is
     unprepared (outside the timing). Returns every prepare's latency; any prepare error fails. With `cpu`
-    (a process's CPU seconds so far), the CPU time of each batch's prepares is appended to `spent`."""
+    (a process's CPU seconds so far), the CPU time of each batch's prepares is appended to `spent`; with
+    `client` (another clock, its list), the same for that clock (the fake kubelet's and API server's)."""
     latencies: list[float] = []
     lock = threading.Lock()
     for batch in batches:
         before = cpu() if cpu else 0.0
+        client_before = client[0]() if client else 0.0
         gate = threading.Barrier(len(batch))
         errors: list[str] = []
 
@@ -137,6 +140,8 @@ def run_rounds(
             t.join()
         if cpu and spent is not None:
             spent.append(cpu() - before)
+        if client:
+            client[1].append(client[0]() - client_before)
         assert not errors, errors[:3]
         unprepare_all(batch)
     return latencies
@@ -173,3 +178,86 @@ def sampled(pid: int, out_dir: str | None, name: str = "plugin.folded") -> Itera
         if spy is not None:
             spy.send_signal(2)  # SIGINT: py-spy writes what it sampled and exits
             spy.wait(timeout=30)
+
+
+class _SocketView:
+    """What a Kubelet (tests/support/plugin_harness.py) reads of a node: the directory holding dra.sock and
+    the registry directory. Lets a fake kubelet talk to a plugin process whose socket was moved aside."""
+
+    def __init__(self, plugin_dir: Path, registry_dir: Path):
+        self.plugin_dir = plugin_dir
+        self.registry_dir = registry_dir
+
+
+def second_process(node, first, strategy: str, extra: tuple = ()):
+    """A second plugin process on `first`'s plugin directory (run, CDI and cluster alike), as during a
+    rolling update: the upper bound of what more than one interpreter gains (issue 30, sixth pass).
+
+    Both processes bind <plugin-dir>/dra.sock, so the first one's socket is renamed aside (a bound unix
+    socket keeps serving under its new name) and reached through a directory whose dra.sock links to it;
+    the second process registers in a registry directory of its own. Returns (second PluginProcess, the
+    view of the first's socket to hand a Kubelet); the node itself now reaches the second process."""
+    from support.plugin_harness import PluginProcess
+
+    moved = node.plugin_dir / "dra1.sock"
+    (node.plugin_dir / names.DRA_SOCKET).rename(moved)
+    view = node.root / "v1"
+    view.mkdir(exist_ok=True)
+    link = view / names.DRA_SOCKET
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(moved)
+    registry = node.root / "r2"  # short: a unix socket path has at most 107 bytes
+    registry.mkdir(exist_ok=True)
+    args_node = _SecondNode(node, registry)
+    second = PluginProcess(args_node, strategy, extra=extra)
+    second.log_path = node.root / "plugin-second.log"
+    second.start()
+    return second, _SocketView(view, node.registry_dir)
+
+
+class _SecondNode:
+    """`node` with its own registry directory: what PluginProcess reads to start a second process."""
+
+    def __init__(self, node, registry: Path):
+        self._node = node
+        self.registry_dir = registry
+        self.root = node.root
+
+    def args(self, strategy: str, *extra: str) -> list[str]:
+        args = self._node.args(strategy, *extra)
+        args[args.index("--registry-dir") + 1] = str(self.registry_dir)
+        return args
+
+
+def claim_index(name: str) -> int:
+    """The index a benchmark claim's name ends with (`<tag>-<i>`)."""
+    return int(name.rsplit("-", 1)[1])
+
+
+class PluginPair:
+    """Two plugin processes served as one node by a fake kubelet: each claim to one of them by its index
+    (4 of a round's 8 each); CPU is both processes' together."""
+
+    def __init__(self, kubelets: tuple, pids: tuple[int, int]):
+        self.kubelets = kubelets
+        self.pids = pids
+
+    def kubelet(self, claim: tuple[str, str, str]):
+        return self.kubelets[claim_index(claim[1]) % 2]
+
+    def prepare_one(self, claim: tuple[str, str, str]) -> str:
+        return self.kubelet(claim).prepare([claim])[claim[2]]["error"]
+
+    def unprepare(self, claims: list) -> None:
+        for k in self.kubelets:
+            mine = [c for c in claims if self.kubelet(c) is k]
+            errors = {u: e for u, e in (k.unprepare(mine) if mine else {}).items() if e}
+            assert not errors, errors
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(pid) for pid in self.pids)
+
+    def close(self) -> None:
+        for k in self.kubelets:
+            k.close()

@@ -480,7 +480,7 @@ class Preparer:
 
         Without this, our next save would drop the claims the other process prepared meanwhile.
         """
-        loaded = self.checkpoint.reload_if_changed()
+        loaded = self.checkpoint.reload_if_changed(self.state)
         if loaded is None:
             return
         if loaded.status == "ok":
