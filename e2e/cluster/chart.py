@@ -29,31 +29,23 @@ NO_DRA_SETS = (
 )
 
 
+CHART = REPO / "helm" / "carve"
+
+
+def helm_template(release: str, version: Version, *args: str) -> str:
+    """`helm template` of helm/carve for `version` with the fake-GPU values, then `args`."""
+    argv = [str(HELM), "template", release, str(CHART), "--namespace", NAMESPACE]
+    argv += ["--kube-version", version.patch.lstrip("v"), "-f", str(CHART / "ci" / "fake-gpus-values.yaml")]
+    return subprocess.run([*argv, *args], check=True, capture_output=True, text=True).stdout
+
+
 def render_chart(version: Version, *sets: str) -> str:
     """`helm template` of helm/carve as the e2e installs it (fake GPUs, the node label the kubelets set;
     on a minor without DRA, the DRA pieces off)."""
-    argv = [
-        str(HELM),
-        "template",
-        RELEASE,
-        str(REPO / "helm" / "carve"),
-        "--namespace",
-        NAMESPACE,
-        "--kube-version",
-        version.patch.lstrip("v"),
-        "-f",
-        str(REPO / "helm" / "carve" / "ci" / "fake-gpus-values.yaml"),
-        # The plugin pod's containers are emulated (fake CRI): nothing to pull, no probes to answer.
-        "--set",
-        "image.pullPolicy=IfNotPresent",
-        "--set",
-        "plugin.healthzPort=0",
-        "--set",
-        "plugin.metricsPort=0",
-    ]
-    for s in (*(() if version.dra else NO_DRA_SETS), *sets):
-        argv += ["--set", s]
-    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    # The plugin pod's containers are emulated (fake CRI): nothing to pull, no probes to answer.
+    fixed = ("image.pullPolicy=IfNotPresent", "plugin.healthzPort=0", "plugin.metricsPort=0")
+    every = (*fixed, *(() if version.dra else NO_DRA_SETS), *sets)
+    return helm_template(RELEASE, version, *(arg for s in every for arg in ("--set", s)))
 
 
 def without_plugin_daemonset(rendered: str) -> str:
@@ -132,20 +124,6 @@ def node_daemonset(version: Version, node: Node, image: Image, api_port: int) ->
     }
     path = node.root / "chart-values.yaml"
     path.write_text(yaml.safe_dump(values))
-    argv = [
-        str(HELM),
-        "template",
-        f"{RELEASE}-{node.name}",
-        str(REPO / "helm" / "carve"),
-        "--namespace",
-        NAMESPACE,
-        "--kube-version",
-        version.patch.lstrip("v"),
-        "--show-only",
-        "templates/daemonset.yaml",
-        "-f",
-        str(REPO / "helm" / "carve" / "ci" / "fake-gpus-values.yaml"),
-        "-f",
-        str(path),
-    ]
-    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    return helm_template(
+        f"{RELEASE}-{node.name}", version, "--show-only", "templates/daemonset.yaml", "-f", str(path)
+    )
