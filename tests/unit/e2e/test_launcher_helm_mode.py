@@ -11,7 +11,7 @@ import pytest
 import yaml
 from support.helm_render import FAKE_VALUES, env_of, one, plugin_container, render
 
-from e2e.cluster.chart import SERVICE_ACCOUNT, node_values
+from e2e.cluster.chart import RELEASE, SERVICE_ACCOUNT, node_daemonset, node_values
 from e2e.cluster.images import Image
 from e2e.cluster.launcher import PLUGIN_MODES, Cluster
 from e2e.cluster.nodes import Node, NodeSpec
@@ -65,3 +65,15 @@ def test_helm_mode_is_refused_for_more_than_one_node(tmp_path: Path):
     c = Cluster(resolve("1.37"), tmp_path, specs=specs, plugin_mode="helm")
     with pytest.raises(StartError, match="one release, for exactly one node"):
         c.start_checks()
+
+
+def test_plugin_mode_daemonset_renders_one_daemonset_per_node_under_its_own_release(node: Node):
+    """node_daemonset: the chart's DaemonSet alone, named and selected by a release of the node's own, on
+    the node's hostPaths, with the main release's ServiceAccount (which it does not create)."""
+    node.root.mkdir(parents=True)
+    (ds,) = [d for d in yaml.safe_load_all(node_daemonset(resolve("1.37"), node, IMAGE, 6443)) if d]
+    assert ds["kind"] == "DaemonSet" and ds["metadata"]["name"].startswith(f"{RELEASE}-{node.name}")
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT
+    assert pod["nodeSelector"] == {"kubernetes.io/hostname": node.name}
+    assert str(node.plugin_dir) in {v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
