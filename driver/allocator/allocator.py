@@ -56,6 +56,9 @@ class Allocator:
         self.ledger = Ledger()
         self._pool_versions: dict[tuple[str, str], int] = {}  # bumped when a pool's holdings change
         self._claims: dict[str, list[tuple[tuple[str, str, str], dict[str, int] | None, bool]]] = {}
+        # how many recorded claims hold each exclusive device: two can (a double allocation the API
+        # let through), and the device stays in use until the last of them is gone
+        self._holders: dict[tuple[str, str, str], int] = {}
         self._counts = {"claims_allocated": 0, "claims_unallocatable": 0, "search_steps": 0,
                         "searches_skipped": 0}
         self._set_slices(slices)
@@ -132,7 +135,9 @@ class Allocator:
                     self._share(key, consumed, +1)
                     held.append((key, consumed, True))
                 else:
-                    if key not in self.ledger.in_use:
+                    holders = self._holders.get(key, 0)
+                    self._holders[key] = holders + 1
+                    if not holders:
                         self.ledger.in_use.add(key)
                         self._count(key, +1)
                     held.append((key, None, False))
@@ -144,7 +149,12 @@ class Allocator:
                 self._touch(key)
                 if shared:
                     self._share(key, consumed or {}, -1)
-                elif key in self.ledger.in_use:
+                    continue
+                left = self._holders[key] - 1
+                if left:
+                    self._holders[key] = left
+                else:
+                    del self._holders[key]
                     self.ledger.in_use.discard(key)
                     self._count(key, -1)
 

@@ -127,23 +127,20 @@ def _explain(err: BaseException) -> str:
         if exc_type is CelFunctionError:  # returned by cel_library._soft, already worded
             return str(text)
         if text == "evaluation error" and isinstance(args, tuple) and args:
-            # CompiledRunner wraps the real error: CELEvalError("evaluation error", type, inner.args)
-            inner = args[0] if isinstance(args[0], BaseException) else celpy.CELEvalError(*args)
-            return _explain(inner)
+            # CompiledRunner wraps the real error: CELEvalError("evaluation error", type, inner.args);
+            # the inner error is cel-python's own CELEvalError (its args are text, type, args) or a
+            # Python error of the transpiled code, whose args are its message
+            return _explain(celpy.CELEvalError(*args))
         if exc_type is KeyError or "no such" in str(text):
             key = args[0] if isinstance(args, tuple) and args else None
             detail = str(text).replace("no such member in mapping: ", "no such key: ")
             if key is not None and "no such key" in detail and str(key) not in detail:
                 detail = f"no such key: {key}"
             return detail
-        if isinstance(args, tuple) and args and isinstance(args[0], BaseException):
-            return _explain(args[0])
         if isinstance(args, tuple) and args:
             return f"{text}: {', '.join(str(a) for a in args)}"
         return str(text)
-    if isinstance(err, CelFunctionError):
-        return str(err)
-    return f"{type(err).__name__}: {err}"
+    return f"{type(err).__name__}: {err}"  # a plain Python error out of the interpreted runner
 
 
 class Runners:
@@ -175,8 +172,7 @@ class Program:
                 result = self._metered(device)
         except cel_cost.CostLimitExceeded as e:
             raise CelError(self.expression, str(e)) from None
-        except CelFunctionError as e:
-            raise CelError(self.expression, f"CEL runtime error: {e}") from None
+        # a library function's error is not raised: cel_library._soft returns it as CEL's error value
         except celpy.CELEvalError as e:
             raise CelError(self.expression, f"CEL runtime error: {_explain(e)}") from None
         except Exception as e:  # cel-python surfaces some evaluation failures as plain Python errors

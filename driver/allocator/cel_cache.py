@@ -49,12 +49,9 @@ def _raw(names: dict[str, Any], qualified: int, dev: Device, r: Read) -> Any:
     domain, name = r.domain, r.name
     if "/" in name:
         return dev.qualified()[qualified].get((domain, name), _MISSING)
-    full = names.get(r.qualified, _MISSING)
-    if domain == dev.driver:
-        bare = names.get(name, _MISSING)
-        if bare is not _MISSING:
-            return bare if full is _MISSING else dev.qualified()[qualified][(domain, name)]
-    return full
+    if domain == dev.driver and name in names:
+        return dev.qualified()[qualified][(domain, name)] if r.qualified in names else names[name]
+    return names.get(r.qualified, _MISSING)
 
 
 def input_key(reads: tuple[Read, ...], dev: Device, reads_id: int = -1) -> tuple:
@@ -70,10 +67,10 @@ def input_key(reads: tuple[Read, ...], dev: Device, reads_id: int = -1) -> tuple
         kind = r.kind
         if kind == "attr":
             raw = _raw(dev.attributes, 0, dev, r)
-            out.append(_MISSING if raw is _MISSING else _frozen(raw))
+            out.append(_frozen(raw))  # _MISSING's key: a tuple's, which no JSON value has
         elif kind == "cap":
             raw = _raw(dev.raw_capacity, 1, dev, r)
-            out.append(_MISSING if raw is _MISSING else _capacity_key(raw))
+            out.append(_capacity_key(raw))
         elif kind == "driver":
             out.append(dev.driver)
         elif kind == "multi":

@@ -119,6 +119,7 @@ def _function(name: str, target: Estimate | None, args: list[Estimate]) -> Estim
     operands = ([target] if target is not None else []) + args
     base = 1 + sum(o.cost for o in operands)
     first = operands[0].size if operands else 1
+    item = operands[0].item if operands else 1
     second = operands[1].size if len(operands) > 1 else 1
     if name in ("matches", "find"):
         return Estimate(base + regex_cost(first, second), first)
@@ -130,7 +131,7 @@ def _function(name: str, target: Estimate | None, args: list[Estimate]) -> Estim
     if name == "split":
         return Estimate(base + traversal_cost(first), first + 1, first)
     if name == "join":
-        return Estimate(base + traversal_cost(first * operands[0].item), first * (operands[0].item + second))
+        return Estimate(base + traversal_cost(first * item), first * (item + second))
     if name in ("lowerAscii", "upperAscii", "reverse", "trim", "substring", "charAt"):
         return Estimate(base + traversal_cost(first), first)
     if name in ("indexOf", "lastIndexOf", "contains", "startsWith", "endsWith"):
