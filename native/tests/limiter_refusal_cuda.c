@@ -10,6 +10,10 @@
  *     free                         cuMemFree_v2 of the last allocation kept; it stays kept when refused
  *     pitch WIDTH HEIGHT ELEMENT   cuMemAllocPitch_v2 (kept for `free`); also prints the pitch and what the
  *                                  driver holds on the device ("driver")
+ *     array W H                    cuArray3DCreate_v2 of W x H 4-byte texels, kept for `destroy`
+ *     mipmap W H LEVELS            cuMipmappedArrayCreate of W x H 4-byte texels, LEVELS levels, kept for `destroy`
+ *     destroy                      cuArrayDestroy or cuMipmappedArrayDestroy of the last array or mipmapped
+ *                                  array kept; it stays kept when refused
  *     env NAME=VALUE               setenv (the refusing driver reads its environment at each call)
  *     graph N                      a one-kernel graph the limiter has no record of, launched N times;
  *                                  "charged" is the blocks the limiter counted for them
@@ -44,6 +48,11 @@ int main(int argc, char **argv)
     setup();
     CUdeviceptr kept[64];
     int n = 0;
+    struct {
+        void *h;
+        int mipmap;
+    } arrays[64];
+    int na = 0;
     for (int i = 1; i < argc; i++) {
         const char *step = argv[i];
         CUresult rc = CUDA_SUCCESS;
@@ -69,6 +78,30 @@ int main(int argc, char **argv)
             rc = n > 0 ? cuMemFree_v2(kept[n - 1]) : CUDA_ERROR_INVALID_VALUE;
             if (rc == CUDA_SUCCESS)
                 n--;
+        } else if ((!strcmp(step, "array") && i + 2 < argc) || (!strcmp(step, "mipmap") && i + 3 < argc)) {
+            int mipmap = !strcmp(step, "mipmap");
+            CUDA_ARRAY3D_DESCRIPTOR d = {.Width = (size_t)strtoull(argv[i + 1], NULL, 10),
+                                         .Height = (size_t)strtoull(argv[i + 2], NULL, 10),
+                                         .Format = CU_AD_FORMAT_FLOAT,
+                                         .NumChannels = 1};
+            void *h = NULL;
+            if (mipmap)
+                rc = cuMipmappedArrayCreate((CUmipmappedArray *)&h, &d, (unsigned)atoi(argv[i + 3]));
+            else
+                rc = cuArray3DCreate_v2((CUarray *)&h, &d);
+            i += 2 + mipmap;
+            if (rc == CUDA_SUCCESS && na < 64) {
+                arrays[na].h = h;
+                arrays[na++].mipmap = mipmap;
+            }
+        } else if (!strcmp(step, "destroy")) {
+            CHECK(na > 0, "destroy with no array kept");
+            if (na == 0)
+                return 2;
+            rc = arrays[na - 1].mipmap ? cuMipmappedArrayDestroy((CUmipmappedArray)arrays[na - 1].h)
+                                       : cuArrayDestroy((CUarray)arrays[na - 1].h);
+            if (rc == CUDA_SUCCESS)
+                na--;
         } else if (!strcmp(step, "env") && i + 1 < argc) {
             char *kv = argv[++i], *eq = strchr(kv, '=');
             CHECK(eq != NULL, "env %s: NAME=VALUE", kv);
@@ -104,7 +137,7 @@ int main(int argc, char **argv)
             fflush(stdout);
             continue;
         } else {
-            fprintf(stderr, "usage: %s [alloc BYTES | pitch W H E | free | env NAME=VALUE | graph N]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [alloc BYTES | pitch W H E | free | array W H | mipmap W H L | destroy | env NAME=VALUE | graph N]...\n", argv[0]);
             return 2;
         }
         printf("{\"step\": \"%s\", \"rc\": %d, \"used\": %llu}\n", step, (int)rc, (unsigned long long)used());
