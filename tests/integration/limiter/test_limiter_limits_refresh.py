@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from limiter_harness import CLIENT
 
@@ -136,6 +137,27 @@ def test_a_rewritten_core_policy_applies_to_a_running_process(claim):
         assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
         with Region.open(c.region) as r:
             assert r._struct.devices[0].target == 50
+        rc, err = client.close()
+        assert rc == 0, err
+    finally:
+        client.proc.kill()
+        client.proc.wait()
+
+
+def test_a_rewritten_limits_file_that_does_not_validate_leaks_no_descriptor(claim):
+    # The limiter reads a new file at each tick until one validates: each read of a bad one closes what it
+    # opened, or a claim whose file stayed bad would run its processes out of descriptors, one a tick.
+    c = claim().create(memory=8 * MIB, cores=50)
+    client = Relimit(c, 1 * MIB)
+    fds = Path(f"/proc/{client.proc.pid}/fd")
+    try:
+        c.limits.unlink()
+        c.limits.write_bytes(b"\0" * 64)  # not the layout's size: refused, read again at the next tick
+        assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
+        before = len(list(fds.iterdir()))
+        for _ in range(5):
+            assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
+        assert len(list(fds.iterdir())) == before
         rc, err = client.close()
         assert rc == 0, err
     finally:
