@@ -1,6 +1,7 @@
-"""NVML's memory report follows the claim's limits when the plugin rewrites them while the process runs, as
-CUDA's does: a monitoring agent in the container (nvidia-smi, pynvml, a DCGM exporter) polls NVML for the
-life of the process, and a quota the plugin changed must show there too, not the one of its first call.
+"""NVML's memory report: a GPU no claim limits reports what the driver says, and a limited one follows the
+claim's limits when the plugin rewrites them while the process runs, as CUDA's does: a monitoring agent in
+the container (nvidia-smi, pynvml, a DCGM exporter) polls NVML for the life of the process, and a quota the
+plugin changed must show there too, not the one of its first call.
 
 The process asks NVML once (the limiter resolves the handle then) and launches a kernel (which starts the
 limiter's feedback thread), the test rewrites the limits file, the process waits until CUDA's cuMemGetInfo
@@ -81,3 +82,35 @@ def test_nvmls_report_follows_a_rewritten_quota(claim):
     finally:
         proc.kill()
         proc.wait()
+
+
+REPORTS = textwrap.dedent(
+    """
+    import json
+    import pynvml
+    pynvml.nvmlInit()
+    out = []
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        v1 = pynvml.nvmlDeviceGetMemoryInfo(h)
+        v2 = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
+        out.append([v1.total, v1.free, v2.total, v2.free, v2.reserved])
+    print(json.dumps(out))
+    """
+)
+
+
+def test_a_gpu_no_claim_limits_reports_what_the_driver_says(claim):
+    c = claim(gpus="2xT4").create(memory=8 * MIB)  # the claim's limits name one device: ordinal 0
+
+    def reports(preload: bool) -> list[list[int]]:
+        proc = subprocess.run(
+            [sys.executable, "-c", REPORTS], env=c.env(preload=preload), capture_output=True, text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    driver, limited = reports(preload=False), reports(preload=True)
+    assert limited[0][0] == limited[0][2] == 8 * MIB
+    assert limited[1] == driver[1] and driver[1][0] > 8 * MIB
