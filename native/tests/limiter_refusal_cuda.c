@@ -17,6 +17,9 @@
  *     env NAME=VALUE               setenv (the refusing driver reads its environment at each call)
  *     graph N                      a one-kernel graph the limiter has no record of, launched N times;
  *                                  "charged" is the blocks the limiter counted for them
+ *     regraph N                    a one-kernel graph instantiated through the limiter and destroyed, then one
+ *                                  the limiter has no record of, which the driver gives the freed handle
+ *                                  ("same": 1), launched N times; "charged" as for `graph`
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -109,7 +112,8 @@ int main(int argc, char **argv)
                 *eq = 0;
                 setenv(kv, eq + 1, 1);
             }
-        } else if (!strcmp(step, "graph") && i + 1 < argc) {
+        } else if ((!strcmp(step, "graph") || !strcmp(step, "regraph")) && i + 1 < argc) {
+            int again = !strcmp(step, "regraph");
             int launches = atoi(argv[++i]);
             uint64_t (*charged)(int) = (uint64_t(*)(int))dlsym(RTLD_DEFAULT, "carveLimiterLaunchedBlocks");
             CUresult (*unseen)(CUgraphExec *, CUgraph) =
@@ -125,6 +129,11 @@ int main(int argc, char **argv)
             CUgraphExec exec;
             CHECK(cuGraphCreate(&graph, 0) == CUDA_SUCCESS, "cuGraphCreate");
             CHECK(cuGraphAddKernelNode(&node, graph, NULL, 0, &np) == CUDA_SUCCESS, "cuGraphAddKernelNode");
+            CUgraphExec gone = NULL;
+            if (again) { /* seen and destroyed: its handle is free for the driver to give again */
+                CHECK(cuGraphInstantiateWithFlags(&gone, graph, 0) == CUDA_SUCCESS, "instantiate");
+                CHECK(cuGraphExecDestroy(gone) == CUDA_SUCCESS, "destroy");
+            }
             rc = unseen(&exec, graph);
             CHECK(rc == CUDA_SUCCESS, "instantiate");
             uint64_t before = charged(0);
@@ -132,12 +141,12 @@ int main(int argc, char **argv)
                 rc = cuGraphLaunch(exec, NULL);
             cuCtxSynchronize();
             uint64_t after = settled(charged, before + (uint64_t)launches);
-            printf("{\"step\": \"graph\", \"rc\": %d, \"launches\": %d, \"charged\": %llu}\n", (int)rc, launches,
-                   (unsigned long long)(after - before));
+            printf("{\"step\": \"%s\", \"rc\": %d, \"launches\": %d, \"charged\": %llu, \"same\": %d}\n", step,
+                   (int)rc, launches, (unsigned long long)(after - before), again && exec == gone);
             fflush(stdout);
             continue;
         } else {
-            fprintf(stderr, "usage: %s [alloc BYTES | pitch W H E | free | array W H | mipmap W H L | destroy | env NAME=VALUE | graph N]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [alloc BYTES | pitch W H E | free | array W H | mipmap W H L | destroy | env NAME=VALUE | graph N | regraph N]...\n", argv[0]);
             return 2;
         }
         printf("{\"step\": \"%s\", \"rc\": %d, \"used\": %llu}\n", step, (int)rc, (unsigned long long)used());
