@@ -82,3 +82,20 @@ def test_an_allocation_after_the_limiters_exit_handler_comes_back_when_the_proce
     assert c.run("alloc", str(8 * MIB), CLIENT_ORDINAL=str(ordinal)).stdout.strip() == "0"
     with Region.open(c.region) as r:
         assert r.used_bytes(ordinal) == 0  # and gives its own back at its exit
+
+
+def test_a_forked_child_that_holds_memory_is_alive_to_the_claims_other_processes(claim):
+    # The child's slot is locked through its own descriptor of the region (reopened at the fork): another
+    # process near the quota reclaims the slots of dead processes only, so the live child's usage stays
+    # counted and the claim's quota holds.
+    c = claim().create(memory=8 * MIB)
+    proc = c.popen("fork", str(1 * MIB), str(6 * MIB), "hold")
+    try:
+        child = json.loads(proc.stdout.readline())
+        assert child["who"] == "child" and child["rc"] == 0 and child["used"] == 7 * MIB, child
+        assert c.run("alloc", str(4 * MIB)).stdout.strip() == "2"  # 7 + 4 MiB is over the 8 MiB quota
+        with Region.open(c.region) as r:
+            assert r.used_bytes(0) == 7 * MIB
+    finally:
+        proc.kill()
+        proc.wait()
