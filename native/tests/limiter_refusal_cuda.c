@@ -8,6 +8,7 @@
  *                                  {"step": ..., "rc": CUresult, "used": the claim's region counter}
  *     alloc BYTES                  cuMemAlloc_v2 (BYTES up to 2^64-1); a success is kept for `free`
  *     free                         cuMemFree_v2 of the last allocation kept; it stays kept when refused
+ *     afree                        cuMemFreeAsync of it on the default stream, then a synchronize; the same
  *     pitch WIDTH HEIGHT ELEMENT   cuMemAllocPitch_v2 (kept for `free`); also prints the pitch and what the
  *                                  driver holds on the device ("driver")
  *     array W H                    cuArray3DCreate_v2 of W x H 4-byte texels, kept for `destroy`
@@ -76,9 +77,13 @@ int main(int argc, char **argv)
                    (unsigned long long)used(), rc == CUDA_SUCCESS ? pitch : 0, (unsigned long long)fake_mem_used(0));
             fflush(stdout);
             continue;
-        } else if (!strcmp(step, "free")) {
+        } else if (!strcmp(step, "free") || !strcmp(step, "afree")) {
             CHECK(n > 0, "free with nothing allocated");
-            rc = n > 0 ? cuMemFree_v2(kept[n - 1]) : CUDA_ERROR_INVALID_VALUE;
+            if (n == 0)
+                return 2;
+            rc = !strcmp(step, "free") ? cuMemFree_v2(kept[n - 1]) : cuMemFreeAsync(kept[n - 1], NULL);
+            if (rc == CUDA_SUCCESS && !strcmp(step, "afree"))
+                rc = cuCtxSynchronize();
             if (rc == CUDA_SUCCESS)
                 n--;
         } else if ((!strcmp(step, "array") && i + 2 < argc) || (!strcmp(step, "mipmap") && i + 3 < argc)) {
@@ -146,7 +151,7 @@ int main(int argc, char **argv)
             fflush(stdout);
             continue;
         } else {
-            fprintf(stderr, "usage: %s [alloc BYTES | pitch W H E | free | array W H | mipmap W H L | destroy | env NAME=VALUE | graph N | regraph N]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [alloc BYTES | pitch W H E | free | afree | array W H | mipmap W H L | destroy | env NAME=VALUE | graph N | regraph N]...\n", argv[0]);
             return 2;
         }
         printf("{\"step\": \"%s\", \"rc\": %d, \"used\": %llu}\n", step, (int)rc, (unsigned long long)used());
