@@ -1,5 +1,5 @@
-"""A process whose every GPU has a compute limit (16, the most a claim names) is still gated: launches skip the
-limiter's gate only while no device counts or throttles, and a device that does keeps them on it.
+"""A process whose every GPU has a compute limit (16, the most a claim names) is still gated: launches skip
+the limiter's gate only while no device counts or throttles, and a device that does keeps them on it.
 
 native/tests/limiter_refusal_cuda's `graph N` launches a graph the limiter has no record of N times on
 ordinal 0 and reports the blocks the limiter counted (one a launch; test_limiter_refusals.py).
