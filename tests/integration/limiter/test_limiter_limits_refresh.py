@@ -163,3 +163,28 @@ def test_a_rewritten_limits_file_that_does_not_validate_leaks_no_descriptor(clai
     finally:
         client.proc.kill()
         client.proc.wait()
+
+
+def test_a_process_keeps_one_descriptor_of_its_limits_file_the_one_applied(claim):
+    # The limiter keeps the limits file it applied open (its inode number cannot be reused); a rewrite
+    # applied closes the one before, so the process never holds more than one, whatever the rewrites.
+    c = claim().create(memory=8 * MIB, cores=50)
+    client = Relimit(c, 1 * MIB)
+    fds = Path(f"/proc/{client.proc.pid}/fd")
+
+    def limits_files() -> list[str]:
+        return [t for t in (str(f.readlink()) for f in fds.iterdir()) if t.startswith(str(c.limits))]
+
+    try:
+        assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
+        assert limits_files() == [str(c.limits)]
+        for memory in (16, 4):
+            c.limits.unlink()
+            write_limits(c.limits, limits(c, memory * MIB))
+            assert client.after_rewrite()["total"] == memory * MIB
+            assert limits_files() == [str(c.limits)]
+        rc, err = client.close()
+        assert rc == 0, err
+    finally:
+        client.proc.kill()
+        client.proc.wait()
