@@ -219,23 +219,21 @@ static int find_uuid(const char *uuid, int trusted, carve_open_region_t **region
 
 /* What limits the GPU `uuid` (may be "") at CUDA ordinal `o` (-1: not known by ordinal): a trusted limits
  * file first; then, when any claim's limits are broken, nothing may be allocated; then an untrusted limits
- * file (a claim the tenant made up can only limit itself more); then CARVE_REGION's claim by position. */
+ * file (a claim the tenant made up can only limit itself more); then CARVE_REGION's claim by position.
+ * `*index` is set where a limits file names the UUID; bound by ordinal (closed, by position), the device's
+ * index is the ordinal, which the caller has put there. */
 static carve_open_region_t *choose(const char *uuid, int o, int *index)
 {
     carve_open_region_t *region = NULL;
     if (uuid[0] && find_uuid(uuid, 1, &region, index))
         return region;
-    if (carve_limits_broken && o >= 0) {
-        *index = o;
+    if (carve_limits_broken && o >= 0)
         return &carve_closed;
-    }
     if (uuid[0] && find_uuid(uuid, 0, &region, index))
         return region;
     const carve_limits_t *pos = &carve_primary->limits;
-    if (o >= 0 && (unsigned)o < pos->device_count && (!uuid[0] || !pos->devices[o].uuid[0])) {
-        *index = o;
+    if (o >= 0 && (unsigned)o < pos->device_count && (!uuid[0] || !pos->devices[o].uuid[0]))
         return carve_primary;
-    }
     return NULL;
 }
 
@@ -295,7 +293,7 @@ static int resolve(void)
         if (REAL(cuDeviceGetUuid_v2) && REAL(cuDeviceGetUuid_v2)(&u, o) == CUDA_SUCCESS)
             carve_uuid_string(&u, uuid, sizeof uuid);
         carve_binding_t *b = &carve_bind[o];
-        int index = o;
+        int index = o; /* choose() changes it only for a GPU a limits file names by UUID */
         carve_open_region_t *region = choose(uuid, o, &index);
         fill(b, region, index);
         if (region)

@@ -80,8 +80,6 @@ void carve_log(int level, const char *fmt, ...)
 
 int carve_parse_bytes(const char *s, uint64_t *out)
 {
-    if (!s)
-        return -1;
     while (isspace((unsigned char)*s))
         s++;
     if (!isdigit((unsigned char)*s))

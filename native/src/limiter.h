@@ -48,7 +48,7 @@ typedef struct carve_config {
 
 void carve_config_from_env(carve_config_t *cfg);
 const char *carve_getenv(const char *name); /* the limiter's variables as the process started */
-int carve_parse_bytes(const char *s, uint64_t *out); /* 0 ok; K/M/G/T suffixes are powers of 1024 */
+int carve_parse_bytes(const char *s, uint64_t *out); /* s not NULL; 0 ok; K/M/G/T suffixes are powers of 1024 */
 
 /* --- intercept.c ----------------------------------------------------------------------------------- */
 extern int carve_ready;          /* set once initialisation is complete */

@@ -392,6 +392,13 @@ void carve_region_after_fork(void)
         if (fd >= 0 && fstat(fd, &st) == 0) {
             r->region_dev = (uint64_t)st.st_dev;
             r->region_ino = (uint64_t)st.st_ino;
+            /* The mapping inherited from the parent holds the parent's open file description, and with it the
+             * parent's slot lock: while this child lived, a killed parent's slot would look alive and its usage
+             * never come back. The same file mapped again, in place, through the child's own descriptor (the
+             * pointers into it stay valid). */
+            if (mmap(r->map, sizeof(carve_region_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) ==
+                MAP_FAILED)
+                CARVE_LOG(CARVE_LOG_WARN, "region %s: cannot map it again after fork (%s)", r->path, strerror(errno));
         }
         r->fd = fd;
         r->locks = r->locks && fd >= 0;

@@ -106,7 +106,10 @@ static const carve_binding_t *nvml_device(nvmlDevice_t handle)
 static void clamp_nvml(const carve_binding_t *b, unsigned long long *total, unsigned long long *free_bytes,
                        unsigned long long *used, unsigned long long *reserved)
 {
-    uint64_t limit = b->dev ? __atomic_load_n(&b->memory_limit, __ATOMIC_RELAXED) : 0;
+    /* the claim's quota now, not the binding's memory_limit: NVML's bindings are copies kept from the handle's
+     * first call (nvml_device), and the plugin may have rewritten the limits since (limits.c, apply) */
+    const uint64_t *quota = b->dev ? &b->region->limits.devices[b->index].memory_limit : NULL;
+    uint64_t limit = quota ? __atomic_load_n(quota, __ATOMIC_RELAXED) : 0;
     if (!limit)
         return;
     uint64_t u = __atomic_load_n(&b->dev->memory_used, __ATOMIC_RELAXED);

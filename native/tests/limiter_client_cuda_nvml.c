@@ -13,10 +13,11 @@
  *   multi [hold] ORD:BYTES ...
  *                         one cuMemAlloc per argument on CUDA ordinal ORD; prints the results and each
  *                         ordinal's cuMemGetInfo total and cuDeviceTotalMem as JSON; `hold` keeps them
- *   fork PARENT CHILD exit|kill|closeall
+ *   fork PARENT CHILD exit|kill|closeall|hold
  *                         the parent allocates PARENT bytes and forks; the child allocates CHILD bytes, prints
  *                         its result and the region's slots, then exits (atexit handlers run) or SIGKILLs
- *                         itself; the parent then allocates CHILD bytes again and prints the same
+ *                         itself; the parent then allocates CHILD bytes again and prints the same. `hold`: the
+ *                         child keeps its memory and waits (2 minutes at most), and so does the parent
  *   relimit BYTES         allocate BYTES (freed when granted) and print the result; then for each line read on
  *                         stdin (the test has rewritten the claim's limits file), launch one block and wait
  *                         for the feedback thread's next tick to count it (its limits refresh comes first in
@@ -314,6 +315,12 @@ static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end
     pid_t child = fork();
     CHECK(child >= 0, "fork failed");
     if (child == 0) {
+        if (strcmp(end, "hold") == 0) {
+            alarm(120); /* the test kills it; a test that failed first leaves it 2 minutes at most */
+            print_slots("child", cuMemAlloc_v2(&q, child_bytes));
+            for (;;)
+                pause();
+        }
         if (mine[0] >= 0) { /* the limiter's fork handler ran: the process's own files must be open still */
             for (int fd = mine[0]; fd <= mine[1]; fd++)
                 CHECK(fcntl(fd, F_GETFD) != -1, "the limiter's fork handler closed a descriptor of the process's own");
@@ -324,6 +331,8 @@ static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end
             kill(getpid(), SIGKILL);
         exit(0); /* atexit handlers run: the limiter's releases this process's slot */
     }
+    while (strcmp(end, "hold") == 0)
+        pause();
     int status = 0;
     CHECK(waitpid(child, &status, 0) == child, "waitpid failed");
     if (mine[0] >= 0) {

@@ -8,11 +8,19 @@
  *                                  {"step": ..., "rc": CUresult, "used": the claim's region counter}
  *     alloc BYTES                  cuMemAlloc_v2 (BYTES up to 2^64-1); a success is kept for `free`
  *     free                         cuMemFree_v2 of the last allocation kept; it stays kept when refused
+ *     afree                        cuMemFreeAsync of it on the default stream, then a synchronize; the same
  *     pitch WIDTH HEIGHT ELEMENT   cuMemAllocPitch_v2 (kept for `free`); also prints the pitch and what the
  *                                  driver holds on the device ("driver")
+ *     array W H                    cuArray3DCreate_v2 of W x H 4-byte texels, kept for `destroy`
+ *     mipmap W H LEVELS            cuMipmappedArrayCreate of W x H 4-byte texels, LEVELS levels, kept for `destroy`
+ *     destroy                      cuArrayDestroy or cuMipmappedArrayDestroy of the last array or mipmapped
+ *                                  array kept; it stays kept when refused
  *     env NAME=VALUE               setenv (the refusing driver reads its environment at each call)
  *     graph N                      a one-kernel graph the limiter has no record of, launched N times;
  *                                  "charged" is the blocks the limiter counted for them
+ *     regraph N                    a one-kernel graph instantiated through the limiter and destroyed, then one
+ *                                  the limiter has no record of, which the driver gives the freed handle
+ *                                  ("same": 1), launched N times; "charged" as for `graph`
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -44,6 +52,11 @@ int main(int argc, char **argv)
     setup();
     CUdeviceptr kept[64];
     int n = 0;
+    struct {
+        void *h;
+        int mipmap;
+    } arrays[64];
+    int na = 0;
     for (int i = 1; i < argc; i++) {
         const char *step = argv[i];
         CUresult rc = CUDA_SUCCESS;
@@ -64,11 +77,39 @@ int main(int argc, char **argv)
                    (unsigned long long)used(), rc == CUDA_SUCCESS ? pitch : 0, (unsigned long long)fake_mem_used(0));
             fflush(stdout);
             continue;
-        } else if (!strcmp(step, "free")) {
+        } else if (!strcmp(step, "free") || !strcmp(step, "afree")) {
             CHECK(n > 0, "free with nothing allocated");
-            rc = n > 0 ? cuMemFree_v2(kept[n - 1]) : CUDA_ERROR_INVALID_VALUE;
+            if (n == 0)
+                return 2;
+            rc = !strcmp(step, "free") ? cuMemFree_v2(kept[n - 1]) : cuMemFreeAsync(kept[n - 1], NULL);
+            if (rc == CUDA_SUCCESS && !strcmp(step, "afree"))
+                rc = cuCtxSynchronize();
             if (rc == CUDA_SUCCESS)
                 n--;
+        } else if ((!strcmp(step, "array") && i + 2 < argc) || (!strcmp(step, "mipmap") && i + 3 < argc)) {
+            int mipmap = !strcmp(step, "mipmap");
+            CUDA_ARRAY3D_DESCRIPTOR d = {.Width = (size_t)strtoull(argv[i + 1], NULL, 10),
+                                         .Height = (size_t)strtoull(argv[i + 2], NULL, 10),
+                                         .Format = CU_AD_FORMAT_FLOAT,
+                                         .NumChannels = 1};
+            void *h = NULL;
+            if (mipmap)
+                rc = cuMipmappedArrayCreate((CUmipmappedArray *)&h, &d, (unsigned)atoi(argv[i + 3]));
+            else
+                rc = cuArray3DCreate_v2((CUarray *)&h, &d);
+            i += 2 + mipmap;
+            if (rc == CUDA_SUCCESS && na < 64) {
+                arrays[na].h = h;
+                arrays[na++].mipmap = mipmap;
+            }
+        } else if (!strcmp(step, "destroy")) {
+            CHECK(na > 0, "destroy with no array kept");
+            if (na == 0)
+                return 2;
+            rc = arrays[na - 1].mipmap ? cuMipmappedArrayDestroy((CUmipmappedArray)arrays[na - 1].h)
+                                       : cuArrayDestroy((CUarray)arrays[na - 1].h);
+            if (rc == CUDA_SUCCESS)
+                na--;
         } else if (!strcmp(step, "env") && i + 1 < argc) {
             char *kv = argv[++i], *eq = strchr(kv, '=');
             CHECK(eq != NULL, "env %s: NAME=VALUE", kv);
@@ -76,7 +117,8 @@ int main(int argc, char **argv)
                 *eq = 0;
                 setenv(kv, eq + 1, 1);
             }
-        } else if (!strcmp(step, "graph") && i + 1 < argc) {
+        } else if ((!strcmp(step, "graph") || !strcmp(step, "regraph")) && i + 1 < argc) {
+            int again = !strcmp(step, "regraph");
             int launches = atoi(argv[++i]);
             uint64_t (*charged)(int) = (uint64_t(*)(int))dlsym(RTLD_DEFAULT, "carveLimiterLaunchedBlocks");
             CUresult (*unseen)(CUgraphExec *, CUgraph) =
@@ -92,6 +134,11 @@ int main(int argc, char **argv)
             CUgraphExec exec;
             CHECK(cuGraphCreate(&graph, 0) == CUDA_SUCCESS, "cuGraphCreate");
             CHECK(cuGraphAddKernelNode(&node, graph, NULL, 0, &np) == CUDA_SUCCESS, "cuGraphAddKernelNode");
+            CUgraphExec gone = NULL;
+            if (again) { /* seen and destroyed: its handle is free for the driver to give again */
+                CHECK(cuGraphInstantiateWithFlags(&gone, graph, 0) == CUDA_SUCCESS, "instantiate");
+                CHECK(cuGraphExecDestroy(gone) == CUDA_SUCCESS, "destroy");
+            }
             rc = unseen(&exec, graph);
             CHECK(rc == CUDA_SUCCESS, "instantiate");
             uint64_t before = charged(0);
@@ -99,12 +146,12 @@ int main(int argc, char **argv)
                 rc = cuGraphLaunch(exec, NULL);
             cuCtxSynchronize();
             uint64_t after = settled(charged, before + (uint64_t)launches);
-            printf("{\"step\": \"graph\", \"rc\": %d, \"launches\": %d, \"charged\": %llu}\n", (int)rc, launches,
-                   (unsigned long long)(after - before));
+            printf("{\"step\": \"%s\", \"rc\": %d, \"launches\": %d, \"charged\": %llu, \"same\": %d}\n", step,
+                   (int)rc, launches, (unsigned long long)(after - before), again && exec == gone);
             fflush(stdout);
             continue;
         } else {
-            fprintf(stderr, "usage: %s [alloc BYTES | pitch W H E | free | env NAME=VALUE | graph N]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [alloc BYTES | pitch W H E | free | afree | array W H | mipmap W H L | destroy | env NAME=VALUE | graph N | regraph N]...\n", argv[0]);
             return 2;
         }
         printf("{\"step\": \"%s\", \"rc\": %d, \"used\": %llu}\n", step, (int)rc, (unsigned long long)used());

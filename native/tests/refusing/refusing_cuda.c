@@ -10,12 +10,15 @@
  * for the calls below and the fake's own for every other one. Nothing of the fake is copied or edited.
  *
  * Environment (read at each call, so one process can change it):
- *   REFUSING_CUDA_FREE=N         the first N calls of cuMemFree_v2 fail with CUDA_ERROR_ILLEGAL_ADDRESS,
- *                                leaving the allocation in place (as a driver with a sticky error does)
+ *   REFUSING_CUDA_FREE=N         the first N calls of cuMemFree_v2 and cuMemFreeAsync (counted together) fail
+ *                                with CUDA_ERROR_ILLEGAL_ADDRESS, leaving the allocation in place (as a driver
+ *                                with a sticky error does)
  *   REFUSING_CUDA_ALLOC_OVER=B   cuMemAlloc_v2 of more than B bytes fails with CUDA_ERROR_OUT_OF_MEMORY
  *                                without reaching the fake
  *   REFUSING_CUDA_DEVICE_COUNT=R cuDeviceGetCount fails with the CUresult R (a driver that cannot say how many
  *                                devices it has)
+ *   REFUSING_CUDA_DESTROY=N      the first N calls of cuArrayDestroy and of cuMipmappedArrayDestroy (counted
+ *                                together) fail with CUDA_ERROR_ILLEGAL_ADDRESS, the array left in place
  * refusingCudaRefusals() returns how many calls it refused (tests check the refusal happened).
  * refusingCudaInstantiateUnseen() instantiates a graph by calling the fake directly, as code the limiter
  * does not intercept would (a graph instantiated before the limiter saw it): the limiter has no record of
@@ -31,6 +34,7 @@
 
 static uint64_t g_refusals;
 static uint64_t g_frees;
+static uint64_t g_destroys;
 
 /* The fake's own entry point `name`, looked up on the fake's handle (loaded already, as this library's
  * dependency), never through the global scope, where the limiter's hooks come first. */
@@ -49,17 +53,29 @@ static uint64_t env_u64(const char *name, uint64_t otherwise)
     return v && *v ? strtoull(v, NULL, 10) : otherwise;
 }
 
+static int refuse_free(void)
+{
+    uint64_t nth = __atomic_add_fetch(&g_frees, 1, __ATOMIC_RELAXED);
+    if (nth > env_u64("REFUSING_CUDA_FREE", 0))
+        return 0;
+    __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     static CUresult (*real)(CUdeviceptr);
     if (!real)
         real = (CUresult(*)(CUdeviceptr))fake("cuMemFree_v2");
-    uint64_t nth = __atomic_add_fetch(&g_frees, 1, __ATOMIC_RELAXED);
-    if (nth <= env_u64("REFUSING_CUDA_FREE", 0)) {
-        __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
-        return CUDA_ERROR_ILLEGAL_ADDRESS;
-    }
-    return real(dptr);
+    return refuse_free() ? CUDA_ERROR_ILLEGAL_ADDRESS : real(dptr);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+    static CUresult (*real)(CUdeviceptr, CUstream);
+    if (!real)
+        real = (CUresult(*)(CUdeviceptr, CUstream))fake("cuMemFreeAsync");
+    return refuse_free() ? CUDA_ERROR_ILLEGAL_ADDRESS : real(dptr, stream);
 }
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -85,6 +101,32 @@ EXPORT CUresult cuDeviceGetCount(int *count)
         return (CUresult)rc;
     }
     return real(count);
+}
+
+/* A destroy refused as a driver with a sticky error refuses it: the array stays allocated. */
+static int refuse_destroy(void)
+{
+    uint64_t nth = __atomic_add_fetch(&g_destroys, 1, __ATOMIC_RELAXED);
+    if (nth > env_u64("REFUSING_CUDA_DESTROY", 0))
+        return 0;
+    __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+EXPORT CUresult cuArrayDestroy(CUarray h)
+{
+    static CUresult (*real)(CUarray);
+    if (!real)
+        real = (CUresult(*)(CUarray))fake("cuArrayDestroy");
+    return refuse_destroy() ? CUDA_ERROR_ILLEGAL_ADDRESS : real(h);
+}
+
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
+{
+    static CUresult (*real)(CUmipmappedArray);
+    if (!real)
+        real = (CUresult(*)(CUmipmappedArray))fake("cuMipmappedArrayDestroy");
+    return refuse_destroy() ? CUDA_ERROR_ILLEGAL_ADDRESS : real(h);
 }
 
 EXPORT uint64_t refusingCudaRefusals(void)

@@ -126,3 +126,21 @@ def test_among_untrusted_limits_files_naming_a_gpu_the_tightest_limits_it(
         c, CARVE_REGION="", CARVE_REGION_DIR=str(root)
     )  # no CARVE_LIMITS_SOURCE: none trusted
     assert out["regions"]["0"] == [0, str(root / winner / "region")]
+
+
+@pytest.mark.parametrize("with_claim", [True, False], ids=["claim-of-two-devices", "environment"])
+def test_an_ordinal_past_the_drivers_devices_is_limited_by_nothing(claim, with_claim):
+    # one GPU, limits for more: the claim's second device (or the environment's, which covers 16) is no
+    # ordinal the driver has, so nothing is bound to ordinal 1
+    c = claim(gpus="1xT4")
+    env = {"CARVE_MEMORY_LIMIT": str(8 * MIB)}
+    if with_claim:
+        devices = (DeviceLimit(8 * MIB, 0), DeviceLimit(4 * MIB, 0))
+        write_claim(c.region, ClaimLimits(devices=devices, region_path=str(c.region)))
+        env = {}
+    else:
+        env["CARVE_REGION"] = ""
+    out, _ = diagnostics(c, **env)
+    where = str(c.region) if with_claim else "(environment)"
+    assert out["regions"]["0"] == [0, where]
+    assert out["regions"]["1"] == [-1, "unchanged"]

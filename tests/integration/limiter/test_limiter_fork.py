@@ -11,7 +11,10 @@ frees some of it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 
 import pytest
 from limiter_harness import write_claim
@@ -82,3 +85,50 @@ def test_an_allocation_after_the_limiters_exit_handler_comes_back_when_the_proce
     assert c.run("alloc", str(8 * MIB), CLIENT_ORDINAL=str(ordinal)).stdout.strip() == "0"
     with Region.open(c.region) as r:
         assert r.used_bytes(ordinal) == 0  # and gives its own back at its exit
+
+
+def test_a_forked_child_that_holds_memory_is_alive_to_the_claims_other_processes(claim):
+    # The child's slot is locked through its own descriptor of the region (reopened at the fork): another
+    # process near the quota reclaims the slots of dead processes only, so the live child's usage stays
+    # counted and the claim's quota holds.
+    c = claim().create(memory=8 * MIB)
+    with forked_holder(c, 1 * MIB, 6 * MIB) as (_, child):
+        assert child["rc"] == 0 and child["used"] == 7 * MIB, child
+        assert c.run("alloc", str(4 * MIB)).stdout.strip() == "2"  # 7 + 4 MiB is over the 8 MiB quota
+        with Region.open(c.region) as r:
+            assert r.used_bytes(0) == 7 * MIB
+
+
+def test_a_parent_killed_while_its_forked_child_runs_gives_its_usage_back(claim):
+    # The parent's slot lock belongs to its open file description of the region. The child gives up both its
+    # references to it at the fork: the inherited descriptor (closed) and the inherited mapping (mapped again
+    # through its own descriptor). So once the parent is killed its slot is unlocked, and its usage comes back
+    # to the claim's next process near the quota while the child's stays counted. (Before the mapping was
+    # redone, a killed parent's usage stayed counted for as long as any child it forked lived.)
+    c = claim().create(memory=8 * MIB)
+    with forked_holder(c, 6 * MIB, 1 * MIB) as (parent, child):
+        assert child["used"] == 7 * MIB, child
+        parent.kill()
+        parent.wait()
+        assert c.run("alloc", str(4 * MIB)).stdout.strip() == "0"  # the parent's 6 MiB came back
+        with Region.open(c.region) as r:  # (that process has exited: its 4 MiB went back too)
+            assert r.used_bytes(0) == 1 * MIB
+            assert [p.pid for p in r.processes() if p.pid > 0] == [child["pid"]]
+
+
+@contextlib.contextmanager
+def forked_holder(c, parent_bytes: int, child_bytes: int):
+    """The client's `fork ... hold`: the parent (a Popen) and the child's line (its allocation and the slots);
+    both are killed at the end."""
+    proc = c.popen("fork", str(parent_bytes), str(child_bytes), "hold")
+    child = None
+    try:
+        child = json.loads(proc.stdout.readline())
+        assert child["who"] == "child", child
+        yield proc, child
+    finally:
+        proc.kill()
+        proc.wait()
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child["pid"], signal.SIGKILL)

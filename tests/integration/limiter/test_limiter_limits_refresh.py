@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from limiter_harness import CLIENT
 
@@ -136,6 +137,52 @@ def test_a_rewritten_core_policy_applies_to_a_running_process(claim):
         assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
         with Region.open(c.region) as r:
             assert r._struct.devices[0].target == 50
+        rc, err = client.close()
+        assert rc == 0, err
+    finally:
+        client.proc.kill()
+        client.proc.wait()
+
+
+def test_a_rewritten_limits_file_that_does_not_validate_leaks_no_descriptor(claim):
+    # The limiter reads a new file at each tick until one validates: each read of a bad one closes what it
+    # opened, or a claim whose file stayed bad would run its processes out of descriptors, one a tick.
+    c = claim().create(memory=8 * MIB, cores=50)
+    client = Relimit(c, 1 * MIB)
+    fds = Path(f"/proc/{client.proc.pid}/fd")
+    try:
+        c.limits.unlink()
+        c.limits.write_bytes(b"\0" * 64)  # not the layout's size: refused, read again at the next tick
+        assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
+        before = len(list(fds.iterdir()))
+        for _ in range(5):
+            assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
+        assert len(list(fds.iterdir())) == before
+        rc, err = client.close()
+        assert rc == 0, err
+    finally:
+        client.proc.kill()
+        client.proc.wait()
+
+
+def test_a_process_keeps_one_descriptor_of_its_limits_file_the_one_applied(claim):
+    # The limiter keeps the limits file it applied open (its inode number cannot be reused); a rewrite
+    # applied closes the one before, so the process never holds more than one, whatever the rewrites.
+    c = claim().create(memory=8 * MIB, cores=50)
+    client = Relimit(c, 1 * MIB)
+    fds = Path(f"/proc/{client.proc.pid}/fd")
+
+    def limits_files() -> list[str]:
+        return [t for t in (str(f.readlink()) for f in fds.iterdir()) if t.startswith(str(c.limits))]
+
+    try:
+        assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
+        assert limits_files() == [str(c.limits)]
+        for memory in (16, 4):
+            c.limits.unlink()
+            write_limits(c.limits, limits(c, memory * MIB))
+            assert client.after_rewrite()["total"] == memory * MIB
+            assert limits_files() == [str(c.limits)]
         rc, err = client.close()
         assert rc == 0, err
     finally:

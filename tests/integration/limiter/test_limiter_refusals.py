@@ -59,14 +59,15 @@ def test_an_allocation_the_driver_refuses_gives_its_reservation_back(refusing):
     ]
 
 
-def test_a_free_the_driver_refuses_keeps_the_memory_charged(refusing):
-    steps = refusing("alloc", str(4 * MIB), "free", "alloc", str(6 * MIB), "free", "alloc", str(6 * MIB),
+@pytest.mark.parametrize("free", ["free", "afree"], ids=["cuMemFree_v2", "cuMemFreeAsync"])
+def test_a_free_the_driver_refuses_keeps_the_memory_charged(refusing, free):
+    steps = refusing("alloc", str(4 * MIB), free, "alloc", str(6 * MIB), free, "alloc", str(6 * MIB),
                      REFUSING_CUDA_FREE="1")
     assert [(s["step"], s["rc"], s["used"]) for s in steps] == [
         ("alloc", CUDA_SUCCESS, 4 * MIB),
-        ("free", CUDA_ERROR_ILLEGAL_ADDRESS, 4 * MIB),  # the memory is still allocated: still charged
+        (free, CUDA_ERROR_ILLEGAL_ADDRESS, 4 * MIB),  # the memory is still allocated: still charged
         ("alloc", CUDA_ERROR_OUT_OF_MEMORY, 4 * MIB),  # 4 + 6 MiB is over the 8 MiB quota
-        ("free", CUDA_SUCCESS, 0),  # the driver frees it now: released exactly once
+        (free, CUDA_SUCCESS, 0),  # the driver frees it now: released exactly once
         ("alloc", CUDA_SUCCESS, 6 * MIB),
     ]
 
