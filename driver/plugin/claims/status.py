@@ -63,6 +63,13 @@ def _enforcement(device_type: str, admin: bool) -> tuple[bool, str, str]:
         )
     if device_type in (names.TYPE_VGPU, names.TYPE_SLOT):
         return True, "Limiter", "memory and compute limits are enforced by carve's limiter"
+    if device_type == names.TYPE_MPS:
+        # the GPU is shared with the other mps claims: not "Exclusive", and MPS, not the limiter, sets the SMs
+        return (
+            True,
+            "MpsClientLimits",
+            "an MPS client: memory and SM limits are enforced by the GPU's MPS server and carve's limiter",
+        )
     if device_type == names.TYPE_MIG:
         return True, "MigIsolation", "a MIG instance: memory and compute isolated by the hardware"
     if device_type == names.TYPE_TIMESLICE:
