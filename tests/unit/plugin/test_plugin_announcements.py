@@ -61,7 +61,8 @@ def test_gates_off_are_one_node_event_naming_the_gates_and_the_gpus_changed():
     assert (e["reason"], e["involvedObject"]["name"]) == ("FeatureGatesOff", "node-a")
     assert e["message"] == (
         f"the API server has {GATE_CONSUMABLE}, {GATE_PARTITIONABLE} off (it drops their fields): soft "
-        "slices run as slots, MIG and time-slicing as whole GPUs (GPU 0: mig->exclusive, GPU 1: soft->slots); "
+        "slices run as slots, MIG and time-slicing as whole GPUs (GPU 0: mig->exclusive, GPU 1: soft->slots)"
+        "; "
         'turn the gates on (docs/install.md, "Feature gates per Kubernetes version")'
     )
     for gate in (GATE_CONSUMABLE, GATE_PARTITIONABLE):
