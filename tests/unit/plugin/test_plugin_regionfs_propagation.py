@@ -27,20 +27,9 @@ def _proc(tmp_path, same_namespace: bool):
     return proc
 
 
-def _mountinfo(*optional: str) -> list[str]:
-    return [
-        "36",
-        "35",
-        "98:0",
-        "/",
-        "/var/lib/carve",
-        "rw,noatime",
-        *optional,
-        "-",
-        "ext4",
-        "/dev/sda1",
-        "rw",
-    ]
+def _mountinfo(*optional: str, source: str = "/dev/sda1") -> list[str]:
+    head = ["36", "35", "98:0", "/", "/var/lib/carve", "rw,noatime"]
+    return [*head, *optional, "-", "ext4", source, "rw"]
 
 
 def test_the_node_inits_mount_namespace_sees_every_mount(tmp_path, monkeypatch):
