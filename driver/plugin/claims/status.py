@@ -96,7 +96,10 @@ def device_statuses(
         limit = per_gpu.get(p.device.gpu_uuid) if p.device.is_limited and not p.admin else None
         if limit is not None:
             data["memoryLimitBytes"] = limit.memory_bytes
-            data["coresLimitPercent"] = limit.cores_percent or 100
+            # An MPS share's SMs are MPS's to limit (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, its consumed cores):
+            # its limits file holds 0 there, which would read as the whole GPU.
+            cores = p.consumed.get("cores", 0) if p.device.is_mps else limit.cores_percent
+            data["coresLimitPercent"] = cores if 0 < cores < 100 else 100
         if p.admin:
             data["adminAccess"] = True
         ok, reason, message = _enforcement(p.device.type, p.admin)

@@ -20,9 +20,11 @@ NOW = "2026-01-01T00:00:00Z"
 LIMITS = ClaimLimits(devices=(DeviceLimit(3 << 30, 40, "GPU-1"),), region_path="/r")
 
 
-def _entry(device_type: str, mig: MigRecord | None = None, limits: ClaimLimits | None = LIMITS) -> dict:
+def _entry(
+    device_type: str, mig: MigRecord | None = None, limits: ClaimLimits | None = LIMITS, consumed=None
+) -> dict:
     dev = NodeDevice(name="gpu-1", type=device_type, gpu_uuid="GPU-1", minor=1)
-    plan = ClaimPlan(REF, (PlannedDevice("g", "node-a", dev, None, config=None),))
+    plan = ClaimPlan(REF, (PlannedDevice("g", "node-a", dev, None, config=None, consumed=consumed or {}),))
     rec = DeviceRecord(["g"], "node-a", "gpu-1", None, [], type=device_type, gpu_uuid="GPU-1", mig=mig)
     (e,) = device_statuses(plan, ClaimRecord(REF.uid, "ml", "c", "PrepareCompleted", [rec]), limits, now=NOW)
     return e
@@ -67,11 +69,27 @@ def test_the_enforced_condition_says_what_holds_each_device_type(device_type, st
     }
 
 
-@pytest.mark.parametrize("device_type", [names.TYPE_VGPU, names.TYPE_SLOT, names.TYPE_MPS])
+@pytest.mark.parametrize("device_type", [names.TYPE_VGPU, names.TYPE_SLOT])
 def test_the_limiters_types_carry_their_limits(device_type):
     data = _entry(device_type)["data"]
     assert (data["memoryLimitBytes"], data["coresLimitPercent"]) == (3 << 30, 40)
     assert (data["strategy"], data["gpuUUID"]) == (device_type, "GPU-1")
+
+
+@pytest.mark.parametrize(("cores", "shown"), [(30, 30), (1, 1), (99, 99), (100, 100), (0, 100), (None, 100)])
+def test_an_mps_share_shows_the_sm_share_mps_enforces(cores, shown):
+    # the limiter does not throttle an MPS claim (its limits file holds cores 0); MPS holds the client to
+    # its consumed cores (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), which the status must show, not "100"
+    mps_limits = ClaimLimits(devices=(DeviceLimit(3 << 30, 0, "GPU-1"),), region_path="/r")
+    consumed = {"memory": 3 << 30} | ({} if cores is None else {"cores": cores})
+    data = _entry(names.TYPE_MPS, limits=mps_limits, consumed=consumed)["data"]
+    assert (data["memoryLimitBytes"], data["coresLimitPercent"]) == (3 << 30, shown)
+
+
+@pytest.mark.parametrize(("cores", "shown"), [(0, 100), (1, 1), (99, 99)])
+def test_a_slices_cores_of_0_read_as_the_whole_gpu(cores, shown):
+    limits = ClaimLimits(devices=(DeviceLimit(1 << 30, cores, "GPU-1"),), region_path="/r")
+    assert _entry(names.TYPE_VGPU, limits=limits)["data"]["coresLimitPercent"] == shown
 
 
 @pytest.mark.parametrize("device_type", [names.TYPE_GPU, names.TYPE_MIG, names.TYPE_TIMESLICE])
