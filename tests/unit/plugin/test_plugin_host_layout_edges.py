@@ -50,3 +50,12 @@ def test_driver_hooks_without_a_hook_directory_fail_naming_the_flag(tmp_path, st
     with pytest.raises(DriverFilesError) as e:
         layout.driver_edits()
     assert str(e.value) == "carve-cdi-hook: no hook directory configured (set --limiter-dir)"
+
+
+def test_a_layout_made_without_saying_is_the_strict_one_of_a_real_node(tmp_path):
+    # fail closed by default: only fake GPUs (--gpus fake:...) ask for the lenient layout
+    layout = HostLayout(driver_root=tmp_path, dev_root=tmp_path / "dev", proc_root=tmp_path)
+    with pytest.raises(DriverFilesError):
+        layout.gpu_nodes(-1)
+    with pytest.raises(DriverFilesError, match="no NVIDIA driver under"):
+        layout.driver_files()
