@@ -133,3 +133,21 @@ def test_a_log_with_records_but_no_snapshot_is_corrupt_naming_both_files(tmp_pat
     assert loaded.status == "corrupt"
     assert loaded.detail == f"CheckpointError: checkpoint.json: missing while {cp.log_path.name} has records"
     assert not cp.log_path.exists()  # moved aside, with the snapshot that was not there
+
+
+def test_a_bad_last_line_is_a_write_that_never_returned_even_with_its_newline(tmp_path):
+    # a crash can leave the last append's length in the file with zeros for its bytes (delayed allocation):
+    # nobody was told that write happened, so it is dropped, as a line cut short is; a bad line before the
+    # last is corruption
+    path = tmp_path / "checkpoint.json"
+    _write_snapshot(path, {})
+    cp = Checkpoint(path, "boot-1")
+    good = _log_record(1, "put", "u1", claim_to_json(_claim()))
+    cp.log_path.write_bytes(good + b"\0" * 40 + b"\n")
+    loaded = cp.load(move_aside=False)
+    assert (loaded.status, loaded.claims) == ("ok", {"u1": _claim()})
+    cp.log_path.write_bytes(b"\0" * 40 + b"\n" + good)
+    loaded = cp.load(move_aside=False)
+    assert loaded.status == "corrupt" and loaded.detail.startswith(
+        f"CheckpointError: {cp.log_path.name} line 1: "
+    )
