@@ -63,6 +63,13 @@ def _enforcement(device_type: str, admin: bool) -> tuple[bool, str, str]:
         )
     if device_type in (names.TYPE_VGPU, names.TYPE_SLOT):
         return True, "Limiter", "memory and compute limits are enforced by carve's limiter"
+    if device_type == names.TYPE_MPS:
+        # the GPU is shared with the other mps claims: not "Exclusive", and MPS, not the limiter, sets the SMs
+        return (
+            True,
+            "MpsClientLimits",
+            "an MPS client: memory and SM limits are enforced by the GPU's MPS server and carve's limiter",
+        )
     if device_type == names.TYPE_MIG:
         return True, "MigIsolation", "a MIG instance: memory and compute isolated by the hardware"
     if device_type == names.TYPE_TIMESLICE:
@@ -89,7 +96,10 @@ def device_statuses(
         limit = per_gpu.get(p.device.gpu_uuid) if p.device.is_limited and not p.admin else None
         if limit is not None:
             data["memoryLimitBytes"] = limit.memory_bytes
-            data["coresLimitPercent"] = limit.cores_percent or 100
+            # An MPS share's SMs are MPS's to limit (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, its consumed cores):
+            # its limits file holds 0 there, which would read as the whole GPU.
+            cores = p.consumed.get("cores", 0) if p.device.is_mps else limit.cores_percent
+            data["coresLimitPercent"] = cores if 0 < cores < 100 else 100
         if p.admin:
             data["adminAccess"] = True
         ok, reason, message = _enforcement(p.device.type, p.admin)
