@@ -45,6 +45,13 @@ class Relimit:
         self.proc.stdin.flush()
         return self._read()
 
+    def __enter__(self) -> Relimit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()  # a no-op once close() saw it end
+        self.proc.wait()
+
     def close(self) -> tuple[int, str]:
         self.proc.stdin.close()
         rc = self.proc.wait(timeout=60)
@@ -59,8 +66,7 @@ def limits(c, memory: int, devices: int = 1, **kw: str) -> ClaimLimits:
 
 def test_a_rewritten_limits_file_applies_to_a_running_process_and_a_bad_one_does_not(claim):
     c = claim().create(memory=8 * MIB, cores=50)
-    client = Relimit(c, 12 * MIB)
-    try:
+    with Relimit(c, 12 * MIB) as client:
         assert client.first == {"rc": 2}
         # the plugin changed the quota twice before the limiter's next tick: the last file holds. (ext4 gives
         # the second file the inode number the first one freed, often the number of the file the limiter
@@ -82,25 +88,18 @@ def test_a_rewritten_limits_file_applies_to_a_running_process_and_a_bad_one_does
         client.proc.stdin.flush()
         rc, err = client.close()
         assert rc == -9 and "CARVE_OOM_POLICY=kill" in err, err
-    finally:
-        client.proc.kill()
-        client.proc.wait()
 
 
 def test_a_claim_that_failed_closed_stays_closed_when_its_limits_are_rewritten(claim):
     c = claim().create(memory=8 * MIB, cores=50)
     c.region.unlink()
     c.region.write_bytes(b"x" * 4096)  # the container broke its accounting: the claim fails closed
-    client = Relimit(c, 1 * MIB)
-    try:
+    with Relimit(c, 1 * MIB) as client:
         assert client.first == {"rc": 2}
         write_limits(c.limits, limits(c, 64 * MIB))
         assert client.after_rewrite() == {"rc": 2, "total": 1}
         rc, err = client.close()
         assert rc == 0, err
-    finally:
-        client.proc.kill()
-        client.proc.wait()
 
 
 def test_a_process_that_closes_every_descriptor_keeps_the_ones_it_opens_after(claim):
@@ -108,8 +107,7 @@ def test_a_process_that_closes_every_descriptor_keeps_the_ones_it_opens_after(cl
     that closes every descriptor past 2, as a daemon does, and opens its own files gets that number back:
     the limiter's next rewrite must not close the process's file in its place."""
     c = claim().create(memory=8 * MIB, cores=50)
-    client = Relimit(c, 12 * MIB)
-    try:
+    with Relimit(c, 12 * MIB) as client:
         assert client.first == {"rc": 2}
         write_limits(c.limits, limits(c, 16 * MIB))
         assert client.after_rewrite("closeall") == {"rc": 0, "total": 16 * MIB, "mine": 1}
@@ -119,17 +117,13 @@ def test_a_process_that_closes_every_descriptor_keeps_the_ones_it_opens_after(cl
         assert client.after_rewrite() == {"rc": 2, "total": 4 * MIB}
         rc, err = client.close()
         assert rc == 0, err
-    finally:
-        client.proc.kill()
-        client.proc.wait()
 
 
 def test_a_rewritten_core_policy_applies_to_a_running_process(claim):
     # The region's target is what the limiter aims at, written at each tick after the limits refresh: 100
     # under the default policy with no busy neighbour, the claim's 50% once the plugin writes "force".
     c = claim().create(memory=8 * MIB, cores=50)
-    client = Relimit(c, 1 * MIB)
-    try:
+    with Relimit(c, 1 * MIB) as client:
         assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}  # a tick under the first limits
         with Region.open(c.region) as r:
             assert r._struct.devices[0].target == 100
@@ -139,18 +133,14 @@ def test_a_rewritten_core_policy_applies_to_a_running_process(claim):
             assert r._struct.devices[0].target == 50
         rc, err = client.close()
         assert rc == 0, err
-    finally:
-        client.proc.kill()
-        client.proc.wait()
 
 
 def test_a_rewritten_limits_file_that_does_not_validate_leaks_no_descriptor(claim):
     # The limiter reads a new file at each tick until one validates: each read of a bad one closes what it
     # opened, or a claim whose file stayed bad would run its processes out of descriptors, one a tick.
     c = claim().create(memory=8 * MIB, cores=50)
-    client = Relimit(c, 1 * MIB)
-    fds = Path(f"/proc/{client.proc.pid}/fd")
-    try:
+    with Relimit(c, 1 * MIB) as client:
+        fds = Path(f"/proc/{client.proc.pid}/fd")
         c.limits.unlink()
         c.limits.write_bytes(b"\0" * 64)  # not the layout's size: refused, read again at the next tick
         assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
@@ -160,22 +150,18 @@ def test_a_rewritten_limits_file_that_does_not_validate_leaks_no_descriptor(clai
         assert len(list(fds.iterdir())) == before
         rc, err = client.close()
         assert rc == 0, err
-    finally:
-        client.proc.kill()
-        client.proc.wait()
 
 
 def test_a_process_keeps_one_descriptor_of_its_limits_file_the_one_applied(claim):
     # The limiter keeps the limits file it applied open (its inode number cannot be reused); a rewrite
     # applied closes the one before, so the process never holds more than one, whatever the rewrites.
     c = claim().create(memory=8 * MIB, cores=50)
-    client = Relimit(c, 1 * MIB)
-    fds = Path(f"/proc/{client.proc.pid}/fd")
+    with Relimit(c, 1 * MIB) as client:
+        fds = Path(f"/proc/{client.proc.pid}/fd")
 
-    def limits_files() -> list[str]:
-        return [t for t in (str(f.readlink()) for f in fds.iterdir()) if t.startswith(str(c.limits))]
+        def limits_files() -> list[str]:
+            return [t for t in (str(f.readlink()) for f in fds.iterdir()) if t.startswith(str(c.limits))]
 
-    try:
         assert client.after_rewrite() == {"rc": 0, "total": 8 * MIB}
         assert limits_files() == [str(c.limits)]
         for memory in (16, 4):
@@ -185,6 +171,3 @@ def test_a_process_keeps_one_descriptor_of_its_limits_file_the_one_applied(claim
             assert limits_files() == [str(c.limits)]
         rc, err = client.close()
         assert rc == 0, err
-    finally:
-        client.proc.kill()
-        client.proc.wait()

@@ -12,14 +12,7 @@ import pytest
 
 from driver.plugin import logfmt
 
-
-@pytest.fixture(autouse=True)
-def _driver_logger_restored(monkeypatch):
-    """logfmt.setup changes the process's `driver` logger: put it back for the tests after these."""
-    driver = logging.getLogger("driver")
-    monkeypatch.setattr(driver, "handlers", list(driver.handlers))
-    monkeypatch.setattr(driver, "propagate", driver.propagate)
-    monkeypatch.setattr(driver, "level", driver.level)
+pytestmark = pytest.mark.usefixtures("driver_logger_restored")
 
 
 def _log_to(stream: io.StringIO) -> logging.Logger:

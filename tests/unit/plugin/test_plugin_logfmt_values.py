@@ -13,13 +13,7 @@ import pytest
 
 from driver.plugin import logfmt
 
-
-@pytest.fixture(autouse=True)
-def _driver_logger_restored(monkeypatch):
-    driver = logging.getLogger("driver")
-    monkeypatch.setattr(driver, "handlers", list(driver.handlers))
-    monkeypatch.setattr(driver, "propagate", driver.propagate)
-    monkeypatch.setattr(driver, "level", driver.level)
+pytestmark = pytest.mark.usefixtures("driver_logger_restored")
 
 
 def _line(level=logging.INFO, name="e", **fields) -> str:
