@@ -36,13 +36,12 @@ from driver.plugin import faults
 from driver.plugin.claims.admin import check_admin_namespace, needs_admin
 from driver.plugin.claims.catalog import NodeDevice
 from driver.plugin.claims.dirs import CLAIMS, ClaimDirs
+from driver.plugin.claims.enforcement import EnforcementHosts, enforcement_edits
 from driver.plugin.claims.plan import (
     ClaimPlan,
     ClaimRef,
     PrepareError,
     claim_limits,
-    device_memory,
-    memory_partitions,
     plan_claim,
 )
 from driver.plugin.container.claimfiles import LimiterMissing, write_claim_files
@@ -55,15 +54,7 @@ from driver.plugin.container.edits import (
     claim_edits,
     region_container_path,
 )
-from driver.plugin.container.enforcement_edits import (
-    CGROUPS_DIR,
-    DriverPartition,
-    MpsShare,
-    MpsUserCheck,
-    PartitionHost,
-    mps_edits,
-    partition_edits,
-)
+from driver.plugin.container.enforcement_edits import MpsUserCheck, PartitionHost
 from driver.plugin.enforcement.attribution import reserved_pods
 from driver.plugin.enforcement.regions import ClaimRegion, claim_runtime
 from driver.plugin.logfmt import event
@@ -353,7 +344,10 @@ class Preparer:
             edits = claim_edits(self.layout, devices, limits, files, self.settings.limiter_dir)
         except DriverFilesError as e:
             raise PrepareError(f"{ref}: {e}") from None
-        extra = self._enforcement_edits(plan, files, limits)
+        hosts = EnforcementHosts(
+            self.partition_host, self.mps_pipe_dir, self.mps_state_dir, self.mps_shm_dir, self.mps_user_check
+        )
+        extra = enforcement_edits(plan, files, limits, hosts)
         if extra is not None:
             edits = ClaimEdits(edits.common.merged(extra), edits.devices)
         self.specs.write(ref.uid, claim_spec(ref.uid, edits.devices, edits.common))
@@ -386,46 +380,6 @@ class Preparer:
             limits=None if limits is None else [(d.memory_bytes, d.cores_percent) for d in limits.devices],
         )
         faults.reached("prepare-after-checkpoint-completed")
-
-    def _enforcement_edits(self, plan: ClaimPlan, files: ClaimFiles, limits):
-        """The driver partition's hooks and the MPS client setup of a claim, or None when it has neither."""
-        ref = plan.ref
-        edits = None
-        parts = memory_partitions(plan)
-        if parts:
-            if self.partition_host is None:
-                raise PrepareError(
-                    f"{ref}: GPU {parts[0].gpu_uuid}: its memory is published as enforced by the driver, but "
-                    "this plugin has no driver partition support (NVML library or cgroup v2 not found)"
-                )
-            record = files.root / CGROUPS_DIR
-            record.mkdir(mode=0o700, parents=True, exist_ok=True)
-            edits = partition_edits(
-                self.partition_host, record, [DriverPartition(p.gpu_uuid, p.soft, p.hard) for p in parts]
-            )
-        for p in plan.devices:
-            if not p.device.is_mps:
-                continue
-            pipe = self.mps_pipe_dir(p.device.gpu_uuid)
-            if pipe is None:
-                raise PrepareError(
-                    f"{ref}: device {p.device.name}: no MPS control daemon runs for GPU {p.device.gpu_uuid} "
-                    "(see the plugin's health and logs: mps.*)"
-                )
-            uuids = [d.uuid for d in limits.devices] if limits else []
-            share = MpsShare(
-                pipe_dir=pipe,
-                ordinal=uuids.index(p.device.gpu_uuid) if p.device.gpu_uuid in uuids else 0,
-                cores=p.consumed.get("cores", 0),
-                memory=device_memory(ref, p)[1],
-                shm_dir=self.mps_shm_dir,
-                gpu_uuid=p.device.gpu_uuid,
-                state_dir=self.mps_state_dir(p.device.gpu_uuid),
-            )
-            mps = mps_edits(share, self.mps_user_check)
-            edits = mps if edits is None else edits.merged(mps)
-            break  # one MPS GPU per claim (plan.py checks)
-        return edits
 
     # --- unprepare -------------------------------------------------------------------------------------
 
