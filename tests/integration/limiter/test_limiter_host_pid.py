@@ -8,8 +8,10 @@ Each process runs `hold` (allocate, then wait) under unshare(1), and the test re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -27,6 +29,7 @@ def slot_of_holder(c, *wrapper: str) -> tuple[int, int, int]:
     proc = subprocess.Popen(
         [*wrapper, str(CLIENT), "hold", str(MIB)], env=c.env(), stdout=subprocess.PIPE, text=True
     )
+    holder = None
     try:
         line = proc.stdout.readline()
         assert line.strip() == "ready 0", line
@@ -37,6 +40,9 @@ def slot_of_holder(c, *wrapper: str) -> tuple[int, int, int]:
             (p,) = [p for p in r.processes() if p.pid > 0]
         return p.pid, p.host_pid, holder
     finally:
+        if holder is not None and holder != proc.pid:  # killing unshare alone would leave it running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(holder, signal.SIGKILL)
         proc.kill()
         proc.wait()
 
