@@ -147,6 +147,16 @@ MIXED = [
 ]
 
 
+def share(request: str, device: str, share_id: str) -> dict:
+    """An allocation result taking a share of `device` (2Gi, 10 cores), as the scheduler writes one."""
+    return {
+        "request": request,
+        "device": device,
+        "shareID": share_id,
+        "consumedCapacity": {"memory": "2Gi", "cores": "10"},
+    }
+
+
 def lose_checkpoint(plugin_dir) -> None:
     """The whole checkpoint gone: its snapshot and its log."""
     (plugin_dir / "checkpoint.json").unlink()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from support.preparer_world import GI, preparer_world, put
+from support.preparer_world import GI, preparer_world, put, share
 
 from driver import names
 from driver.plugin.claims.catalog import NodeDevice
@@ -21,15 +21,6 @@ CATALOG = {
 }
 
 
-def _share(request: str, device: str, share: str) -> dict:
-    return {
-        "request": request,
-        "device": device,
-        "shareID": share,
-        "consumedCapacity": {"memory": "2Gi", "cores": "10"},
-    }
-
-
 def test_an_mps_share_behind_a_soft_slice_pins_memory_on_its_own_ordinal(tmp_path, stub_cache):
     cluster, _, make = preparer_world(tmp_path, stub_cache, CATALOG)
     p = make()
@@ -40,8 +31,8 @@ def test_an_mps_share_behind_a_soft_slice_pins_memory_on_its_own_ordinal(tmp_pat
         cluster,
         "soft-and-mps",
         [
-            _share("s", "gpu-a", "0b0e0a0d-1111-4222-8333-444455556666"),
-            _share("m", "gpu-b-mps", "0b0e0a0d-1111-4222-8333-444455556667"),
+            share("s", "gpu-a", "0b0e0a0d-1111-4222-8333-444455556666"),
+            share("m", "gpu-b-mps", "0b0e0a0d-1111-4222-8333-444455556667"),
         ],
     )
     assert p.prepare([ref])[ref.uid].error == ""

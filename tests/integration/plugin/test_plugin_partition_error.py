@@ -4,7 +4,7 @@ leaves nothing behind."""
 
 from __future__ import annotations
 
-from support.preparer_world import GI, preparer_world, put
+from support.preparer_world import GI, preparer_world, put, share
 
 from driver import names
 from driver.plugin.claims.catalog import NodeDevice
@@ -25,15 +25,6 @@ def _soft(name: str, uuid: str, minor: int) -> NodeDevice:
 CATALOG = {"gpu-b": _soft("gpu-b", "GPU-B", 1), "gpu-a": _soft("gpu-a", "GPU-A", 0)}
 
 
-def _share(request: str, device: str, share: str) -> dict:
-    return {
-        "request": request,
-        "device": device,
-        "shareID": share,
-        "consumedCapacity": {"memory": "2Gi", "cores": "10"},
-    }
-
-
 def test_a_driver_enforced_claim_without_partition_support_names_its_first_gpu(tmp_path, stub_cache):
     cluster, _, make = preparer_world(tmp_path, stub_cache, CATALOG)
     p = make()
@@ -43,8 +34,8 @@ def test_a_driver_enforced_claim_without_partition_support_names_its_first_gpu(t
         cluster,
         "two-gpus",
         [
-            _share("b", "gpu-b", "0b0e0a0d-1111-4222-8333-444455556666"),
-            _share("a", "gpu-a", "0b0e0a0d-1111-4222-8333-444455556667"),
+            share("b", "gpu-b", "0b0e0a0d-1111-4222-8333-444455556666"),
+            share("a", "gpu-a", "0b0e0a0d-1111-4222-8333-444455556667"),
         ],
     )
     error = p.prepare([ref])[ref.uid].error
