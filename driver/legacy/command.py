@@ -14,6 +14,7 @@ from pathlib import Path
 
 from driver import names
 from driver.cli import LOG_LEVELS, CliError
+from driver.heap import freeze_startup_heap
 from driver.plugin.logfmt import event, setup
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
             log, logging.ERROR, "device-plugin.start-failed", exc_info=True, error=f"{type(e).__name__}: {e}"
         )
         return 1
+    frozen = freeze_startup_heap()  # docs/performance.md: a full collection mid-call
+    event(log, logging.DEBUG, "device-plugin.heap-frozen", objects=frozen)
     event(log, logging.INFO, "device-plugin.started", node=args.node_name, gpus=len(gpus), split=split)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: plugin.stopping.set())

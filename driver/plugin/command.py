@@ -14,6 +14,7 @@ from pathlib import Path
 from driver import names
 from driver.cli import LOG_LEVELS, CliError
 from driver.devices.base import DEFAULT_CONTEXT_RESERVE_QUANTITY
+from driver.heap import freeze_startup_heap
 from driver.plugin.logfmt import event, setup
 from driver.plugin.placement import DEFAULT_PLACEMENT, PLACEMENTS
 
@@ -343,6 +344,8 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:
         event(log, logging.ERROR, "plugin.start-failed", exc_info=True, error=f"{type(e).__name__}: {e}")
         return 1
+    frozen = freeze_startup_heap()
+    event(log, logging.DEBUG, "plugin.heap-frozen", objects=frozen)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: plugin.request_stop())
     plugin.wait()

@@ -161,13 +161,16 @@ def figures(label: str, v: list[float], base: list[float] | None = None) -> str:
 @contextlib.contextmanager
 def sampled(pid: int, out_dir: str | None, name: str = "plugin.folded") -> Iterator[None]:
     """py-spy samples process `pid` at 200 Hz (all threads, idle included) while the block runs, when
-    `out_dir` is set and py-spy is installed; raw folded stacks go to `out_dir/name`."""
+    `out_dir` is set and py-spy is installed; raw folded stacks go to `out_dir/name`. With
+    CARVE_BENCH_PROFILE_GIL=1 only the thread holding the interpreter lock is sampled: where the serialized
+    Python time goes, without threads waiting in a lock or a poll counted as running."""
     spy = None
     if out_dir and shutil.which("py-spy"):
         os.makedirs(out_dir, exist_ok=True)
         out = os.path.join(out_dir, name)
+        threads = ["--gil"] if os.environ.get("CARVE_BENCH_PROFILE_GIL") == "1" else ["--threads", "--idle"]
         spy = subprocess.Popen(
-            ["py-spy", "record", "--threads", "--idle", "-r", "200", "-f", "raw", "-o", out, "-p", str(pid)],
+            ["py-spy", "record", *threads, "-r", "200", "-f", "raw", "-o", out, "-p", str(pid)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -20,9 +20,11 @@ again (its recorded instances kept), never answered from the checkpoint alone.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -72,6 +74,9 @@ from driver.plugin.state.locks import ClaimFileLocks, ClaimLocks, NodeLock
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# How long a prepare waits for its turn at the local work before it goes on beside the claim holding it
+# (Preparer._local_turn): far above a turn's 0.5-1 ms, far below the kubelet's patience.
+LOCAL_WORK_WAIT_S = 0.05
 
 
 class ClaimSource(Protocol):
@@ -136,6 +141,9 @@ class Preparer:
         self.after_prepare: Callable[[ClaimPlan, ClaimRecord, object], None] = lambda *_a: None
         # Each limited claim's sharing inputs, kept from its prepare (enforcement/regions.py, claim_runtime).
         self._claim_regions: dict[str, ClaimRegion] = {}
+        # One claim's local work (checkpoint records, claim files, CDI spec) at a time in this process
+        # (`_local_turn`). The claim read from the API server stays outside it, overlapped.
+        self._local_work = threading.Lock()
 
     # --- the kubelet's two calls -----------------------------------------------------------------------
 
@@ -200,10 +208,9 @@ class Preparer:
                 check_admin_namespace(plan, self._namespace(ref))
             # The node lock is held twice, briefly: to record PrepareStarted (and create MIG instances),
             # then to record PrepareCompleted. The claim's own files and CDI spec are written in between
-            # under the claim's locks only, so concurrent prepares overlap their file I/O instead of
-            # queueing behind each other's (docs/performance.md); the cross-process claim lock keeps
-            # another plugin process from rolling this claim back meanwhile.
-            with self.claim_files.hold(ref.uid):
+            # without it, so another plugin process (a rolling update) is not held up by them; the
+            # cross-process claim lock keeps that process from rolling this claim back meanwhile.
+            with self.claim_files.hold(ref.uid), self._local_turn():
                 begun = self._begin(plan, claim)
                 if isinstance(begun, Prepared):
                     return begun
@@ -227,6 +234,23 @@ class Preparer:
                     log, logging.WARNING, "claim-status.failed", uid=ref.uid, error=f"{type(e).__name__}: {e}"
                 )
             return Prepared(devices=tuple(record.devices))
+
+    @contextlib.contextmanager
+    def _local_turn(self) -> Iterator[None]:
+        """This claim's turn at the local work, waited for at most LOCAL_WORK_WAIT_S.
+
+        The claim files are this boot's (no fsync, a tmpfs on a node), so prepares overlapping their local
+        work wait on no disk: they only interleave Python under one interpreter lock, handing it over at
+        each of a prepare's 40-odd system calls, which doubled a prepare's CPU with 8 at once
+        (docs/performance.md, seventh pass). Taking turns costs the last of 8 about 7 ms; a claim whose
+        turn is stuck (a mount that hangs) holds the others up by at most the bounded wait, after which they
+        overlap as before."""
+        mine = self._local_work.acquire(timeout=LOCAL_WORK_WAIT_S)
+        try:
+            yield
+        finally:
+            if mine:
+                self._local_work.release()
 
     def _namespace(self, ref: ClaimRef) -> dict | None:
         try:

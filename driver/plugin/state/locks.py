@@ -4,10 +4,11 @@ The kubelet may call prepare for the same claim twice at once (retries); the cla
 call wait and then find the claim prepared. The node lock guards the checkpoint and the devices, and is
 also a `flock` on `<plugin-dir>/plugin.lock`, so during a rolling update two plugin processes never
 change the checkpoint at the same time. A claim's own files (its directory, its CDI spec) are written
-under its claim locks only, between two short holds of the node lock (docs/performance.md); the
-cross-process claim lock (`ClaimFileLocks`) keeps another plugin process from rolling back or preparing
-that claim meanwhile. Order: the claim's locks, then the node lock; whoever holds the node lock only tries
-a claim's file lock (never waits for it).
+under its claim locks between two short holds of the node lock, so another process is not held up by them
+(docs/performance.md); the cross-process claim lock (`ClaimFileLocks`) keeps another plugin process from
+rolling back or preparing that claim meanwhile. Inside one process a prepare's local work is serialized
+(the Preparer's local-work lock, a plain threading lock). Order: the claim's locks, the local-work lock,
+then the node lock; whoever holds the node lock only tries a claim's file lock (never waits for it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
-"""Prepares overlap their file writes (issue 30, docs/performance.md): the node lock is held only to record
+"""Prepares and their file writes (issue 30, docs/performance.md): the node lock is held only to record
 PrepareStarted and PrepareCompleted, the claim's own files are written under its claim locks, and the
-cross-process claim lock keeps another plugin process's recovery away from a claim in between.
+cross-process claim lock keeps another plugin process's recovery away from a claim in between. Inside one
+process the prepares take turns at their local work (it waits on no disk, and interleaving it only costs
+CPU), each waiting for its turn at most LOCAL_WORK_WAIT_S: a claim stuck in its writes does not hold up
+the others for longer.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def test_a_claim_writing_its_files_does_not_hold_up_another_claims_prepare(node,
         assert writing.wait(30)
         # The first claim is between its two records: started on disk, its files not yet written.
         assert on_disk(node) == {first.uid: STATE_STARTED}
-        assert node.prepare_one(second) == ""  # not blocked behind the first claim's writes
+        assert node.prepare_one(second) == ""  # held up LOCAL_WORK_WAIT_S at most, not until the release
         assert on_disk(node) == {first.uid: STATE_STARTED, second.uid: STATE_COMPLETED}
     finally:
         release.set()
@@ -58,6 +61,42 @@ def test_a_claim_writing_its_files_does_not_hold_up_another_claims_prepare(node,
     assert answers == {"first": ""}
     # Answered only once PrepareCompleted is in the checkpoint: a crash after the answer loses nothing.
     assert on_disk(node) == {first.uid: STATE_COMPLETED, second.uid: STATE_COMPLETED}
+
+
+def test_prepares_in_one_process_take_turns_at_their_local_work(node, monkeypatch):
+    monkeypatch.setattr(preparer_module, "LOCAL_WORK_WAIT_S", 30.0)  # no turn given up on a slow machine
+    refs = [node.put_claim(f"c{i}", soft_results(i)) for i in range(8)]
+    inside, most = [0], [0]
+    guard = threading.Lock()
+    real = preparer_module.write_claim_files
+
+    def counted(*args, **kwargs):
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            threading.Event().wait(0.005)  # long enough for the others to arrive
+            return real(*args, **kwargs)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    monkeypatch.setattr(preparer_module, "write_claim_files", counted)
+    gate = threading.Barrier(len(refs))
+    answers: dict[str, str] = {}
+
+    def prepare(ref):
+        gate.wait()
+        answers[ref.uid] = node.prepare_one(ref)
+
+    threads = [threading.Thread(target=prepare, args=(ref,)) for ref in refs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert answers == {ref.uid: "" for ref in refs}
+    assert most[0] == 1
+    assert on_disk(node) == {ref.uid: STATE_COMPLETED for ref in refs}
 
 
 def test_a_failure_between_the_records_rolls_back_that_claim_only(node, monkeypatch):

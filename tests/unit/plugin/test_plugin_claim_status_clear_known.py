@@ -1,0 +1,100 @@
+"""The clear at unprepare starts from the claim as the API server answered our last write: one round trip
+(the write) instead of two. A copy gone stale (another writer, the claim re-created under its name) is a
+Conflict that re-reads, never another driver's entry lost or a new claim touched; without a copy (a plugin
+restarted since the write) the clear reads the claim as before."""
+
+from __future__ import annotations
+
+from driver import names
+from driver.cluster import LocalCluster
+from driver.plugin.claims.plan import ClaimRef
+from driver.plugin.claims.status import ClaimStatusWriter
+
+REF = ClaimRef("ml", "c", "uid-1")
+OURS = {"driver": names.DRIVER_NAME, "pool": "node-a", "device": "gpu-1"}
+OTHER = {"driver": "net.example.com", "pool": "p", "device": "nic"}
+
+
+class CountingCluster(LocalCluster):
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+        self.writes = 0
+
+    def get_resource_claim(self, namespace, name):
+        self.reads += 1
+        return super().get_resource_claim(namespace, name)
+
+    def update_resource_claim_status(self, obj):
+        self.writes += 1
+        return super().update_resource_claim_status(obj)
+
+
+def _cluster(uid: str = "uid-1") -> CountingCluster:
+    cluster = CountingCluster()
+    cluster.put_resource_claim(
+        {"metadata": {"name": "c", "namespace": "ml", "uid": uid}, "status": {"allocation": {}}}
+    )
+    return cluster
+
+
+def _devices(cluster: LocalCluster) -> list[dict]:
+    return LocalCluster.get_resource_claim(cluster, "ml", "c")["status"].get("devices", [])
+
+
+def _written(writer: ClaimStatusWriter, cluster: CountingCluster) -> None:
+    assert writer.write(REF, [OURS], LocalCluster.get_resource_claim(cluster, "ml", "c"))
+    cluster.reads = cluster.writes = 0
+
+
+def test_a_clear_after_our_write_is_one_write_and_no_read():
+    cluster = _cluster()
+    writer = ClaimStatusWriter(cluster)
+    _written(writer, cluster)
+    assert writer.clear(REF)
+    assert (cluster.reads, cluster.writes) == (0, 1)
+    assert _devices(cluster) == []
+
+
+def test_a_second_clear_reads_again_and_writes_nothing():
+    cluster = _cluster()
+    writer = ClaimStatusWriter(cluster)
+    _written(writer, cluster)
+    assert writer.clear(REF)
+    cluster.reads = cluster.writes = 0
+    assert writer.clear(REF)  # the copy was dropped: read, find nothing of ours, leave the claim alone
+    assert (cluster.reads, cluster.writes) == (1, 0)
+
+
+def test_another_drivers_entry_written_since_our_write_is_kept():
+    cluster = _cluster()
+    writer = ClaimStatusWriter(cluster, sleep=lambda _s: None)
+    _written(writer, cluster)
+    fresh = LocalCluster.get_resource_claim(cluster, "ml", "c")
+    cluster.update_resource_claim_status({**fresh, "status": {**fresh["status"], "devices": [OTHER, OURS]}})
+    cluster.reads = cluster.writes = 0
+    assert writer.clear(REF)
+    assert cluster.reads == 1  # the stale copy's Conflict, then the re-read
+    assert _devices(cluster) == [OTHER]
+
+
+def test_a_claim_re_created_under_the_name_is_not_touched():
+    cluster = _cluster()
+    writer = ClaimStatusWriter(cluster, sleep=lambda _s: None)
+    _written(writer, cluster)
+    # The claim was deleted and a new one made under its name, with our driver's entry of its own prepare.
+    cluster.delete_resource_claim("ml", "c")
+    cluster.put_resource_claim(
+        {"metadata": {"name": "c", "namespace": "ml", "uid": "uid-2"}, "status": {"devices": [OURS]}}
+    )
+    assert not writer.clear(REF)
+    assert _devices(cluster) == [OURS]
+
+
+def test_without_a_copy_the_clear_reads_the_claim():
+    cluster = _cluster()
+    _written(ClaimStatusWriter(cluster), cluster)
+    restarted = ClaimStatusWriter(cluster)  # a new plugin process: nothing written by it
+    assert restarted.clear(REF)
+    assert (cluster.reads, cluster.writes) == (1, 1)
+    assert _devices(cluster) == []
