@@ -142,8 +142,10 @@ class ClaimStatusWriter:
         """`claim`: the claim as just read (at prepare), tried first instead of reading it again."""
         return self._update(ref, lambda existing: merged(existing, entries), "write", claim)
 
-    def clear(self, ref: ClaimRef) -> bool:
-        known = self._written.pop(ref.uid, None)
+    def clear(self, ref: ClaimRef, claim: dict | None = None) -> bool:
+        """`claim`: the claim as read at its prepare, whose report never went out (StatusQueue): entries of
+        ours it lacks were never written, since only this process's report would have written them."""
+        known = self._written.pop(ref.uid, None) or claim
         return self._update(ref, lambda existing: merged(existing, []), "clear", known)
 
     def _update(
@@ -227,8 +229,9 @@ class KubeletCalls:
 class StatusQueue:
     """Claim status reports off the kubelet's path: one thread applies them in order, latest per claim wins.
 
-    A report is two API round trips (read, write; a write after prepare one: it starts from the claim the
-    prepare read), made under no lock of the preparer, so a prepare answers
+    A report is two API round trips (read, write; one where a copy of the claim is at hand: a write after
+    prepare starts from the claim the prepare read, a clear from what our write returned; a clear replacing
+    a write never sent, none), made under no lock of the preparer, so a prepare answers
     the kubelet without waiting for them (docs/performance.md). Per claim the order is kept: a clear queued
     behind a write replaces it (the claim is gone before its report went out). A report is not durable: a
     plugin that crashes before sending it leaves the claim without status.devices, as one that crashed
@@ -262,7 +265,11 @@ class StatusQueue:
 
     def _put(self, ref: ClaimRef, entries: list[dict] | None, claim: dict | None) -> None:
         with self._cond:
-            self._pending.pop(ref.uid, None)  # re-inserted last: dict order is the send order
+            replaced = self._pending.pop(ref.uid, None)  # re-inserted last: dict order is the send order
+            if entries is None and replaced is not None and replaced[1] is not None:
+                # A clear replacing a report that never went out starts from that report's claim: a
+                # claim prepared and unprepared within one burst costs no API call at all.
+                claim = replaced[2]
             self._pending[ref.uid] = (ref, entries, claim, time.monotonic())
             self._cond.notify()
 
@@ -300,7 +307,7 @@ class StatusQueue:
                 self._busy = True
             try:
                 if entries is None:
-                    self.writer.clear(ref)
+                    self.writer.clear(ref, claim)
                 elif claim is None:
                     self.writer.write(ref, entries)
                 else:

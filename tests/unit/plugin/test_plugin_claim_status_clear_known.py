@@ -1,14 +1,16 @@
 """The clear at unprepare starts from the claim as the API server answered our last write: one round trip
 (the write) instead of two. A copy gone stale (another writer, the claim re-created under its name) is a
 Conflict that re-reads, never another driver's entry lost or a new claim touched; without a copy (a plugin
-restarted since the write) the clear reads the claim as before."""
+restarted since the write) the clear reads the claim as before. A claim prepared and unprepared before its
+report went out (StatusQueue: the clear replaces the write) costs no API call when the claim as read at its
+prepare holds no entry of ours, and one write when it does (left by an earlier plugin process)."""
 
 from __future__ import annotations
 
 from driver import names
 from driver.cluster import LocalCluster
 from driver.plugin.claims.plan import ClaimRef
-from driver.plugin.claims.status import ClaimStatusWriter
+from driver.plugin.claims.status import ClaimStatusWriter, KubeletCalls, StatusQueue
 
 REF = ClaimRef("ml", "c", "uid-1")
 OURS = {"driver": names.DRIVER_NAME, "pool": "node-a", "device": "gpu-1"}
@@ -98,3 +100,33 @@ def test_without_a_copy_the_clear_reads_the_claim():
     assert restarted.clear(REF)
     assert (cluster.reads, cluster.writes) == (1, 1)
     assert _devices(cluster) == []
+
+
+def _burst(cluster: CountingCluster) -> None:
+    """Prepare and unprepare within one burst: the write is still queued (a kubelet call in flight) when the
+    clear replaces it."""
+    calls = KubeletCalls()
+    queue = StatusQueue(ClaimStatusWriter(cluster), calls=calls, yield_s=30)
+    read_at_prepare = LocalCluster.get_resource_claim(cluster, "ml", "c")
+    cluster.reads = cluster.writes = 0
+    with calls.serving():
+        queue.write(REF, [OURS], read_at_prepare)
+        queue.clear(REF)
+    assert queue.flush(5)
+    queue.close()
+
+
+def test_a_claim_unprepared_before_its_report_went_out_costs_no_api_call():
+    cluster = _cluster()
+    _burst(cluster)
+    assert (cluster.reads, cluster.writes) == (0, 0)
+    assert _devices(cluster) == []
+
+
+def test_our_entry_left_by_an_earlier_process_is_cleared_from_the_prepares_copy():
+    cluster = _cluster()
+    fresh = LocalCluster.get_resource_claim(cluster, "ml", "c")
+    cluster.update_resource_claim_status({**fresh, "status": {**fresh["status"], "devices": [OTHER, OURS]}})
+    _burst(cluster)
+    assert (cluster.reads, cluster.writes) == (0, 1)
+    assert _devices(cluster) == [OTHER]

@@ -23,7 +23,7 @@ class SlowWriter:
         self.sent.append(("write", ref.uid, entries))
         return True
 
-    def clear(self, ref):
+    def clear(self, ref, claim=None):
         self.started.set()
         self.gate.wait(10)
         self.sent.append(("clear", ref.uid, None))
