@@ -56,24 +56,46 @@ from support.prepare_bench import (
 )
 
 from driver.heap import freeze_startup_heap
+from driver.plugin.claims.status import YIELD_S
 
 CONCURRENT = 8
 REPEATS = int(os.environ.get("CARVE_BENCH_REPEATS", "5"))
 BLOCK_ROUNDS = int(os.environ.get("CARVE_BENCH_ROUNDS", "5"))  # per block: 5 rounds x 8 = 40 prepares
 GOAL_P99_S = 0.010
-WIDTHS = {"idle": 1, "8 at once": CONCURRENT}
+# A settled round starts after a pause longer than a claim status report may wait for the kubelet's calls
+# to end (YIELD_S): 8 pods landing on a node together after a quiet spell, as the kubelet sees them. The
+# other rounds follow each other at once, each meeting the reports and unprepares the last one left: a
+# stream of hundreds of prepares a second, far above the kubelet's pod start rate.
+SETTLE_S = YIELD_S + 0.1
+WIDTHS = {"idle": (1, 0.0), "8 at once": (CONCURRENT, 0.0), "8 at once, settled": (CONCURRENT, SETTLE_S)}
 
 
 def block(
-    put_claim, prepare_one, unprepare, width: int, tag: str, cpu, spent: list[float], client: list[float]
+    put_claim,
+    prepare_one,
+    unprepare,
+    width: int,
+    tag: str,
+    cpu,
+    spent: list[float],
+    client: list[float],
+    settle_s: float = 0.0,
+    background: list[float] | None = None,
 ) -> list[float]:
     """BLOCK_ROUNDS * CONCURRENT fresh claims prepared in rounds of `width`; the serving processes' CPU time
-    of the prepares is added to `spent`, this process's (fake kubelet, API stand-in) to `client`."""
+    of the prepares is added to `spent`, this process's (fake kubelet, API stand-in) to `client`; with
+    `settle_s`, a pause before each round, the serving processes' CPU in it added to `background`."""
     count = BLOCK_ROUNDS * CONCURRENT
     claims = [put_claim(f"{tag}-{i}", soft_results(i)) for i in range(count)]
     batches = [claims[i : i + width] for i in range(0, count, width)]
     return run_rounds(
-        prepare_one, unprepare, batches, cpu, spent, client=(lambda: cpu_seconds(os.getpid()), client)
+        prepare_one,
+        unprepare,
+        batches,
+        cpu,
+        spent,
+        client=(lambda: cpu_seconds(os.getpid()), client),
+        settle=(settle_s, background) if settle_s and background is not None else None,
     )
 
 
@@ -194,6 +216,7 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
     results: dict[tuple[str, str], list[list[float]]] = {}
     cpu: dict[tuple[str, str], list[float]] = {}
     client: dict[tuple[str, str], list[float]] = {}
+    background: dict[tuple[str, str], list[float]] = {}
     # The plugin process freezes its start-up heap (driver/heap.py); the test process does the same for the
     # measurement, so neither the lower bound nor the fake kubelet and API stand-in (Go processes on a node)
     # pause for a full collection of pytest's heap in the middle of a round.
@@ -208,8 +231,8 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
             for rep in range(REPEATS):
                 order = list(paths) if rep % 2 == 0 else list(reversed(paths))
                 for path in order:
-                    for label, width in WIDTHS.items():
-                        if path not in ("in process", "socket") and width == 1:
+                    for label, (width, settle_s) in WIDTHS.items():
+                        if path not in ("in process", "socket") and (width == 1 or settle_s):
                             continue
                         put, prepare_one, unprepare, clock = paths[path]
                         results.setdefault((path, label), []).append(
@@ -218,10 +241,12 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
                                 prepare_one,
                                 unprepare,
                                 width,
-                                f"{rep}p{list(paths).index(path)}w{width}",
+                                f"{rep}p{list(paths).index(path)}w{width}s{int(settle_s * 10)}",
                                 clock,
                                 cpu.setdefault((path, label), []),
                                 client.setdefault((path, label), []),
+                                settle_s,
+                                background.setdefault((path, label), []),
                             )
                         )
     finally:
@@ -265,12 +290,17 @@ def test_prepare_latency_idle_and_eight_at_once(tmp_path, stub_cache):
         )
         if path != "in process":
             line += f" +client {sum(client[(path, label)]) / len(pool) * 1e3:5.2f} ms"
+        if background.get((path, label)):
+            line += f" +between rounds {sum(background[(path, label)]) / len(pool) * 1e3:5.2f} ms"
 
         if path != "in process":
             base50, base99, _ = summary(results[("in process", label)])
             line += f"  ({p50 / base50:4.1f}x / {p99 / base99:4.1f}x)"
         print(line)
-    ratio = summary(results[("socket", "8 at once")])[1] / summary(results[("in process", "8 at once")])[1]
-    print(f"[bench]   socket / in process, 8 at once, p99: {ratio:.2f}")
-    met = summary(results[("socket", "8 at once")])[1] <= GOAL_P99_S
-    print(f"[bench]   goal: socket p99 <= 10 ms with {CONCURRENT} at once: {'met' if met else 'NOT met'}")
+    for label in ("8 at once", "8 at once, settled"):
+        socket99, bound99 = summary(results[("socket", label)])[1], summary(results[("in process", label)])[1]
+        met = "met" if socket99 <= GOAL_P99_S else "NOT met"
+        print(
+            f"[bench]   {label}: socket / in process p99 {socket99 / bound99:.2f}; "
+            f"goal socket p99 <= 10 ms: {met}"
+        )

@@ -110,14 +110,22 @@ def run_rounds(
     cpu: Callable[[], float] | None = None,
     spent: list[float] | None = None,
     client: tuple[Callable[[], float], list[float]] | None = None,
+    settle: tuple[float, list[float]] | None = None,
 ) -> list[float]:
     """Each batch: one thread per item released together by a barrier, one prepare each; then the batch is
     unprepared (outside the timing). Returns every prepare's latency; any prepare error fails. With `cpu`
     (a process's CPU seconds so far), the CPU time of each batch's prepares is appended to `spent`; with
-    `client` (another clock, its list), the same for that clock (the fake kubelet's and API server's)."""
+    `client` (another clock, its list), the same for that clock (the fake kubelet's and API server's).
+    With `settle` (seconds, a list), each batch starts after a pause of that long, in which the serving
+    process finishes what the previous batch left it (claim status reports); the CPU it spent in the pause
+    is appended to the list."""
     latencies: list[float] = []
     lock = threading.Lock()
     for batch in batches:
+        if settle:
+            quiet = cpu() if cpu else 0.0
+            time.sleep(settle[0])
+            settle[1].append((cpu() if cpu else 0.0) - quiet)
         before = cpu() if cpu else 0.0
         client_before = client[0]() if client else 0.0
         gate = threading.Barrier(len(batch))
