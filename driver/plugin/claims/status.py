@@ -158,6 +158,7 @@ class ClaimStatusWriter:
         delay = 0.05
         for attempt in range(1, self.attempts + 1):
             claim, known = known, None  # the copy given is for the first attempt only
+            from_copy = claim is not None
             if claim is None:
                 try:
                     claim = self.cluster.get_resource_claim(ref.namespace, ref.name)
@@ -192,7 +193,8 @@ class ClaimStatusWriter:
             except NotFound:
                 return False
             except Conflict:
-                if attempt < self.attempts:
+                # A copy gone stale is no contention: read at once. A fresh read that conflicts is.
+                if attempt < self.attempts and not from_copy:
                     self.sleep(delay)
                     delay *= 2
         event(log, logging.WARNING, "claim-status.conflict", uid=ref.uid, attempts=self.attempts)

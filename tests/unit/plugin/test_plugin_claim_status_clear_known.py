@@ -130,3 +130,38 @@ def test_our_entry_left_by_an_earlier_process_is_cleared_from_the_prepares_copy(
     _burst(cluster)
     assert (cluster.reads, cluster.writes) == (0, 1)
     assert _devices(cluster) == [OTHER]
+
+
+def test_a_stale_copy_is_read_again_at_once_and_only_contention_backs_off():
+    cluster = _cluster()
+    slept: list[float] = []
+    writer = ClaimStatusWriter(cluster, sleep=slept.append)
+    _written(writer, cluster)
+    fresh = LocalCluster.get_resource_claim(cluster, "ml", "c")
+    cluster.update_resource_claim_status({**fresh, "status": {**fresh["status"], "devices": [OTHER, OURS]}})
+    assert writer.clear(REF)
+    assert slept == []  # the copy's Conflict: re-read without waiting
+    assert _devices(cluster) == [OTHER]
+
+    class Contended(CountingCluster):
+        """Another writer changes the claim between each of our reads and writes, twice."""
+
+        def __init__(self):
+            super().__init__()
+            self.races = 2
+
+        def get_resource_claim(self, namespace, name):
+            got = super().get_resource_claim(namespace, name)
+            if self.races:
+                self.races -= 1
+                LocalCluster.update_resource_claim_status(self, {**got, "status": dict(got["status"])})
+            return got
+
+    contended = Contended()
+    contended.put_resource_claim(
+        {"metadata": {"name": "c", "namespace": "ml", "uid": "uid-1"}, "status": {"allocation": {}}}
+    )
+    slept.clear()
+    assert ClaimStatusWriter(contended, sleep=slept.append).write(REF, [OURS])
+    assert slept == [0.05, 0.1]  # two fresh reads lost their race: backed off, doubling
+    assert _devices(contended) == [OURS]
