@@ -7,6 +7,8 @@ prepare holds no entry of ours, and one write when it does (left by an earlier p
 
 from __future__ import annotations
 
+from support.counting_cluster import CountingCluster
+
 from driver import names
 from driver.cluster import LocalCluster
 from driver.plugin.claims.plan import ClaimRef
@@ -17,26 +19,9 @@ OURS = {"driver": names.DRIVER_NAME, "pool": "node-a", "device": "gpu-1"}
 OTHER = {"driver": "net.example.com", "pool": "p", "device": "nic"}
 
 
-class CountingCluster(LocalCluster):
-    def __init__(self):
-        super().__init__()
-        self.reads = 0
-        self.writes = 0
-
-    def get_resource_claim(self, namespace, name):
-        self.reads += 1
-        return super().get_resource_claim(namespace, name)
-
-    def update_resource_claim_status(self, obj):
-        self.writes += 1
-        return super().update_resource_claim_status(obj)
-
-
-def _cluster(uid: str = "uid-1") -> CountingCluster:
+def _cluster() -> CountingCluster:
     cluster = CountingCluster()
-    cluster.put_resource_claim(
-        {"metadata": {"name": "c", "namespace": "ml", "uid": uid}, "status": {"allocation": {}}}
-    )
+    cluster.put_claim()
     return cluster
 
 
@@ -158,9 +143,7 @@ def test_a_stale_copy_is_read_again_at_once_and_only_contention_backs_off():
             return got
 
     contended = Contended()
-    contended.put_resource_claim(
-        {"metadata": {"name": "c", "namespace": "ml", "uid": "uid-1"}, "status": {"allocation": {}}}
-    )
+    contended.put_claim()
     slept.clear()
     assert ClaimStatusWriter(contended, sleep=slept.append).write(REF, [OURS])
     assert slept == [0.05, 0.1]  # two fresh reads lost their race: backed off, doubling

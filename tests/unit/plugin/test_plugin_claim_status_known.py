@@ -3,8 +3,9 @@ instead of two, and a copy that went stale meanwhile is a Conflict that re-reads
 
 from __future__ import annotations
 
+from support.counting_cluster import CountingCluster
+
 from driver import names
-from driver.cluster import LocalCluster
 from driver.plugin.claims.plan import ClaimRef
 from driver.plugin.claims.status import ClaimStatusWriter, StatusQueue
 
@@ -13,21 +14,9 @@ OURS = {"driver": names.DRIVER_NAME, "pool": "node-a", "device": "gpu-1"}
 OTHER = {"driver": "net.example.com", "pool": "p", "device": "nic"}
 
 
-class CountingCluster(LocalCluster):
-    def __init__(self):
-        super().__init__()
-        self.reads = 0
-
-    def get_resource_claim(self, namespace, name):
-        self.reads += 1
-        return super().get_resource_claim(namespace, name)
-
-
 def _cluster() -> CountingCluster:
     cluster = CountingCluster()
-    cluster.put_resource_claim(
-        {"metadata": {"name": "c", "namespace": "ml", "uid": "uid-1"}, "status": {"allocation": {}}}
-    )
+    cluster.put_claim()
     return cluster
 
 
