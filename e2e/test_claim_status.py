@@ -84,3 +84,48 @@ def test_admin_pod_attaches_without_disturbing_the_tenants_quota(cluster, api, n
         assert all(e["data"].get("adminAccess") is True for e in entries)
     finally:
         kube.delete_namespace(api, admin_ns)
+
+
+def test_status_devices_are_cleared_at_unprepare(cluster, api, namespace, gates_on):
+    """A standalone claim outlives its pod: the plugin's clear at unprepare (a write from the claim as the
+    API server answered the status write, or a re-read when it went stale) removes our entry on the real
+    API server, and the plugin logs no failed or conflicting report for it."""
+    node = cluster.nodes[N1]
+    kube.create(
+        api,
+        namespace,
+        {
+            "apiVersion": f"{kube.GROUP}/{kube.VERSION}",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "kept"},
+            "spec": {"devices": {"requests": kube.soft_or_slot(gates_on)}},
+        },
+    )
+    kube.create(api, namespace, kube.pod("kept", claim="kept", node=N1))
+    kube.wait_running(api, namespace, "kept")
+    uid = _claim(api, namespace, "kept")["metadata"]["uid"]
+
+    def ours() -> list[dict]:
+        entries = (_claim(api, namespace, "kept").get("status") or {}).get("devices") or []
+        return [e for e in entries if e["driver"] == names.DRIVER_NAME]
+
+    kube.wait("the claim's status.devices entry of ours", ours)
+    kube.delete_pod(api, namespace, "kept")
+    kube.wait("our status.devices entry cleared", lambda: not ours())
+
+    # The clear leaves the plugin within its report's wait (YIELD_S) of the unprepare: it logs the write,
+    # unless the claim's deallocation (which drops its status.devices) came first and left nothing to clear.
+    def cleared_or_deallocated() -> bool:
+        if f"uid={uid}" in "".join(
+            line for line in node.plugin.log.read_text().splitlines() if "claim-status.clear" in line
+        ):
+            return True
+        return not (_claim(api, namespace, "kept").get("status") or {}).get("allocation")
+
+    kube.wait("the plugin's clear of our entry, or the claim deallocated", cleared_or_deallocated)
+    failed = [
+        line
+        for line in node.plugin.log.read_text().splitlines()
+        if uid in line and ("claim-status.failed" in line or "claim-status.conflict" in line)
+    ]
+    assert not failed, failed
