@@ -211,7 +211,8 @@ class KubeletCalls:
     def wait_idle(self, timeout_s: float) -> bool:
         """Until no call is in flight or `timeout_s` passed; True when none is."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._n == 0, max(0.0, timeout_s))
+            # A timeout of 0 or less waits not at all (Condition.wait_for): a report past its yield goes now.
+            return self._cond.wait_for(lambda: self._n == 0, timeout_s)
 
 
 class StatusQueue:
