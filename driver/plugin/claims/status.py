@@ -268,7 +268,9 @@ class StatusQueue:
                 self._cond.wait(left)
         return True
 
-    def close(self, timeout_s: float = 2.0) -> None:
+    def close(self, timeout_s: float) -> None:
+        """Flush for up to `timeout_s` (the plugin's stop passes its grace period), then stop the thread once
+        what is still queued was sent."""
         self.flush(timeout_s)
         with self._cond:
             self._closed = True
