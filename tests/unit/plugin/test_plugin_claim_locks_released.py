@@ -1,5 +1,6 @@
 """The per-claim locks (driver/plugin/state/locks.py) are dropped when their last holder lets go: a node
-prepares and unprepares claims for months, and a lock kept per claim uid ever seen would grow without bound."""
+prepares and unprepares claims for months, and a lock kept per claim uid ever seen would grow
+without bound."""
 
 from __future__ import annotations
 
@@ -12,4 +13,3 @@ def test_a_claims_lock_is_gone_once_its_holders_let_go():
         with locks.hold(uid):
             assert len(locks) == 1
     assert len(locks) == 0
-
