@@ -242,7 +242,7 @@ class Publisher:
             for s in self.cluster.list_resource_slices(names.DRIVER_NAME, self.node_name)
         }
         current = max((s["spec"].get("pool", {}).get("generation", 0) for s in existing.values()), default=0)
-        desired = self.build(self.applied, max(current, 1))
+        desired = self.build(self.applied, current)  # compared without the generation (_content)
         if existing and _content(list(existing.values())) == _content(desired) and current:
             self.generation = current
             return sorted(existing.values(), key=lambda s: s["metadata"]["name"]), desired

@@ -225,7 +225,8 @@ class KubeletCalls:
     def wait_idle(self, timeout_s: float) -> bool:
         """Until no call is in flight or `timeout_s` passed; True when none is."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._n == 0, max(0.0, timeout_s))
+            # A timeout of 0 or less waits not at all (Condition.wait_for): a report past its yield goes now.
+            return self._cond.wait_for(lambda: self._n == 0, timeout_s)
 
 
 class StatusQueue:
@@ -286,7 +287,9 @@ class StatusQueue:
                 self._cond.wait(left)
         return True
 
-    def close(self, timeout_s: float = 2.0) -> None:
+    def close(self, timeout_s: float) -> None:
+        """Flush for up to `timeout_s` (the plugin's stop passes its grace period), then stop the thread once
+        what is still queued was sent."""
         self.flush(timeout_s)
         with self._cond:
             self._closed = True

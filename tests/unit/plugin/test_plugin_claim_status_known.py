@@ -48,6 +48,6 @@ def test_the_queue_hands_the_prepares_claim_to_the_writer():
     queue = StatusQueue(ClaimStatusWriter(cluster))
     queue.write(REF, [OURS], read_at_prepare)
     assert queue.flush(5)
-    queue.close()
+    queue.close(2.0)
     assert cluster.reads == 0
     assert cluster.get_resource_claim("ml", "c")["status"]["devices"] == [OURS]

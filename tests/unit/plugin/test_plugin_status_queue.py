@@ -47,7 +47,7 @@ def test_a_report_does_not_block_the_caller_and_the_last_one_per_claim_wins():
         ("write", "uid-a", [{"n": 3}]),
         ("clear", "uid-b", None),
     ]
-    queue.close()
+    queue.close(2.0)
 
 
 def test_a_failing_report_is_logged_and_the_queue_goes_on(caplog):
@@ -64,7 +64,7 @@ def test_a_failing_report_is_logged_and_the_queue_goes_on(caplog):
     assert writer.sent == [("clear", "uid-b", None)]
     (failed,) = [r for r in caplog.records if r.getMessage() == "claim-status.failed"]
     assert failed.fields["uid"] == "uid-a" and "API server down" in failed.fields["error"]
-    queue.close()
+    queue.close(2.0)
 
 
 def test_flush_gives_up_after_its_timeout():
@@ -75,7 +75,7 @@ def test_flush_gives_up_after_its_timeout():
     assert queue.flush(0.05) is False
     writer.gate.set()
     assert queue.flush(5)
-    queue.close()
+    queue.close(2.0)
 
 
 def test_a_report_waits_for_the_kubelets_calls_in_flight_and_goes_once_they_end():
@@ -95,7 +95,7 @@ def test_a_report_waits_for_the_kubelets_calls_in_flight_and_goes_once_they_end(
     second.__exit__(None, None, None)
     assert queue.flush(5)  # the last call ended: sent long before yield_s
     assert writer.sent == [("write", "uid-a", [{"n": 1}])]
-    queue.close()
+    queue.close(2.0)
 
 
 def test_under_a_steady_stream_of_calls_a_report_waits_no_longer_than_yield_s():
@@ -109,7 +109,7 @@ def test_under_a_steady_stream_of_calls_a_report_waits_no_longer_than_yield_s():
         assert calls.wait_idle(0) is False
     assert calls.wait_idle(0) is True
     assert writer.sent == [("write", "uid-a", [])]
-    queue.close()
+    queue.close(2.0)
 
 
 def test_the_servicer_counts_its_calls_in_flight_while_the_preparer_runs():

@@ -53,4 +53,4 @@ def test_flush_returns_false_as_soon_as_its_deadline_has_passed(monkeypatch):
     assert clock.now - before < 0.1
     writer.gate.set()
     assert queue.flush(5)
-    queue.close()
+    queue.close(2.0)
