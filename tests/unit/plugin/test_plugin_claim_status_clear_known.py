@@ -98,7 +98,7 @@ def _burst(cluster: CountingCluster) -> None:
         queue.write(REF, [OURS], read_at_prepare)
         queue.clear(REF)
     assert queue.flush(5)
-    queue.close()
+    queue.close(5)
 
 
 def test_a_claim_unprepared_before_its_report_went_out_costs_no_api_call():
