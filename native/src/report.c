@@ -58,11 +58,11 @@ static struct {
 static int g_nvml_map_len;
 
 /* By the UUID a limits file names (no CUDA needed: nvidia-smi and pynvml work too); else the CUDA ordinal
- * with that UUID, through the same binding allocations use (positional and environment limits). */
+ * with that UUID, through the same binding allocations use (positional and environment limits). `out` comes
+ * zeroed (not limited), which is what a handle whose UUID NVML cannot give stays. */
 static void resolve_device(nvmlDevice_t handle, carve_binding_t *out)
 {
     char uuid[96];
-    memset(out, 0, sizeof *out);
     if (!REAL(nvmlDeviceGetUUID) || REAL(nvmlDeviceGetUUID)(handle, uuid, sizeof uuid) != NVML_SUCCESS)
         return;
     if (carve_binding_for_uuid(uuid, out))
@@ -84,13 +84,14 @@ static void resolve_device(nvmlDevice_t handle, carve_binding_t *out)
     }
 }
 
-static const carve_binding_t *nvml_device(nvmlDevice_t handle)
+/* A copy, so a handle resolved now shares no state with the previous one's (each call starts from zero). */
+static carve_binding_t nvml_device(nvmlDevice_t handle)
 {
     int n = __atomic_load_n(&g_nvml_map_len, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++)
         if (g_nvml_map[i].handle == handle)
-            return &g_nvml_map[i].bind;
-    static __thread carve_binding_t fresh;
+            return g_nvml_map[i].bind;
+    carve_binding_t fresh = {0};
     resolve_device(handle, &fresh);
     /* a benign race: two threads may both append the same handle; lookups stay correct */
     int slot = __atomic_fetch_add(&g_nvml_map_len, 0, __ATOMIC_RELAXED);
@@ -99,7 +100,7 @@ static const carve_binding_t *nvml_device(nvmlDevice_t handle)
         g_nvml_map[slot].bind = fresh;
         __atomic_store_n(&g_nvml_map_len, slot + 1, __ATOMIC_RELEASE);
     }
-    return &fresh;
+    return fresh;
 }
 
 /* The report clamped to the device's memory limit, when it has one. `reserved`: v2's, or NULL. */
@@ -125,7 +126,8 @@ CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t
     carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
-        clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used, NULL);
+        carve_binding_t b = nvml_device(device);
+        clamp_nvml(&b, &memory->total, &memory->free, &memory->used, NULL);
     }
     return rc;
 }
@@ -135,7 +137,8 @@ CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
     carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo_v2)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
-        clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used, &memory->reserved);
+        carve_binding_t b = nvml_device(device);
+        clamp_nvml(&b, &memory->total, &memory->free, &memory->used, &memory->reserved);
     }
     return rc;
 }

@@ -20,6 +20,8 @@
  *   REFUSING_CUDA_DESTROY=N      the first N calls of cuArrayDestroy and of cuMipmappedArrayDestroy (counted
  *                                together) fail with CUDA_ERROR_ILLEGAL_ADDRESS, the array left in place
  * refusingCudaRefusals() returns how many calls it refused (tests check the refusal happened).
+ * refusingCudaPitchCalls() returns how many cuMemAllocPitch_v2 calls reached the driver (forwarded unchanged):
+ * a pitched allocation the limiter can refuse before the driver places it must not get here.
  * refusingCudaInstantiateUnseen() instantiates a graph by calling the fake directly, as code the limiter
  * does not intercept would (a graph instantiated before the limiter saw it): the limiter has no record of
  * the executable graph it returns.
@@ -35,6 +37,7 @@
 static uint64_t g_refusals;
 static uint64_t g_frees;
 static uint64_t g_destroys;
+static uint64_t g_pitch_calls;
 
 /* The fake's own entry point `name`, looked up on the fake's handle (loaded already, as this library's
  * dependency), never through the global scope, where the limiter's hooks come first. */
@@ -90,6 +93,16 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return real(dptr, bytesize);
 }
 
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                   unsigned int element)
+{
+    static CUresult (*real)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+    if (!real)
+        real = (CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int))fake("cuMemAllocPitch_v2");
+    __atomic_add_fetch(&g_pitch_calls, 1, __ATOMIC_RELAXED);
+    return real(dptr, pitch, width, height, element);
+}
+
 EXPORT CUresult cuDeviceGetCount(int *count)
 {
     static CUresult (*real)(int *);
@@ -132,6 +145,11 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 EXPORT uint64_t refusingCudaRefusals(void)
 {
     return __atomic_load_n(&g_refusals, __ATOMIC_RELAXED);
+}
+
+EXPORT uint64_t refusingCudaPitchCalls(void)
+{
+    return __atomic_load_n(&g_pitch_calls, __ATOMIC_RELAXED);
 }
 
 EXPORT CUresult refusingCudaInstantiateUnseen(CUgraphExec *exec, CUgraph graph)
