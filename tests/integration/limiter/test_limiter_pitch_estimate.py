@@ -22,11 +22,11 @@ QUOTA = 8 * MIB
 CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY = 0, 2
 
 
-def pitches(claim, *steps: str) -> list[tuple[int, int, int, int]]:
+def pitches(claim, *steps: str, quota: int = QUOTA) -> list[tuple[int, int, int, int]]:
     for needed in (CLIENT, REFUSING / "libcuda.so.1"):
         if not needed.exists():
             pytest.fail(f"{needed} missing: run `make native`")
-    c = claim(gpus="1xA100-80GB").create(memory=QUOTA)
+    c = claim(gpus="1xA100-80GB").create(memory=quota)
     out = c.run(*steps, program=CLIENT, LD_LIBRARY_PATH=f"{REFUSING}:{FAKES}")
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     return [(s["rc"], s["used"], s["driver"], s["asked"]) for s in lines if s["step"] == "pitch"]
@@ -50,3 +50,15 @@ def test_a_pitched_allocation_over_the_quota_is_refused_before_the_driver_places
 def test_a_width_whose_rounding_would_wrap_is_refused_before_the_driver(claim, width):
     # (width + 511) overflows 64 bits: rounded naively it would be a few bytes, charged as nothing
     assert pitches(claim, "pitch", str(width), "1", "4") == [(CUDA_ERROR_OUT_OF_MEMORY, 0, 0, 0)]
+
+
+# (quota, width): a request the quota holds, however large, is the driver's to refuse (it cannot place it)
+WITHIN = [
+    ((1 << 64) - (1 << 40), 1 << 60),  # a quota of 16777215 TiB (the largest the environment can say) and 1 EiB
+    ((1 << 64) - 512, (1 << 64) - 512),  # the largest width that rounds without wrapping, exactly the quota
+]
+
+
+@pytest.mark.parametrize(("quota", "width"), WITHIN, ids=["exbibyte", "quota-to-the-byte"])
+def test_a_huge_pitched_request_the_quota_holds_is_the_drivers_to_refuse(claim, quota, width):
+    assert pitches(claim, "pitch", str(width), "1", "4", quota=quota) == [(CUDA_ERROR_OUT_OF_MEMORY, 0, 0, 1)]
