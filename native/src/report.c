@@ -50,13 +50,6 @@ CARVE_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 
 /* --- NVML: device handle -> the claim device of its GPU -------------------------------------------------- */
 
-#define NVML_CACHE 16
-static struct {
-    nvmlDevice_t handle;
-    carve_binding_t bind; /* dev NULL: not limited */
-} g_nvml_map[NVML_CACHE];
-static int g_nvml_map_len;
-
 /* By the UUID a limits file names (no CUDA needed: nvidia-smi and pynvml work too); else the CUDA ordinal
  * with that UUID, through the same binding allocations use (positional and environment limits). `out` comes
  * zeroed (not limited), which is what a handle whose UUID NVML cannot give stays. */
@@ -84,31 +77,22 @@ static void resolve_device(nvmlDevice_t handle, carve_binding_t *out)
     }
 }
 
-/* A copy, so a handle resolved now shares no state with the previous one's (each call starts from zero). */
+/* Resolved at each call, not cached: NVML's memory queries are a monitoring agent's poll (a UUID and a lookup
+ * each), and a binding kept from a handle's first call could only go stale (the clamp reads the claim's quota
+ * now in any case). */
 static carve_binding_t nvml_device(nvmlDevice_t handle)
 {
-    int n = __atomic_load_n(&g_nvml_map_len, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < n; i++)
-        if (g_nvml_map[i].handle == handle)
-            return g_nvml_map[i].bind;
-    carve_binding_t fresh = {0};
-    resolve_device(handle, &fresh);
-    /* a benign race: two threads may both append the same handle; lookups stay correct */
-    int slot = __atomic_fetch_add(&g_nvml_map_len, 0, __ATOMIC_RELAXED);
-    if (slot < NVML_CACHE) {
-        g_nvml_map[slot].handle = handle;
-        g_nvml_map[slot].bind = fresh;
-        __atomic_store_n(&g_nvml_map_len, slot + 1, __ATOMIC_RELEASE);
-    }
-    return fresh;
+    carve_binding_t b = {0};
+    resolve_device(handle, &b);
+    return b;
 }
 
 /* The report clamped to the device's memory limit, when it has one. `reserved`: v2's, or NULL. */
 static void clamp_nvml(const carve_binding_t *b, unsigned long long *total, unsigned long long *free_bytes,
                        unsigned long long *used, unsigned long long *reserved)
 {
-    /* the claim's quota now, not the binding's memory_limit: NVML's bindings are copies kept from the handle's
-     * first call (nvml_device), and the plugin may have rewritten the limits since (limits.c, apply) */
+    /* the claim's quota now, not the binding's memory_limit (a copy): the plugin may rewrite the limits while
+     * the process runs (limits.c, apply) */
     const uint64_t *quota = b->dev ? &b->region->limits.devices[b->index].memory_limit : NULL;
     uint64_t limit = quota ? __atomic_load_n(quota, __ATOMIC_RELAXED) : 0;
     if (!limit)
