@@ -26,8 +26,11 @@ SCRIPT = textwrap.dedent(
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     assert cuda.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == 0
     p = ctypes.c_uint64()
-    print(json.dumps({{"count": limiter.carveLimiterRegionCount(), "total": total.value,
-                       "alloc": cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 20))}}))
+    alloc = cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 20))
+    region = ctypes.create_string_buffer(4096)
+    index = limiter.carveLimiterDeviceRegion(0, region, len(region))
+    print(json.dumps({{"count": limiter.carveLimiterRegionCount(), "total": total.value, "alloc": alloc,
+                       "region": [index, region.value.decode()]}}))
     """
 )
 
@@ -45,6 +48,8 @@ def test_a_claim_with_an_unusable_region_found_again_by_the_scan_is_mapped_once(
     # CARVE_REGION's claim lies in the root the limiter scans: the scan comes to it a second time
     out, log = run(c.env(CARVE_REGION_DIR=str(c.tmp.parent)))
     assert (out["count"], out["alloc"]) == (1, 2), log  # one claim, closed: the allocation is refused
+    # the diagnostics name the claim's region and say why nothing fits (docs/limiter.md, carveLimiterDeviceRegion)
+    assert out["region"] == [0, f"{c.region} (unusable: closed)"], log
     assert log.count("is unusable: allocations on this claim's GPUs are refused") == 1, log
 
 
