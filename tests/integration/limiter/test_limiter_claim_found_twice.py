@@ -11,7 +11,9 @@ import subprocess
 import sys
 import textwrap
 
-from limiter_harness import LIMITER
+from limiter_harness import LIMITER, write_claim
+
+from driver.limits import ClaimLimits, DeviceLimit
 
 MIB = 1 << 20
 
@@ -60,3 +62,15 @@ def test_the_limiters_variables_count_behind_hundreds_of_others(claim):
     env |= c.env(CARVE_REGION="", CARVE_MEMORY_LIMIT=str(8 * MIB))
     out, log = run(env)
     assert out["total"] == 8 * MIB, log
+
+
+def test_a_claim_two_names_of_the_regions_root_lead_to_is_mapped_once(claim, tmp_path):
+    # CARVE_REGION's claim first, then the root's: "a" and "b", a second name (a symlink) for "a"
+    c = claim().create(memory=64 * MIB)
+    root = tmp_path / "root"
+    region = root / "a" / "region"
+    region.parent.mkdir(parents=True)
+    write_claim(region, ClaimLimits(devices=(DeviceLimit(8 * MIB, 0),), region_path=str(region)))
+    (root / "b").symlink_to(root / "a", target_is_directory=True)
+    out, log = run(c.env(CARVE_REGION_DIR=str(root)))
+    assert out["count"] == 2, log  # CARVE_REGION's claim and "a", each once
