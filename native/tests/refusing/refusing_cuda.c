@@ -17,6 +17,8 @@
  *                                without reaching the fake
  *   REFUSING_CUDA_DEVICE_COUNT=R cuDeviceGetCount fails with the CUresult R (a driver that cannot say how many
  *                                devices it has)
+ *   REFUSING_CUDA_UUID=R         cuDeviceGetUuid_v2 fails with the CUresult R (a driver that cannot tell a
+ *                                device's UUID), writing nothing
  *   REFUSING_CUDA_DESTROY=N      the first N calls of cuArrayDestroy and of cuMipmappedArrayDestroy (counted
  *                                together) fail with CUDA_ERROR_ILLEGAL_ADDRESS, the array left in place
  * refusingCudaRefusals() returns how many calls it refused (tests check the refusal happened).
@@ -114,6 +116,19 @@ EXPORT CUresult cuDeviceGetCount(int *count)
         return (CUresult)rc;
     }
     return real(count);
+}
+
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    static CUresult (*real)(CUuuid *, CUdevice);
+    if (!real)
+        real = (CUresult(*)(CUuuid *, CUdevice))fake("cuDeviceGetUuid_v2");
+    uint64_t rc = env_u64("REFUSING_CUDA_UUID", 0);
+    if (rc) {
+        __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+        return (CUresult)rc;
+    }
+    return real(uuid, dev);
 }
 
 /* A destroy refused as a driver with a sticky error refuses it: the array stays allocated. */
