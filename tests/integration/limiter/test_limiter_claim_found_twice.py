@@ -1,7 +1,8 @@
-"""A claim is mapped once, however the limiter comes to it: CARVE_REGION names it and the scan of the regions
-root finds it again. A claim whose region is unusable (fail closed) has no region to be recognised by, only its
-limits file: found again, it must not be added a second time (two entries, its error logged twice). And the
-environment the limiter reads is the one the process started with, however many other variables it holds.
+"""A claim is mapped once, however the limiter comes to it: CARVE_REGION names it and the scan of the
+regions root finds it again. A claim whose region is unusable (fail closed) has no region to be recognised
+by, only its limits file: found again, it must not be added a second time (two entries, its error logged
+twice). And the environment the limiter reads is the one the process started with, however many other
+variables it holds.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def test_a_claim_with_an_unusable_region_found_again_by_the_scan_is_mapped_once(
     # CARVE_REGION's claim lies in the root the limiter scans: the scan comes to it a second time
     out, log = run(c.env(CARVE_REGION_DIR=str(c.tmp.parent)))
     assert (out["count"], out["alloc"]) == (1, 2), log  # one claim, closed: the allocation is refused
-    # the diagnostics name the claim's region and say why nothing fits (docs/limiter.md, carveLimiterDeviceRegion)
+    # the diagnostics name the claim's region and say why nothing fits (carveLimiterDeviceRegion)
     assert out["region"] == [0, f"{c.region} (unusable: closed)"], log
     assert log.count("is unusable: allocations on this claim's GPUs are refused") == 1, log
 

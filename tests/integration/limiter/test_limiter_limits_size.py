@@ -1,6 +1,6 @@
-"""A limits file is exactly one layout long: a longer one (bytes appended, or a layout this limiter does not know
-that happens to begin like its own) is refused, naming the file and the size, and the claim fails closed,
-as a truncated one is (test_limiter_escape.py)."""
+"""A limits file is exactly one layout long: a longer one (bytes appended, or a layout this limiter does not
+know that happens to begin like its own) is refused, naming the file and the size, and the claim fails
+closed, as a truncated one is (test_limiter_escape.py)."""
 
 from __future__ import annotations
 

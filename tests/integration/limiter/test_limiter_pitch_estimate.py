@@ -54,7 +54,7 @@ def test_a_width_whose_rounding_would_wrap_is_refused_before_the_driver(claim, w
 
 # (quota, width): a request the quota holds, however large, is the driver's to refuse (it cannot place it)
 WITHIN = [
-    ((1 << 64) - (1 << 40), 1 << 60),  # a quota of 16777215 TiB (the largest the environment can say) and 1 EiB
+    ((1 << 64) - (1 << 40), 1 << 60),  # a quota of 16777215 TiB (the environment's largest) and 1 EiB
     ((1 << 64) - 512, (1 << 64) - 512),  # the largest width that rounds without wrapping, exactly the quota
 ]
 

@@ -39,7 +39,10 @@ SCRIPT = textwrap.dedent(
 def test_an_entry_point_asked_for_by_its_versioned_name_is_limited(claim, name):
     c = claim(gpus="1xA100-80GB").create(memory=8 * MIB)
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, name], env=c.env(CARVE_LOG="error"), capture_output=True, text=True,
+        [sys.executable, "-c", SCRIPT, name],
+        env=c.env(CARVE_LOG="error"),
+        capture_output=True,
+        text=True,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
