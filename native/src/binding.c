@@ -195,7 +195,8 @@ static uint64_t tightness(uint64_t memory_limit)
 /* The claim whose limits file names `uuid`, among trusted or untrusted files only. Among trusted files the
  * first (in claim order) wins; among untrusted ones the tightest memory limit does, so a file a tenant
  * forged cannot loosen what the plugin's own file (untrusted too in a process that cleared its
- * environment, limits.c) holds. */
+ * environment, limits.c) holds. `uuid` is never empty (choose() asks only for a known one), so a device the file
+ * names by position only (no UUID) never matches. */
 static int find_uuid(const char *uuid, int trusted, carve_open_region_t **region, int *index)
 {
     int found = 0;
@@ -204,8 +205,7 @@ static int find_uuid(const char *uuid, int trusted, carve_open_region_t **region
         if (r->limits_from != CARVE_LIMITS_FILE || r->trusted != trusted)
             continue;
         for (unsigned d = 0; d < r->limits.device_count && d < CARVE_MAX_DEVICES; d++)
-            if (r->limits.devices[d].uuid[0] &&
-                strncmp(r->limits.devices[d].uuid, uuid, sizeof r->limits.devices[d].uuid) == 0) {
+            if (strncmp(r->limits.devices[d].uuid, uuid, sizeof r->limits.devices[d].uuid) == 0) {
                 if (found && (trusted || tightness(r->limits.devices[d].memory_limit) >=
                                              tightness((*region)->limits.devices[*index].memory_limit)))
                     continue;

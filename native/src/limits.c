@@ -218,13 +218,13 @@ int carve_limits_read(const char *path, carve_limits_t *out, int *trusted, uint6
     return -1;
 }
 
-/* Close the limits file applied last, if the descriptor is still that file: a process may have closed every
- * descriptor it did not open (a daemon does) and got this number back for a file of its own, which closing it
- * would break. Such a process loses the inode pin, not its file. */
-static void release_limits_fd(carve_open_region_t *r)
+/* Keep `fd` (the limits file applied now) instead of the one applied last, closed if the descriptor is still that
+ * file: a process may have closed every descriptor it did not open (a daemon does) and got this number back for
+ * a file of its own, which closing it would break. Such a process loses the inode pin, not its file. */
+static void replace_limits_fd(carve_open_region_t *r, int fd)
 {
     carve_close_if_same(r->limits_fd, r->limits_dev, r->limits_ino);
-    r->limits_fd = -1;
+    r->limits_fd = fd;
 }
 
 /* Apply a rewrite of one claim's limits: each field the limiter reads while running is one aligned store. */
@@ -272,8 +272,7 @@ void carve_limits_refresh(void)
             close(fd); /* not this claim's file as the limiter knows it: ignored, read again next tick */
             continue;
         }
-        release_limits_fd(r);
-        r->limits_fd = fd;
+        replace_limits_fd(r, fd);
         r->limits_ino = ino;
         r->limits_dev = dev;
         apply(r, &fresh);

@@ -50,19 +50,12 @@ CARVE_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 
 /* --- NVML: device handle -> the claim device of its GPU -------------------------------------------------- */
 
-#define NVML_CACHE 16
-static struct {
-    nvmlDevice_t handle;
-    carve_binding_t bind; /* dev NULL: not limited */
-} g_nvml_map[NVML_CACHE];
-static int g_nvml_map_len;
-
 /* By the UUID a limits file names (no CUDA needed: nvidia-smi and pynvml work too); else the CUDA ordinal
- * with that UUID, through the same binding allocations use (positional and environment limits). */
+ * with that UUID, through the same binding allocations use (positional and environment limits). `out` comes
+ * zeroed (not limited), which is what a handle whose UUID NVML cannot give stays. */
 static void resolve_device(nvmlDevice_t handle, carve_binding_t *out)
 {
     char uuid[96];
-    memset(out, 0, sizeof *out);
     if (!REAL(nvmlDeviceGetUUID) || REAL(nvmlDeviceGetUUID)(handle, uuid, sizeof uuid) != NVML_SUCCESS)
         return;
     if (carve_binding_for_uuid(uuid, out))
@@ -84,30 +77,22 @@ static void resolve_device(nvmlDevice_t handle, carve_binding_t *out)
     }
 }
 
-static const carve_binding_t *nvml_device(nvmlDevice_t handle)
+/* Resolved at each call, not cached: NVML's memory queries are a monitoring agent's poll (a UUID and a lookup
+ * each), and a binding kept from a handle's first call could only go stale (the clamp reads the claim's quota
+ * now in any case). */
+static carve_binding_t nvml_device(nvmlDevice_t handle)
 {
-    int n = __atomic_load_n(&g_nvml_map_len, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < n; i++)
-        if (g_nvml_map[i].handle == handle)
-            return &g_nvml_map[i].bind;
-    static __thread carve_binding_t fresh;
-    resolve_device(handle, &fresh);
-    /* a benign race: two threads may both append the same handle; lookups stay correct */
-    int slot = __atomic_fetch_add(&g_nvml_map_len, 0, __ATOMIC_RELAXED);
-    if (slot < NVML_CACHE) {
-        g_nvml_map[slot].handle = handle;
-        g_nvml_map[slot].bind = fresh;
-        __atomic_store_n(&g_nvml_map_len, slot + 1, __ATOMIC_RELEASE);
-    }
-    return &fresh;
+    carve_binding_t b = {0};
+    resolve_device(handle, &b);
+    return b;
 }
 
 /* The report clamped to the device's memory limit, when it has one. `reserved`: v2's, or NULL. */
 static void clamp_nvml(const carve_binding_t *b, unsigned long long *total, unsigned long long *free_bytes,
                        unsigned long long *used, unsigned long long *reserved)
 {
-    /* the claim's quota now, not the binding's memory_limit: NVML's bindings are copies kept from the handle's
-     * first call (nvml_device), and the plugin may have rewritten the limits since (limits.c, apply) */
+    /* the claim's quota now, not the binding's memory_limit (a copy): the plugin may rewrite the limits while
+     * the process runs (limits.c, apply) */
     const uint64_t *quota = b->dev ? &b->region->limits.devices[b->index].memory_limit : NULL;
     uint64_t limit = quota ? __atomic_load_n(quota, __ATOMIC_RELAXED) : 0;
     if (!limit)
@@ -125,7 +110,8 @@ CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t
     carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
-        clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used, NULL);
+        carve_binding_t b = nvml_device(device);
+        clamp_nvml(&b, &memory->total, &memory->free, &memory->used, NULL);
     }
     return rc;
 }
@@ -135,7 +121,8 @@ CARVE_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
     carve_nvml_init();
     nvmlReturn_t rc = REAL(nvmlDeviceGetMemoryInfo_v2)(device, memory);
     if (rc == NVML_SUCCESS && memory) {
-        clamp_nvml(nvml_device(device), &memory->total, &memory->free, &memory->used, &memory->reserved);
+        carve_binding_t b = nvml_device(device);
+        clamp_nvml(&b, &memory->total, &memory->free, &memory->used, &memory->reserved);
     }
     return rc;
 }

@@ -177,7 +177,7 @@ CARVE_API CUresult cuGraphExecDestroy(CUgraphExec exec)
 
 static inline uint64_t exec_blocks(CUgraphExec exec)
 {
-    uint64_t blocks = 0;
+    uint64_t blocks; /* set by a lookup that finds the graph, else below */
     if (carve_lookup((uint64_t)(uintptr_t)exec, CARVE_KIND_GRAPH, &blocks) != 0)
         blocks = 1; /* instantiated before the limiter saw it: the feedback loop still measures its time */
     return blocks;

@@ -9,8 +9,9 @@
  *     alloc BYTES                  cuMemAlloc_v2 (BYTES up to 2^64-1); a success is kept for `free`
  *     free                         cuMemFree_v2 of the last allocation kept; it stays kept when refused
  *     afree                        cuMemFreeAsync of it on the default stream, then a synchronize; the same
- *     pitch WIDTH HEIGHT ELEMENT   cuMemAllocPitch_v2 (kept for `free`); also prints the pitch and what the
- *                                  driver holds on the device ("driver")
+ *     pitch WIDTH HEIGHT ELEMENT   cuMemAllocPitch_v2 (kept for `free`); also prints the pitch, what the
+ *                                  driver holds on the device ("driver") and how many pitched allocations
+ *                                  reached the driver so far ("asked")
  *     array W H                    cuArray3DCreate_v2 of W x H 4-byte texels, kept for `destroy`
  *     mipmap W H LEVELS            cuMipmappedArrayCreate of W x H 4-byte texels, LEVELS levels, kept for `destroy`
  *     destroy                      cuArrayDestroy or cuMipmappedArrayDestroy of the last array or mipmapped
@@ -73,8 +74,10 @@ int main(int argc, char **argv)
             i += 3;
             if (rc == CUDA_SUCCESS && n < 64)
                 kept[n++] = p;
-            printf("{\"step\": \"pitch\", \"rc\": %d, \"used\": %llu, \"pitch\": %zu, \"driver\": %llu}\n", (int)rc,
-                   (unsigned long long)used(), rc == CUDA_SUCCESS ? pitch : 0, (unsigned long long)fake_mem_used(0));
+            uint64_t (*asked)(void) = (uint64_t(*)(void))dlsym(RTLD_DEFAULT, "refusingCudaPitchCalls");
+            printf("{\"step\": \"pitch\", \"rc\": %d, \"used\": %llu, \"pitch\": %zu, \"driver\": %llu, "
+                   "\"asked\": %llu}\n", (int)rc, (unsigned long long)used(), rc == CUDA_SUCCESS ? pitch : 0,
+                   (unsigned long long)fake_mem_used(0), asked ? (unsigned long long)asked() : 0ull);
             fflush(stdout);
             continue;
         } else if (!strcmp(step, "free") || !strcmp(step, "afree")) {

@@ -17,9 +17,13 @@
  *                                without reaching the fake
  *   REFUSING_CUDA_DEVICE_COUNT=R cuDeviceGetCount fails with the CUresult R (a driver that cannot say how many
  *                                devices it has)
+ *   REFUSING_CUDA_UUID=R         cuDeviceGetUuid_v2 fails with the CUresult R (a driver that cannot tell a
+ *                                device's UUID), writing nothing
  *   REFUSING_CUDA_DESTROY=N      the first N calls of cuArrayDestroy and of cuMipmappedArrayDestroy (counted
  *                                together) fail with CUDA_ERROR_ILLEGAL_ADDRESS, the array left in place
  * refusingCudaRefusals() returns how many calls it refused (tests check the refusal happened).
+ * refusingCudaPitchCalls() returns how many cuMemAllocPitch_v2 calls reached the driver (forwarded unchanged):
+ * a pitched allocation the limiter can refuse before the driver places it must not get here.
  * refusingCudaInstantiateUnseen() instantiates a graph by calling the fake directly, as code the limiter
  * does not intercept would (a graph instantiated before the limiter saw it): the limiter has no record of
  * the executable graph it returns.
@@ -35,6 +39,7 @@
 static uint64_t g_refusals;
 static uint64_t g_frees;
 static uint64_t g_destroys;
+static uint64_t g_pitch_calls;
 
 /* The fake's own entry point `name`, looked up on the fake's handle (loaded already, as this library's
  * dependency), never through the global scope, where the limiter's hooks come first. */
@@ -90,6 +95,16 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return real(dptr, bytesize);
 }
 
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                   unsigned int element)
+{
+    static CUresult (*real)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+    if (!real)
+        real = (CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int))fake("cuMemAllocPitch_v2");
+    __atomic_add_fetch(&g_pitch_calls, 1, __ATOMIC_RELAXED);
+    return real(dptr, pitch, width, height, element);
+}
+
 EXPORT CUresult cuDeviceGetCount(int *count)
 {
     static CUresult (*real)(int *);
@@ -101,6 +116,19 @@ EXPORT CUresult cuDeviceGetCount(int *count)
         return (CUresult)rc;
     }
     return real(count);
+}
+
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    static CUresult (*real)(CUuuid *, CUdevice);
+    if (!real)
+        real = (CUresult(*)(CUuuid *, CUdevice))fake("cuDeviceGetUuid_v2");
+    uint64_t rc = env_u64("REFUSING_CUDA_UUID", 0);
+    if (rc) {
+        __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+        return (CUresult)rc;
+    }
+    return real(uuid, dev);
 }
 
 /* A destroy refused as a driver with a sticky error refuses it: the array stays allocated. */
@@ -132,6 +160,11 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 EXPORT uint64_t refusingCudaRefusals(void)
 {
     return __atomic_load_n(&g_refusals, __ATOMIC_RELAXED);
+}
+
+EXPORT uint64_t refusingCudaPitchCalls(void)
+{
+    return __atomic_load_n(&g_pitch_calls, __ATOMIC_RELAXED);
 }
 
 EXPORT CUresult refusingCudaInstantiateUnseen(CUgraphExec *exec, CUgraph graph)
