@@ -348,6 +348,22 @@ def test_the_plugins_own_mount_is_trusted_over_a_tighter_file_of_the_pods(
     assert out.stdout.strip() == "0", out.stderr
 
 
+def test_a_mount_made_after_the_plugins_at_another_point_does_not_decide_its_trust(claim, tmp_path):
+    # Only the last entry at the plugin's own mount point decides (an over-mount): a pod's volume mounted
+    # after it at a point that sorts before it (/run/a < /run/carve/...) is another mount point, not one on
+    # top of the plugin's, so the plugin's mount stays trusted and its 8 MiB win over the pod's 4 MiB.
+    require_mount_namespace()
+    c = claim()
+    uuid = json.loads(c.run("uuids").stdout)[0]
+    forged = forged_limits(tmp_path, uuid, 4 * MIB)
+    mounts = (
+        f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"
+        " && mkdir -p /run/a && mount -t tmpfs tmpfs /run/a"
+    )
+    out = contained(c, tmp_path, "pass", 6 * MIB, pod_mounts=mounts, CARVE_REGION="")
+    assert out.stdout.strip() == "0", out.stderr
+
+
 def test_without_the_plugins_anchor_the_tightest_limits_file_holds(claim, tmp_path):
     # a process that cleared its environment (no CARVE_LIMITS_SOURCE) trusts no file: the pod's 4 MiB hold
     require_mount_namespace()
