@@ -269,9 +269,10 @@ class StatusQueue:
     def _put(self, ref: ClaimRef, entries: list[dict] | None, claim: dict | None) -> None:
         with self._cond:
             replaced = self._pending.pop(ref.uid, None)  # re-inserted last: dict order is the send order
-            if entries is None and replaced is not None and replaced[1] is not None:
-                # A clear replacing a report that never went out starts from that report's claim: a
-                # claim prepared and unprepared within one burst costs no API call at all.
+            if entries is None and replaced is not None:
+                # A clear replacing a report that never went out starts from that report's claim (a write's:
+                # as read at its prepare; a clear's: what it carried): a claim prepared and unprepared within
+                # one burst costs no API call at all.
                 claim = replaced[2]
             self._pending[ref.uid] = (ref, entries, claim, time.monotonic())
             self._cond.notify()

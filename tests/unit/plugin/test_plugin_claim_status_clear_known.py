@@ -148,3 +148,20 @@ def test_a_stale_copy_is_read_again_at_once_and_only_contention_backs_off():
     assert ClaimStatusWriter(contended, sleep=slept.append).write(REF, [OURS])
     assert slept == [0.05, 0.1]  # two fresh reads lost their race: backed off, doubling
     assert _devices(contended) == [OURS]
+
+
+def test_a_second_clear_carries_the_prepares_copy_on():
+    """An unprepare retried before the first clear went out: the second clear replaces the first and starts
+    from the same copy, still no API call."""
+    cluster = _cluster()
+    calls = KubeletCalls()
+    queue = StatusQueue(ClaimStatusWriter(cluster), calls=calls, yield_s=30)
+    read_at_prepare = LocalCluster.get_resource_claim(cluster, "ml", "c")
+    cluster.reads = cluster.writes = 0
+    with calls.serving():
+        queue.write(REF, [OURS], read_at_prepare)
+        queue.clear(REF)
+        queue.clear(REF)
+    assert queue.flush(5)
+    queue.close(5)
+    assert (cluster.reads, cluster.writes) == (0, 0)
