@@ -3,7 +3,14 @@ tests (tests/unit/plugin/test_plugin_claim_status_*.py) assert about the API cal
 
 from __future__ import annotations
 
+from driver import names
 from driver.cluster import LocalCluster
+from driver.plugin.claims.plan import ClaimRef
+
+# The claim the tests report on, an entry of ours and one of another driver's.
+REF = ClaimRef("ml", "c", "uid-1")
+OURS = {"driver": names.DRIVER_NAME, "pool": "node-a", "device": "gpu-1"}
+OTHER = {"driver": "net.example.com", "pool": "p", "device": "nic"}
 
 
 class CountingCluster(LocalCluster):
@@ -25,3 +32,10 @@ class CountingCluster(LocalCluster):
         self.put_resource_claim(
             {"metadata": {"name": name, "namespace": namespace, "uid": uid}, "status": {"allocation": {}}}
         )
+
+
+def with_claim() -> CountingCluster:
+    """A counting cluster holding REF's claim, allocated, with no status.devices yet."""
+    cluster = CountingCluster()
+    cluster.put_claim()
+    return cluster

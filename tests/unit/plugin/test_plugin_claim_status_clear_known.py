@@ -7,22 +7,10 @@ prepare holds no entry of ours, and one write when it does (left by an earlier p
 
 from __future__ import annotations
 
-from support.counting_cluster import CountingCluster
+from support.counting_cluster import OTHER, OURS, REF, CountingCluster, with_claim
 
-from driver import names
 from driver.cluster import LocalCluster
-from driver.plugin.claims.plan import ClaimRef
 from driver.plugin.claims.status import ClaimStatusWriter, KubeletCalls, StatusQueue
-
-REF = ClaimRef("ml", "c", "uid-1")
-OURS = {"driver": names.DRIVER_NAME, "pool": "node-a", "device": "gpu-1"}
-OTHER = {"driver": "net.example.com", "pool": "p", "device": "nic"}
-
-
-def _cluster() -> CountingCluster:
-    cluster = CountingCluster()
-    cluster.put_claim()
-    return cluster
 
 
 def _devices(cluster: LocalCluster) -> list[dict]:
@@ -35,7 +23,7 @@ def _written(writer: ClaimStatusWriter, cluster: CountingCluster) -> None:
 
 
 def test_a_clear_after_our_write_is_one_write_and_no_read():
-    cluster = _cluster()
+    cluster = with_claim()
     writer = ClaimStatusWriter(cluster)
     _written(writer, cluster)
     assert writer.clear(REF)
@@ -44,7 +32,7 @@ def test_a_clear_after_our_write_is_one_write_and_no_read():
 
 
 def test_a_second_clear_reads_again_and_writes_nothing():
-    cluster = _cluster()
+    cluster = with_claim()
     writer = ClaimStatusWriter(cluster)
     _written(writer, cluster)
     assert writer.clear(REF)
@@ -54,7 +42,7 @@ def test_a_second_clear_reads_again_and_writes_nothing():
 
 
 def test_another_drivers_entry_written_since_our_write_is_kept():
-    cluster = _cluster()
+    cluster = with_claim()
     writer = ClaimStatusWriter(cluster, sleep=lambda _s: None)
     _written(writer, cluster)
     fresh = LocalCluster.get_resource_claim(cluster, "ml", "c")
@@ -66,7 +54,7 @@ def test_another_drivers_entry_written_since_our_write_is_kept():
 
 
 def test_a_claim_re_created_under_the_name_is_not_touched():
-    cluster = _cluster()
+    cluster = with_claim()
     writer = ClaimStatusWriter(cluster, sleep=lambda _s: None)
     _written(writer, cluster)
     # The claim was deleted and a new one made under its name, with our driver's entry of its own prepare.
@@ -79,7 +67,7 @@ def test_a_claim_re_created_under_the_name_is_not_touched():
 
 
 def test_without_a_copy_the_clear_reads_the_claim():
-    cluster = _cluster()
+    cluster = with_claim()
     _written(ClaimStatusWriter(cluster), cluster)
     restarted = ClaimStatusWriter(cluster)  # a new plugin process: nothing written by it
     assert restarted.clear(REF)
@@ -87,29 +75,30 @@ def test_without_a_copy_the_clear_reads_the_claim():
     assert _devices(cluster) == []
 
 
-def _burst(cluster: CountingCluster) -> None:
+def _burst(cluster: CountingCluster, clears: int = 1) -> None:
     """Prepare and unprepare within one burst: the write is still queued (a kubelet call in flight) when the
-    clear replaces it."""
+    clear replaces it (`clears` > 1: an unprepare retried before the first clear went out)."""
     calls = KubeletCalls()
     queue = StatusQueue(ClaimStatusWriter(cluster), calls=calls, yield_s=30)
     read_at_prepare = LocalCluster.get_resource_claim(cluster, "ml", "c")
     cluster.reads = cluster.writes = 0
     with calls.serving():
         queue.write(REF, [OURS], read_at_prepare)
-        queue.clear(REF)
+        for _ in range(clears):
+            queue.clear(REF)
     assert queue.flush(5)
     queue.close(5)
 
 
 def test_a_claim_unprepared_before_its_report_went_out_costs_no_api_call():
-    cluster = _cluster()
+    cluster = with_claim()
     _burst(cluster)
     assert (cluster.reads, cluster.writes) == (0, 0)
     assert _devices(cluster) == []
 
 
 def test_our_entry_left_by_an_earlier_process_is_cleared_from_the_prepares_copy():
-    cluster = _cluster()
+    cluster = with_claim()
     fresh = LocalCluster.get_resource_claim(cluster, "ml", "c")
     cluster.update_resource_claim_status({**fresh, "status": {**fresh["status"], "devices": [OTHER, OURS]}})
     _burst(cluster)
@@ -118,7 +107,7 @@ def test_our_entry_left_by_an_earlier_process_is_cleared_from_the_prepares_copy(
 
 
 def test_a_stale_copy_is_read_again_at_once_and_only_contention_backs_off():
-    cluster = _cluster()
+    cluster = with_claim()
     slept: list[float] = []
     writer = ClaimStatusWriter(cluster, sleep=slept.append)
     _written(writer, cluster)
@@ -153,15 +142,6 @@ def test_a_stale_copy_is_read_again_at_once_and_only_contention_backs_off():
 def test_a_second_clear_carries_the_prepares_copy_on():
     """An unprepare retried before the first clear went out: the second clear replaces the first and starts
     from the same copy, still no API call."""
-    cluster = _cluster()
-    calls = KubeletCalls()
-    queue = StatusQueue(ClaimStatusWriter(cluster), calls=calls, yield_s=30)
-    read_at_prepare = LocalCluster.get_resource_claim(cluster, "ml", "c")
-    cluster.reads = cluster.writes = 0
-    with calls.serving():
-        queue.write(REF, [OURS], read_at_prepare)
-        queue.clear(REF)
-        queue.clear(REF)
-    assert queue.flush(5)
-    queue.close(5)
+    cluster = with_claim()
+    _burst(cluster, clears=2)
     assert (cluster.reads, cluster.writes) == (0, 0)

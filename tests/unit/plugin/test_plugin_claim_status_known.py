@@ -3,25 +3,13 @@ instead of two, and a copy that went stale meanwhile is a Conflict that re-reads
 
 from __future__ import annotations
 
-from support.counting_cluster import CountingCluster
+from support.counting_cluster import OTHER, OURS, REF, with_claim
 
-from driver import names
-from driver.plugin.claims.plan import ClaimRef
 from driver.plugin.claims.status import ClaimStatusWriter, StatusQueue
-
-REF = ClaimRef("ml", "c", "uid-1")
-OURS = {"driver": names.DRIVER_NAME, "pool": "node-a", "device": "gpu-1"}
-OTHER = {"driver": "net.example.com", "pool": "p", "device": "nic"}
-
-
-def _cluster() -> CountingCluster:
-    cluster = CountingCluster()
-    cluster.put_claim()
-    return cluster
 
 
 def test_the_claim_read_at_prepare_is_written_from_without_a_second_read():
-    cluster = _cluster()
+    cluster = with_claim()
     read_at_prepare = cluster.get_resource_claim("ml", "c")
     cluster.reads = 0
     assert ClaimStatusWriter(cluster).write(REF, [OURS], read_at_prepare)
@@ -30,7 +18,7 @@ def test_the_claim_read_at_prepare_is_written_from_without_a_second_read():
 
 
 def test_a_copy_gone_stale_is_a_conflict_that_re_reads_and_keeps_the_other_drivers_entry():
-    cluster = _cluster()
+    cluster = with_claim()
     read_at_prepare = cluster.get_resource_claim("ml", "c")
     # Another driver reports on the claim between our prepare's read and our report.
     fresh = cluster.get_resource_claim("ml", "c")
@@ -42,7 +30,7 @@ def test_a_copy_gone_stale_is_a_conflict_that_re_reads_and_keeps_the_other_drive
 
 
 def test_the_queue_hands_the_prepares_claim_to_the_writer():
-    cluster = _cluster()
+    cluster = with_claim()
     read_at_prepare = cluster.get_resource_claim("ml", "c")
     cluster.reads = 0
     queue = StatusQueue(ClaimStatusWriter(cluster))
