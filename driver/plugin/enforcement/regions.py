@@ -172,7 +172,8 @@ def claim_runtime(
             continue
         region = known.get(other)
         # A claim still between its checkpoint records counts once its own prepare computed its region (it
-        # is in `known`): prepares overlap their file writes (docs/performance.md).
+        # is in `known`): another process's prepare, or one past its bounded wait for its turn, writes its
+        # files beside ours (docs/performance.md).
         if record.state != STATE_COMPLETED and region is None:
             continue
         if region is None:

@@ -22,6 +22,13 @@ LIMITER = BUILD / "libcarve-limiter.so"
 FAKES = BUILD / "fakes"
 CLIENT = BUILD / "tests" / "limiter_client_cuda_nvml"
 PATHS = BUILD / "tests" / "limiter_paths_cuda_nvml"  # every entry point called all three ways
+# The start of a ctypes client script: the driver loaded, initialised, device 0's primary context current.
+CUDA_CONTEXT = """import ctypes
+cuda = ctypes.CDLL("libcuda.so.1")
+ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
+"""
 
 
 def require_native() -> None:

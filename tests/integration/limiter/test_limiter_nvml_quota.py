@@ -15,20 +15,16 @@ import subprocess
 import sys
 import textwrap
 
-from limiter_harness import write_claim
+from limiter_harness import CUDA_CONTEXT, write_claim
 
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
 
 MIB = 1 << 20
 
-SCRIPT = textwrap.dedent(
+SCRIPT = CUDA_CONTEXT + textwrap.dedent(
     """
-    import ctypes, json, sys, time
+    import json, sys, time
     import pynvml
-    cuda = ctypes.CDLL("libcuda.so.1")
-    ctx, dev = ctypes.c_void_p(), ctypes.c_int()
-    assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
-    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
     pynvml.nvmlInit()
 
     def report():
@@ -105,7 +101,10 @@ def test_a_gpu_no_claim_limits_reports_what_the_driver_says(claim):
 
     def reports(preload: bool) -> list[list[int]]:
         proc = subprocess.run(
-            [sys.executable, "-c", REPORTS], env=c.env(preload=preload), capture_output=True, text=True,
+            [sys.executable, "-c", REPORTS],
+            env=c.env(preload=preload),
+            capture_output=True,
+            text=True,
             timeout=60,
         )
         assert proc.returncode == 0, proc.stderr

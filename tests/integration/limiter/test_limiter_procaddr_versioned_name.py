@@ -13,16 +13,13 @@ import sys
 import textwrap
 
 import pytest
+from limiter_harness import CUDA_CONTEXT
 
 MIB = 1 << 20
 
-SCRIPT = textwrap.dedent(
+SCRIPT = CUDA_CONTEXT + textwrap.dedent(
     """
-    import ctypes, json, sys
-    cuda = ctypes.CDLL("libcuda.so.1")
-    ctx, dev = ctypes.c_void_p(), ctypes.c_int()
-    assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
-    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
+    import json, sys
     fn = ctypes.c_void_p()
     rc = cuda.cuGetProcAddress(sys.argv[1].encode(), ctypes.byref(fn), 12000, ctypes.c_uint64(0))
     alloc = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)(fn.value)
