@@ -32,6 +32,9 @@ class Package:
     owners: tuple[Owner, ...]
     goal: int | None = None
     build: str = ""
+    # What `build` makes that the tests load (a compiled package): a mutant that builds to the same code and
+    # data as the unmutated tree is equivalent by construction (execute.fingerprint), so it is not run.
+    artifact: str = ""
 
     def owner_of(self, path: str) -> Owner | None:
         return next((o for o in self.owners if any(fnmatch.fnmatchcase(path, g) for g in o.files)), None)
@@ -89,7 +92,10 @@ def load_packages(path: Path | None = None) -> list[Package]:
         goal = p.get("goal")
         if goal is not None and not (isinstance(goal, int) and 0 <= goal <= 100):
             raise ConfigError(f"{where}.goal: a percentage (0-100)")
-        out.append(Package(p["name"], tuple(owners), goal, str(p.get("build") or "")))
+        build, artifact = str(p.get("build") or ""), str(p.get("artifact") or "")
+        if artifact and not build:
+            raise ConfigError(f"{where}.artifact: only a package with a build has an artifact")
+        out.append(Package(p["name"], tuple(owners), goal, build, artifact))
     return out
 
 

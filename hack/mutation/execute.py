@@ -85,8 +85,30 @@ def build(pkg: Package) -> bool:
                           check=False).returncode == 0
 
 
-def run_mutant(m: Mutant, pkg: Package, owner: Owner, timeout: float, python: str) -> tuple[str, str]:
-    """('killed' | 'survived' | 'invalid', detail); the file is restored (and rebuilt) on return."""
+def fingerprint(pkg: Package) -> str | None:
+    """A digest of what the package's built artifact runs: every section the loader maps (code, data,
+    the dynamic symbols), without the debug sections, the static symbol table and the build-id note,
+    which change with a line's columns or the build's own hash and not with what the program does. None
+    when the package names no artifact, or the artifact cannot be read (then every mutant is run).
+
+    Two builds with the same digest are the same program: a mutant that builds to the unmutated tree's
+    is equivalent by construction, and no test can kill it (trivial compiler equivalence, as
+    universalmutator prunes the mutants of compiled languages it builds itself; its C rules do not build)."""
+    if not pkg.artifact:
+        return None
+    with tempfile.TemporaryDirectory(prefix="carve-mutate-fp-") as tmp:
+        stripped = Path(tmp) / "artifact"
+        r = subprocess.run(["objcopy", "--strip-all", "--remove-section=.note.gnu.build-id",
+                            str(config.ROOT / pkg.artifact), str(stripped)], capture_output=True, check=False)
+        if r.returncode != 0:
+            return None
+        return hashlib.sha256(stripped.read_bytes()).hexdigest()
+
+
+def run_mutant(m: Mutant, pkg: Package, owner: Owner, timeout: float, python: str,
+               unmutated: str | None = None) -> tuple[str, str]:
+    """('killed' | 'survived' | 'invalid' | 'equivalent', detail); the file is restored (and rebuilt) on
+    return. `unmutated`: the unmutated tree's fingerprint; a mutant that builds to it is 'equivalent'."""
     target = config.ROOT / m.path
     _drop_bytecode(target)
     original = target.read_bytes()
@@ -96,6 +118,8 @@ def run_mutant(m: Mutant, pkg: Package, owner: Owner, timeout: float, python: st
         target.write_text(m.text)
         if not build(pkg):
             return "invalid", "does not build"
+        if unmutated is not None and fingerprint(pkg) == unmutated:
+            return "equivalent", f"builds to the same {pkg.artifact} as the unmutated tree"
         if m.path.endswith(".py"):
             check = subprocess.run([python, "-m", "py_compile", str(target)], capture_output=True)
             if check.returncode != 0:

@@ -17,12 +17,13 @@ class Tally:
     survived: list[Mutant] = field(default_factory=list)
     allowed: int = 0
     invalid: int = 0
+    equivalent: int = 0  # built to the unmutated tree's code and data (execute.fingerprint): never run
     not_run: int = 0
 
     @property
     def run(self) -> int:
         """The mutants that count in the score: killed or survived (an allowed one is equivalent, an
-        invalid one did not build)."""
+        invalid one did not build, an equivalent one built to the unmutated program)."""
         return self.killed + len(self.survived)
 
     def interval(self) -> tuple[float, float] | None:
@@ -54,8 +55,9 @@ def report(tallies: dict[str, Tally], packages: list[Package], full: bool, took:
         if (ci := t.interval()) is not None:
             shown += f", 95% interval {ci[0]:.0f}-{ci[1]:.0f}%"
         goal = f", goal {pkg.goal}%" if pkg.goal is not None else ""
+        same = f"{t.equivalent} built the same as unmutated, " if pkg.artifact else ""
         print(f"  {pkg.name}: {t.killed} / {t.run} killed ({shown}{goal}); {t.generated} generated, "
-              f"{t.invalid} invalid, {t.allowed} allowed as equivalent, {t.not_run} not run")
+              f"{t.invalid} invalid, {same}{t.allowed} allowed as equivalent, {t.not_run} not run")
         if full and pkg.goal is not None and score is not None and score < pkg.goal:
             below.append(pkg.name)
     survivors = [m for t in tallies.values() for m in t.survived]

@@ -12,7 +12,7 @@ from . import config
 from .config import Allowed, Owner, Package
 from .cosmic import materialize
 from .draw import Drawn
-from .execute import build, package_lock, restore_leftovers, run_mutant, run_tests
+from .execute import build, fingerprint, package_lock, restore_leftovers, run_mutant, run_tests
 from .score import Tally
 
 # A mutant's timeout when no baseline was measured (--no-baseline): the slowest owner's tests (driver/plugin's
@@ -69,9 +69,13 @@ def run(queue: list[Drawn], tallies: dict[str, Tally], allowed: list[Allowed], l
 
 def _run(packages: list[Package], queue: list[Drawn], tallies: dict[str, Tally], allowed: list[Allowed],
          limits: Limits, python: str) -> None:
+    unmutated: dict[str, str | None] = {}
     for pkg in packages:  # the unmutated tree builds, once per package
         if not build(pkg):
             raise RunnerBroken(f"{pkg.name}: `{pkg.build}` fails on the unmutated tree")
+        unmutated[pkg.name] = fingerprint(pkg)
+        if pkg.artifact and unmutated[pkg.name] is None:
+            raise RunnerBroken(f"{pkg.name}: cannot read {pkg.artifact} with objcopy after `{pkg.build}`")
     baselines: dict[tuple[str, ...], float] = {}
     ran = 0
     for i, (m, pkg, owner) in enumerate(queue):
@@ -98,7 +102,7 @@ def _run(packages: list[Package], queue: list[Drawn], tallies: dict[str, Tally],
                 t.not_run += 1
                 continue
         elapsed = time.monotonic() - limits.started
-        verdict, detail = run_mutant(made, pkg, owner, timeout, python)
+        verdict, detail = run_mutant(made, pkg, owner, timeout, python, unmutated[pkg.name])
         ran += 1
         progress = f"[{i + 1}/{len(queue)} {elapsed:.0f}s]"
         print(f"{progress} {verdict.upper()}: {made.describe()} {detail}", flush=True)
@@ -106,6 +110,8 @@ def _run(packages: list[Package], queue: list[Drawn], tallies: dict[str, Tally],
             t.killed += 1
         elif verdict == "survived":
             t.survived.append(made)
+        elif verdict == "equivalent":
+            t.equivalent += 1
         else:
             t.invalid += 1
 
