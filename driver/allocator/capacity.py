@@ -36,8 +36,7 @@ def consumption(request: Request, device: Device) -> dict[str, int] | None:
 def _consumed(requested: int | None, spec: CapacitySpec) -> int:
     if requested is None:
         return spec.default if spec.default is not None else spec.value
-    if not spec.has_policy:
-        return requested
+    # A capacity without a request policy has none of its fields: every branch below gives `requested`.
     if spec.range_min is not None:
         if requested < spec.range_min:
             return spec.range_min
@@ -52,8 +51,7 @@ def _consumed(requested: int | None, spec: CapacitySpec) -> int:
 
 
 def violates_policy(amount: int, spec: CapacitySpec) -> bool:
-    if not spec.has_policy:
-        return False
+    # Without a request policy (none of its fields) every test below is False.
     if spec.default is not None and amount == spec.default:
         return False
     if spec.range_min is not None or spec.range_max is not None or spec.range_step is not None:

@@ -70,7 +70,6 @@ class CapacitySpec:
     range_min: int | None = None
     range_max: int | None = None
     range_step: int | None = None
-    has_policy: bool = False
     fmt: q.Format = "BinarySI"
 
 
@@ -103,7 +102,7 @@ def _read_capacity(raw: Mapping[str, Any], what: str) -> CapacitySpec:
         return CapacitySpec(
             q.units(value), opt(policy.get("default")),
             tuple(q.units(v) for v in policy.get("validValues") or ()),
-            opt(rng.get("min")), opt(rng.get("max")), opt(rng.get("step")), True, value.format)
+            opt(rng.get("min")), opt(rng.get("max")), opt(rng.get("step")), value.format)
     except (KeyError, TypeError, q.QuantityError) as e:
         raise ModelError(f"{what}: {e}") from None
 

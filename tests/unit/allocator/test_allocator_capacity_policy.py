@@ -12,25 +12,25 @@ from driver.allocator import quantity as q
 from driver.allocator.model import CapacitySpec
 
 Gi, Mi = q.units("1Gi"), q.units("1Mi")
-STEPPED = CapacitySpec(8 * Gi, None, (), Gi, 6 * Gi, 256 * Mi, True)
-VALUES = CapacitySpec(8 * Gi, None, (Gi, 4 * Gi), None, None, None, True)
+STEPPED = CapacitySpec(8 * Gi, None, (), Gi, 6 * Gi, 256 * Mi)
+VALUES = CapacitySpec(8 * Gi, None, (Gi, 4 * Gi))
 
 
 @pytest.mark.parametrize(("requested", "spec", "consumed"), [
     (None, CapacitySpec(8 * Gi), 8 * Gi),  # not asked: the whole device
-    (None, CapacitySpec(8 * Gi, 2 * Gi, (), None, None, None, True), 2 * Gi),  # or the policy's default
+    (None, CapacitySpec(8 * Gi, 2 * Gi), 2 * Gi),  # or the policy's default
     (3 * Gi, CapacitySpec(8 * Gi), 3 * Gi),  # no policy: what is asked
     (100 * Mi, STEPPED, Gi),  # under the range: its minimum
     (Gi, STEPPED, Gi),
     (Gi + 1, STEPPED, Gi + 256 * Mi),  # rounded up to the next step above the minimum
     (Gi + 256 * Mi, STEPPED, Gi + 256 * Mi),
     (Gi + 257 * Mi, STEPPED, Gi + 512 * Mi),
-    (3 * Gi + 5, CapacitySpec(8 * Gi, None, (), Gi, None, None, True), 3 * Gi + 5),  # a minimum, no step
+    (3 * Gi + 5, CapacitySpec(8 * Gi, None, (), Gi), 3 * Gi + 5),  # a minimum, no step
     (2 * Gi, VALUES, 4 * Gi),  # the first valid value not below it
     (Gi, VALUES, Gi),
     (Gi - 1, VALUES, Gi),
     (5 * Gi, VALUES, 5 * Gi),  # above them all: as asked (and then refused)
-    (5 * Gi, CapacitySpec(8 * Gi, None, (), None, None, None, True), 5 * Gi),
+    (5 * Gi, CapacitySpec(8 * Gi, None, ()), 5 * Gi),
 ])
 def test_what_an_allocation_consumes(requested, spec, consumed):
     assert c._consumed(requested, spec) == consumed
@@ -42,15 +42,15 @@ def test_what_an_allocation_consumes(requested, spec, consumed):
     (6 * Gi + 256 * Mi, STEPPED, True),  # past the maximum
     (Gi + 256 * Mi, STEPPED, False),
     (Gi + 100 * Mi, STEPPED, True),  # off the step
-    (3 * Gi + 1, CapacitySpec(8 * Gi, 3 * Gi + 1, (), Gi, 6 * Gi, Gi, True), False),  # the default is allowed
-    (3 * Gi, CapacitySpec(8 * Gi, None, (), None, None, Gi, True), False),  # steps from 0
-    (3 * Gi + 1, CapacitySpec(8 * Gi, None, (), None, None, Gi, True), True),
-    (7 * Gi, CapacitySpec(8 * Gi, None, (), None, 6 * Gi, None, True), True),  # only a maximum
-    (6 * Gi, CapacitySpec(8 * Gi, None, (), None, 6 * Gi, None, True), False),
-    (9 * Gi, CapacitySpec(8 * Gi, None, (), Gi, None, None, True), False),  # only a minimum
+    (3 * Gi + 1, CapacitySpec(8 * Gi, 3 * Gi + 1, (), Gi, 6 * Gi, Gi), False),  # the default is allowed
+    (3 * Gi, CapacitySpec(8 * Gi, None, (), None, None, Gi), False),  # steps from 0
+    (3 * Gi + 1, CapacitySpec(8 * Gi, None, (), None, None, Gi), True),
+    (7 * Gi, CapacitySpec(8 * Gi, None, (), None, 6 * Gi), True),  # only a maximum
+    (6 * Gi, CapacitySpec(8 * Gi, None, (), None, 6 * Gi), False),
+    (9 * Gi, CapacitySpec(8 * Gi, None, (), Gi), False),  # only a minimum
     (4 * Gi, VALUES, False),
     (2 * Gi, VALUES, True),
-    (2 * Gi, CapacitySpec(8 * Gi, None, (), None, None, None, True), False),  # a policy with no rule
+    (2 * Gi, CapacitySpec(8 * Gi, None, ()), False),  # a policy with no rule
 ])
 def test_whether_an_amount_breaks_the_request_policy(amount, spec, violates):
     assert c.violates_policy(amount, spec) is violates
@@ -59,9 +59,9 @@ def test_whether_an_amount_breaks_the_request_policy(amount, spec, violates):
 @pytest.mark.parametrize(("spec", "text"), [
     (VALUES, "must be one of 1Gi, 4Gi"),
     (STEPPED, "must be 1Gi..6Gi in steps of 256Mi"),
-    (CapacitySpec(8 * Gi, None, (), Gi, None, None, True), "must be 1Gi..any"),
-    (CapacitySpec(8 * Gi, None, (), None, 6 * Gi, None, True), "must be 0..6Gi"),
-    (CapacitySpec(100 * 10**9, None, (), 10**9, 100 * 10**9, 10**9, True, "DecimalSI"),
+    (CapacitySpec(8 * Gi, None, (), Gi), "must be 1Gi..any"),
+    (CapacitySpec(8 * Gi, None, (), None, 6 * Gi), "must be 0..6Gi"),
+    (CapacitySpec(100 * 10**9, None, (), 10**9, 100 * 10**9, 10**9, "DecimalSI"),
      "must be 1..100 in steps of 1"),
 ])
 def test_a_request_policy_is_worded_in_the_capacitys_format(spec, text):

@@ -20,6 +20,11 @@ from driver.allocator import quantity as q
     ("0.5Ki", 512, "512"),  # under 1Ki: decimal
     ("1023Ki", 1023 * 1024, "1023Ki"),
     ("-1Ki", -1024, "-1Ki"),
+    ("1Ti", 2**40, "1Ti"),  # every binary suffix by its own power of 1024
+    ("1024Gi", 2**40, "1Ti"),
+    ("3Pi", 3 * 2**50, "3Pi"),
+    ("1024Ti", 2**50, "1Pi"),
+    ("1536Ti", 1536 * 2**40, "1536Ti"),
     ("8Ei", 2**63, "8Ei"),
     ("1024Ei", 2**70, "1024Ei"),  # no suffix above Ei
     ("100m", Fraction(1, 10), "100m"),
