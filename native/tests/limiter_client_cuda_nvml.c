@@ -31,6 +31,10 @@
  *   exitalloc BYTES       allocate BYTES and free them, then exit; an atexit handler registered before the first
  *                         CUDA call (it runs after the limiter's own) allocates BYTES and keeps them, then
  *                         allocates and frees BYTES once more, printing each result
+ *   exitgraph N           instantiate a graph of one 8-block kernel and launch it N times, then exit; an atexit
+ *                         handler registered before the first CUDA call (it runs after the limiter's own)
+ *                         launches it N times more; each prints the blocks the limiter charged device 0 for
+ *                         its N launches
  * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
  * Exit status 0 = every check held; failures print "FAIL: ..." on stderr. Every entry point called all three
  * ways (direct, dlsym, cuGetProcAddress) is limiter_paths_cuda_nvml's job.
@@ -391,6 +395,63 @@ static int cmd_exitalloc(uint64_t bytes)
     return rc == CUDA_SUCCESS ? 0 : 1;
 }
 
+static CUgraphExec g_exit_graph;
+static unsigned g_exit_launches;
+
+/* Device 0's charged blocks once the feedback thread has folded in every launch made so far: the count moves
+ * at its ticks, so it is read until it has stood still for 20 polls of 10 ms (60 s at most). */
+static uint64_t settled_blocks(void)
+{
+    uint64_t (*launched)(int) = (uint64_t(*)(int))dlsym(RTLD_DEFAULT, "carveLimiterLaunchedBlocks");
+    CHECK(launched != NULL, "the limiter is not loaded");
+    if (!launched)
+        return 0;
+    struct timespec poll = {0, 10000000};
+    uint64_t last = launched(0);
+    for (int still = 0, i = 0; still < 20 && i < 6000; i++) {
+        nanosleep(&poll, NULL);
+        uint64_t now = launched(0);
+        still = now == last ? still + 1 : 0;
+        last = now;
+    }
+    return last;
+}
+
+/* The blocks the limiter charged for N launches of the graph. */
+static uint64_t launch_exit_graph(void)
+{
+    uint64_t before = settled_blocks();
+    for (unsigned i = 0; i < g_exit_launches; i++)
+        CHECK(cuGraphLaunch(g_exit_graph, NULL) == CUDA_SUCCESS, "the graph's launch failed");
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS, "synchronize failed");
+    return settled_blocks() - before;
+}
+
+static void graph_at_exit(void)
+{
+    printf("%llu\n", (unsigned long long)launch_exit_graph());
+    fflush(stdout);
+}
+
+static int cmd_exitgraph(unsigned n)
+{
+    g_exit_launches = n;
+    atexit(graph_at_exit);
+    setup();
+    CUDA_KERNEL_NODE_PARAMS np = {.func = carveFakeKernel(1000), .gridDimX = 8, .gridDimY = 1, .gridDimZ = 1,
+                                  .blockDimX = 32, .blockDimY = 1, .blockDimZ = 1};
+    CUgraph graph;
+    CUgraphNode node;
+    if (cuGraphCreate(&graph, 0) != CUDA_SUCCESS || cuGraphAddKernelNode(&node, graph, NULL, 0, &np) != CUDA_SUCCESS ||
+        cuGraphInstantiateWithFlags(&g_exit_graph, graph, 0) != CUDA_SUCCESS) {
+        fprintf(stderr, "FAIL: cannot instantiate the graph\n");
+        exit(2);
+    }
+    printf("%llu\n", (unsigned long long)launch_exit_graph());
+    fflush(stdout);
+    return g_failures ? 1 : 0;
+}
+
 static int try_alloc(uint64_t bytes)
 {
     CUdeviceptr p;
@@ -445,6 +506,8 @@ int main(int argc, char **argv)
         return cmd_exitfree(strtoull(argv[2], NULL, 10), argc >= 4 ? (unsigned)atoi(argv[3]) : 1);
     if (argc >= 3 && strcmp(argv[1], "exitalloc") == 0)
         return cmd_exitalloc(strtoull(argv[2], NULL, 10));
+    if (argc >= 3 && strcmp(argv[1], "exitgraph") == 0)
+        return cmd_exitgraph((unsigned)atoi(argv[2]));
     if (argc >= 3 && strcmp(argv[1], "relimit") == 0)
         return cmd_relimit(strtoull(argv[2], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "fork") == 0)

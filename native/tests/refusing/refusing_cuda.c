@@ -19,6 +19,9 @@
  *                                devices it has)
  *   REFUSING_CUDA_UUID=R         cuDeviceGetUuid_v2 fails with the CUresult R (a driver that cannot tell a
  *                                device's UUID), writing nothing
+ *   REFUSING_CUDA_NODE_TYPE=R    cuGraphNodeGetType fails with the CUresult R after the fake has written the
+ *                                node's type: the outputs of a failed call are undefined, and a driver may
+ *                                leave them set (the caller must not read them)
  *   REFUSING_CUDA_DESTROY=N      the first N calls of cuArrayDestroy and of cuMipmappedArrayDestroy (counted
  *                                together) fail with CUDA_ERROR_ILLEGAL_ADDRESS, the array left in place
  * refusingCudaRefusals() returns how many calls it refused (tests check the refusal happened).
@@ -129,6 +132,19 @@ EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
         return (CUresult)rc;
     }
     return real(uuid, dev);
+}
+
+EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType *type)
+{
+    static CUresult (*real)(CUgraphNode, CUgraphNodeType *);
+    if (!real)
+        real = (CUresult(*)(CUgraphNode, CUgraphNodeType *))fake("cuGraphNodeGetType");
+    CUresult rc = real(node, type);
+    uint64_t refused = env_u64("REFUSING_CUDA_NODE_TYPE", 0);
+    if (rc != CUDA_SUCCESS || !refused)
+        return rc;
+    __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+    return (CUresult)refused;
 }
 
 /* A destroy refused as a driver with a sticky error refuses it: the array stays allocated. */

@@ -29,6 +29,49 @@ ctx, dev = ctypes.c_void_p(), ctypes.c_int()
 assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
 assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
 """
+# CUDA_CONTEXT and what a client script needs to launch graphs of kernels and read what the limiter charged:
+# graph_exec(grids, empty_first) instantiates a graph of one kernel node per (x, y, z) grid (after an empty
+# node if asked), and settled_blocks() waits for the feedback thread to fold the launches into device 0's
+# count (carveLimiterLaunchedBlocks, moved at its ticks) and returns it.
+GRAPH_CLIENT = (
+    CUDA_CONTEXT
+    + f"""import time
+limiter = ctypes.CDLL({str(LIMITER)!r})
+limiter.carveLimiterLaunchedBlocks.restype = ctypes.c_uint64
+cuda.carveFakeKernel.restype = ctypes.c_void_p
+
+class KernelNodeParams(ctypes.Structure):  # CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h)
+    _fields_ = (
+        [("func", ctypes.c_void_p)]
+        + [(f"{{a}}Dim{{x}}", ctypes.c_uint) for a in ("grid", "block") for x in "XYZ"]
+        + [("sharedMemBytes", ctypes.c_uint)]
+        + [(name, ctypes.c_void_p) for name in ("kernelParams", "extra", "kern", "ctx")]
+    )
+
+def graph_exec(grids, empty_first=False):
+    f = cuda.carveFakeKernel(ctypes.c_uint64(1000))
+    graph, node, exec_ = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    assert cuda.cuGraphCreate(ctypes.byref(graph), 0) == 0
+    if empty_first:
+        assert cuda.cuGraphAddEmptyNode(ctypes.byref(node), graph, None, ctypes.c_size_t(0)) == 0
+    no_deps = ctypes.c_size_t(0)
+    for x, y, z in grids:
+        p = KernelNodeParams(f, x, y, z, 32, 1, 1)  # the function, its grid, blocks of 32 threads
+        assert cuda.cuGraphAddKernelNode_v2(ctypes.byref(node), graph, None, no_deps, ctypes.byref(p)) == 0
+    assert cuda.cuGraphInstantiateWithFlags(ctypes.byref(exec_), graph, ctypes.c_ulonglong(0)) == 0
+    return exec_
+
+def settled_blocks():
+    assert cuda.cuCtxSynchronize() == 0
+    last, still = -1, 0
+    while still < 20:
+        now = limiter.carveLimiterLaunchedBlocks(0)
+        still = still + 1 if now == last else 0
+        last = now
+        time.sleep(0.01)
+    return last
+"""
+)
 
 
 def require_native() -> None:
