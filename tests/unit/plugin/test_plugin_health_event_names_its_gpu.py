@@ -25,16 +25,16 @@ class NoMetrics:
 
 
 def test_each_changed_gpu_is_named_in_its_event() -> None:
-    # UUIDs chosen so that the second GPU's sorts after the first's: a lookup by order would name gpu-0
-    gpus = [
-        dataclasses.replace(fake_gpu("A100-80GB", 0, "n1"), uuid="GPU-aaaa", minor=0),
-        dataclasses.replace(fake_gpu("A100-80GB", 1, "n1"), uuid="GPU-bbbb", minor=1),
-    ]
+    # The GPUs listed out of UUID order: a lookup by `<=` or `>=` instead of `==` names another GPU
+    listed = [("GPU-bbbb", 0), ("GPU-aaaa", 1), ("GPU-cccc", 2)]
+    gpus = [dataclasses.replace(fake_gpu("A100-80GB", m, "n1"), uuid=u, minor=m) for u, m in listed]
     events = Events()
     health = NodeHealth(
         "n1", gpus, TaintPolicy(), events, NoMetrics(), lambda: None, lambda: False, lambda: {}
     )
-    health.on_change([Change("GPU-bbbb", 1, False, CAUSE_LOST)])
-    health.on_change([Change("GPU-aaaa", 0, False, CAUSE_LOST)])
+    for uuid, minor in listed:
+        health.on_change([Change(uuid, minor, False, CAUSE_LOST)])
     messages = [b["message"] for b in events.bodies]
-    assert messages[0].startswith("gpu-1 (GPU-bbbb)") and messages[1].startswith("gpu-0 (GPU-aaaa)")
+    assert len(messages) == len(listed)
+    for message, (uuid, minor) in zip(messages, listed, strict=True):
+        assert message.startswith(f"gpu-{minor} ({uuid}) is unhealthy"), message
