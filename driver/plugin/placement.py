@@ -45,9 +45,9 @@ DEFAULT_PLACEMENT = PLACEMENT_INDEX
 DEFAULT_COALESCE_S = 0.5
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Load:
-    """What prepared claims hold on one GPU: compared by memory first, then by number of shares."""
+    """What prepared claims hold on one GPU (order_devices ranks by memory first, then by shares)."""
 
     memory: int = 0
     shares: int = 0

@@ -264,7 +264,9 @@ class Plugin(Publishing):
         except EnforcementError as e:
             raise RuntimeError(str(e)) from None
         nvml = nvml_host_path(layout, fake_dir) if self.driver_memory else None
-        if self.driver_memory and (nvml is None or cgroup is None):
+        # choose() takes no GPU on a node without a cgroup v2 mount (driver_capable): only the NVML
+        # library the hook loads can still be missing here
+        if self.driver_memory and nvml is None:
             event(
                 log, logging.WARNING, "memory-enforcement.limiter", reason="no NVML library to hand the hook"
             )

@@ -43,7 +43,7 @@ class ClaimRef:
         return f"claim {self.namespace}/{self.name} ({self.uid})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # a value, never hashed (its consumed dict would forbid it) nor assigned to
 class PlannedDevice:
     request: str  # the allocation result's request ("main" or "main/sub")
     pool: str
@@ -183,7 +183,7 @@ def device_memory(ref: ClaimRef, p: PlannedDevice) -> tuple[int, int]:
     return request, limit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # a value, never hashed nor assigned to (memory_partitions' callers read it)
 class MemoryPartition:
     """The driver's memory partition of one GPU for a claim's containers (carve-cdi-hook memory-limits)."""
 
