@@ -42,7 +42,6 @@ def test_a_device_index_out_of_range_is_an_error_naming_the_range(tmp_path, devi
                 read(device)
 
 
-
 def _procs(tmp_path, slots):
     """A region whose first process slots are (pid, host_pid, pid_ns)."""
     region = _region(tmp_path)
@@ -67,6 +66,25 @@ def test_a_released_or_busy_slot_does_not_make_the_plugin_look_for_host_pids(tmp
         assert r.processes() == []
     with Region.open(_procs(tmp_path, [(0, 0, NS), (12, 0, NS)])) as r:
         assert r.needs_host_pids()
+
+
+def test_a_containers_first_process_waits_for_its_host_pid(tmp_path):
+    # pid 1 in its own namespace: the container's entrypoint, most often the CUDA process itself
+    with Region.open(_procs(tmp_path, [(1, 0, NS)])) as r:
+        assert r.needs_host_pids()
+        assert r.resolve_host_pids(known={(NS, 1): 4242}) == 1
+        assert [(p.pid, p.host_pid) for p in r.processes()] == [(1, 4242)]
+        assert not r.needs_host_pids()
+
+
+def test_a_negative_host_pid_is_neither_waiting_nor_filled(tmp_path):
+    # The limiter writes 0 (unknown) or a real pid; a negative one is what a tenant wrote into its own
+    # region. Resolution fills only the 0s, so such a slot must not count as waiting either: if it did,
+    # every enforcement pass would walk /proc for a slot it then leaves as it was.
+    with Region.open(_procs(tmp_path, [(12, -1, NS), (13, -(2**31), NS)])) as r:
+        assert not r.needs_host_pids()
+        assert r.resolve_host_pids(known={(NS, 12): 1012, (NS, 13): 1013}) == 0
+        assert [(p.pid, p.host_pid) for p in r.processes()] == [(12, -1), (13, -(2**31))]
 
 
 def test_only_the_slots_without_a_host_pid_are_filled_and_counted(tmp_path):
