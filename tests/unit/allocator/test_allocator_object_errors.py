@@ -137,6 +137,11 @@ W = "ResourceClaim ns/c"
 @pytest.mark.parametrize(("claim", "message"), [
     (_claim([{"exactly": {"deviceClassName": "gpu"}}]), f"{W}: spec.devices.requests[0].name is missing"),
     (_claim([{"name": "r", "exactly": {"count": 1}}]), f"{W}: request r: deviceClassName is missing"),
+    # an empty name and one that is not a string name no class either (fresh14a1, model.py:360)
+    (_claim([{"name": "r", "exactly": {"deviceClassName": ""}}]),
+     f"{W}: request r: deviceClassName is missing"),
+    (_claim([{"name": "r", "exactly": {"deviceClassName": 5}}]),
+     f"{W}: request r: deviceClassName is missing"),
     (_claim([{"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "Some"}}]),
      f"{W}: request r: allocationMode 'Some' is not ExactCount or All"),
     (_claim([{"name": "r", "exactly": {"deviceClassName": "gpu", "count": 0}}]),
