@@ -119,6 +119,11 @@ class HostLayout:
 
     def mig_nodes(self, minor: int, gpu_instance_id: int, compute_instance_id: int) -> tuple[DeviceNode, ...]:
         """The parent GPU's node plus the fully specified capability nodes of one GPU/compute instance."""
+        if minor < 0:  # no capability directory can be named: say why, not which path was missing
+            raise DriverFilesError(
+                f"MIG capability nodes of gi{gpu_instance_id}/ci{compute_instance_id}: "
+                "the device's GPU minor number is unknown (no 'minor' attribute)"
+            )
         try:
             caps = mig_cap_nodes(self.proc_root, minor, gpu_instance_id, compute_instance_id)
         except MigCapsError as e:

@@ -15,7 +15,7 @@ import pynvml
 from driver.plugin.container.enforcement_edits import CGROUPS_DIR
 
 MAX_RECORDS = 256  # containers of one claim; bounded because the directory is walked at every scrape
-MAX_RECORD_BYTES = 4096
+MAX_RECORD_BYTES = 4095  # the longest path Linux takes (PATH_MAX, 4096, less its NUL)
 
 
 def recorded_cgroups(claim_dir: Path) -> list[str]:
@@ -29,10 +29,13 @@ def recorded_cgroups(claim_dir: Path) -> list[str]:
         if entry.name.endswith(".tmp") or not entry.is_file() or entry.is_symlink():
             continue
         try:
-            text = entry.read_bytes()[:MAX_RECORD_BYTES].decode()
+            data = entry.read_bytes()
+            text = data.decode()
         except (OSError, UnicodeDecodeError):
             continue
-        if text.startswith("/"):
+        # A longer record is no path (the hook writes its cgroup's, under PATH_MAX): skipped, not cut
+        # short into a path that could name another cgroup, whose usage the claim would then report.
+        if text.startswith("/") and len(data) <= MAX_RECORD_BYTES:
             out.append(text)
     return out
 

@@ -40,8 +40,16 @@ class FakeMigs:
 
 
 def device(name: str, start: int) -> DeviceRecord:
-    return DeviceRecord(request_names=["r"], pool="n1", device=name, share_id=None, cdi_ids=[], type="mig",
-                        gpu_uuid=GPU, mig=MigRecord(gpu_uuid=GPU, profile="1g.10gb", start=start))
+    return DeviceRecord(
+        request_names=["r"],
+        pool="n1",
+        device=name,
+        share_id=None,
+        cdi_ids=[],
+        type="mig",
+        gpu_uuid=GPU,
+        mig=MigRecord(gpu_uuid=GPU, profile="1g.10gb", start=start),
+    )
 
 
 def preparer(devices: list[DeviceRecord], entries: list[Entry]) -> SimpleNamespace:
@@ -50,9 +58,13 @@ def preparer(devices: list[DeviceRecord], entries: list[Entry]) -> SimpleNamespa
 
 
 def test_rebuilt_records_get_the_ids_of_the_instance_at_their_own_placement():
-    p = preparer([device("mig-0-1g-0", 0), device("mig-0-1g-4", 4)],
-                 [Entry("claim-a", 4, "MIG-at-4", gpu_instance_id=9), Entry("claim-a", 0, "MIG-at-0",
-                                                                              gpu_instance_id=7)])
+    p = preparer(
+        [device("mig-0-1g-0", 0), device("mig-0-1g-4", 4)],
+        [
+            Entry("claim-a", 4, "MIG-at-4", gpu_instance_id=9),
+            Entry("claim-a", 0, "MIG-at-0", gpu_instance_id=7),
+        ],
+    )
     _reconcile_journal(p)
     got = {d.device: (d.mig.uuid, d.mig.gpu_instance_id) for d in p.state["claim-a"].devices}
     assert got == {"mig-0-1g-0": ("MIG-at-0", 7), "mig-0-1g-4": ("MIG-at-4", 9)}
@@ -67,3 +79,13 @@ def test_an_instance_at_another_placement_of_the_same_gpu_is_destroyed_not_kept(
     _reconcile_journal(p)
     assert p.migs.destroyed == [orphan]
     assert p.state["claim-a"].devices[0].mig.uuid == "MIG-at-0"
+
+
+def test_an_instance_below_the_claims_own_placement_is_destroyed_not_kept():
+    # The mirror of the case above: the claim holds start 4 and the orphan sits at start 0, below it. The
+    # placement must be the same, not merely reached: a match by `>=` would keep the orphan.
+    kept, orphan = Entry("claim-a", 4, "MIG-at-4"), Entry("claim-a", 0, "MIG-at-0")
+    p = preparer([device("mig-0-1g-4", 4)], [orphan, kept])
+    _reconcile_journal(p)
+    assert p.migs.destroyed == [orphan]
+    assert p.state["claim-a"].devices[0].mig.uuid == "MIG-at-4"
