@@ -29,7 +29,8 @@ def recorded_cgroups(claim_dir: Path) -> list[str]:
         if entry.name.endswith(".tmp") or not entry.is_file() or entry.is_symlink():
             continue
         try:
-            data = entry.read_bytes()
+            with entry.open("rb") as f:
+                data = f.read(MAX_RECORD_BYTES + 1)  # one byte past the longest path: enough to refuse it
             text = data.decode()
         except (OSError, UnicodeDecodeError):
             continue
