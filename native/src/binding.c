@@ -174,7 +174,8 @@ void carve_region_setup(const carve_config_t *cfg)
         CARVE_LOG(CARVE_LOG_INFO, "no CARVE_REGION: the environment's limits are enforced per process");
     else {
         add_claim(cfg->region_path, cfg);
-        if (carve_region_count) /* the first claim: CARVE_REGION's, added */
+        /* the first claim: CARVE_REGION's, when it was added */
+        if (carve_region_count)
             carve_primary = &carve_regions[0];
     }
     discover(cfg->region_dir);
