@@ -61,20 +61,23 @@ static int already_open(const struct stat *rst, const struct stat *lst)
     return 0;
 }
 
-/* One claim: its accounting region and its limits. Returns its index in carve_regions, or -1 when there is
- * nothing of it to use (no region and no limits file). A claim whose limits file is broken is not added;
- * it sets carve_limits_broken, so every GPU no trusted limits file names is refused (fail closed). */
-static int add_claim(const char *region_path, const carve_config_t *cfg, int create)
+/* One claim: its accounting region and its limits, added at carve_regions[carve_region_count++] unless
+ * there is nothing of it to use (no region and no limits file). A claim whose limits file is broken is not
+ * added; it sets carve_limits_broken, so every GPU no trusted limits file names is refused (fail closed).
+ * `cfg`: the environment's, for CARVE_REGION (a missing region file is then created from it); NULL for a
+ * claim the scan of the regions root found. Nothing is returned: carve_region_setup, the one caller that
+ * needs to know whether CARVE_REGION's claim (the first) was added, reads carve_region_count. */
+static void add_claim(const char *region_path, const carve_config_t *cfg)
 {
     char limits_path[4096];
     carve_limits_path(region_path, limits_path, sizeof limits_path);
     struct stat rst, lst;
     int have_r = stat(region_path, &rst) == 0, have_l = stat(limits_path, &lst) == 0;
     if (already_open(have_r ? &rst : NULL, have_l ? &lst : NULL))
-        return -1;
+        return;
     if (carve_region_count == CARVE_MAX_REGIONS) {
         CARVE_LOG(CARVE_LOG_WARN, "more than %d claim regions; %s is not limited", CARVE_MAX_REGIONS, region_path);
-        return -1;
+        return;
     }
     carve_limits_t limits;
     int trusted = 0;
@@ -86,13 +89,13 @@ static int add_claim(const char *region_path, const carve_config_t *cfg, int cre
         CARVE_LOG(CARVE_LOG_ERROR, "limits %s %s: allocations on GPUs no valid limits file names are refused",
                   limits_path, problem);
         carve_limits_broken = 1;
-        return -1;
+        return;
     }
     carve_open_region_t *r = &carve_regions[carve_region_count];
     int closed = 0;
-    if (carve_region_open(r, region_path, cfg, create && !found) != 0) {
+    if (carve_region_open(r, region_path, cfg, cfg && !found) != 0) {
         if (!found)
-            return -1; /* (nothing was read: no limits_fd to close) */
+            return; /* (nothing was read: no limits_fd to close) */
         /* The plugin's claim without usable accounting fails closed: per-process accounting would let each
          * process take the whole quota. Only the container could have broken it; it only hurts itself. */
         carve_region_private(r, g_cfg);
@@ -118,9 +121,9 @@ static int add_claim(const char *region_path, const carve_config_t *cfg, int cre
         r->limits_from = CARVE_LIMITS_ENV;
     } else {
         carve_region_close(r); /* found by the scan, not the plugin's and not ours: nothing to enforce */
-        return -1;
+        return;
     }
-    return carve_region_count++;
+    carve_region_count++;
 }
 
 /* <root>/<name>/ for every name, in name order, except claims already mapped. */
@@ -144,7 +147,7 @@ static void discover(const char *root)
         int len = snprintf(path, sizeof path, "%s/%s/region", root, names[i]);
         free(names[i]);
         if (len > 0 && (size_t)len < sizeof path)
-            add_claim(path, NULL, 0);
+            add_claim(path, NULL);
     }
 }
 
@@ -169,8 +172,12 @@ void carve_region_setup(const carve_config_t *cfg)
     carve_primary = &carve_private;
     if (!cfg->region_path[0])
         CARVE_LOG(CARVE_LOG_INFO, "no CARVE_REGION: the environment's limits are enforced per process");
-    else if (add_claim(cfg->region_path, cfg, 1) == 0)
-        carve_primary = &carve_regions[0];
+    else {
+        add_claim(cfg->region_path, cfg);
+        /* the first claim: CARVE_REGION's, when it was added */
+        if (carve_region_count)
+            carve_primary = &carve_regions[0];
+    }
     discover(cfg->region_dir);
     /* The plugin's mounts are always looked at: a process cannot hide its claims' regions from the limiter by
      * pointing CARVE_REGION_DIR elsewhere (or clearing CARVE_REGION) in its own environment. */

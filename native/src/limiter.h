@@ -17,6 +17,7 @@
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* cuLaunchCooperativeKernelMultiDevice */
 
+#include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -86,7 +87,8 @@ typedef struct carve_open_region {
     int slot;            /* this process's slot, -1 when it has none */
     int bound;           /* a visible CUDA device is charged to it: this process takes a slot in it */
     uint64_t refusals;   /* this process's refused allocations here (the first one is logged) */
-    char path[4096];
+    /* the region file (no longer path opens), or what logs and diagnostics name instead */
+    char path[PATH_MAX];
     /* The limits enforced: a private copy of the plugin's limits file or of the environment's values.
      * Never read from `map`, which the container can write. */
     carve_limits_t limits;

@@ -125,7 +125,10 @@ static int limits_source(unsigned *major_out, unsigned *minor_out, char *root, s
  * limits directory (see the top of this file); `dev` is the file's device. */
 static int mount_is_plugins(const char *path, dev_t dev)
 {
-    char source_root[PATH_MAX], dir[PATH_MAX], mount_point[PATH_MAX], want_root[PATH_MAX + 64];
+    char source_root[PATH_MAX], dir[PATH_MAX], mount_point[PATH_MAX];
+    /* <source root>/<uid>/limits, never truncated: the uid is a name in mount_point (which also holds
+     * "/limits"), so the two buffers' sizes hold it with its NUL; a truncated one could match another root */
+    char want_root[sizeof source_root + sizeof mount_point];
     unsigned want_major, want_minor;
     if (!limits_source(&want_major, &want_minor, source_root, sizeof source_root))
         return 0;

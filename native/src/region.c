@@ -241,36 +241,44 @@ void carve_reclaim_dead(carve_open_region_t *r)
     }
 }
 
-static void claim_slot(carve_open_region_t *r)
+/* Take the first free slot whose lock no one holds: r->slot, left -1 when every slot is taken. */
+static void take_free_slot(carve_open_region_t *r)
 {
     pid_t me = getpid();
     unsigned n = r->map->max_procs;
-    for (int attempt = 0; attempt < 2 && r->slot < 0; attempt++) {
-        if (attempt)
-            carve_reclaim_dead(r);
-        for (unsigned i = 0; i < n; i++) {
-            carve_region_proc_t *p = &r->map->procs[i];
-            int32_t zero = 0;
-            if (__atomic_load_n(&p->pid, __ATOMIC_RELAXED) != 0 ||
-                !__atomic_compare_exchange_n(&p->pid, &zero, CARVE_SLOT_BUSY, 0, __ATOMIC_ACQ_REL,
-                                             __ATOMIC_RELAXED))
-                continue;
-            if (r->locks && lock_slot(r, (int)i, F_WRLCK, F_OFD_SETLK) != 0) {
-                __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE); /* a dying owner still holds it */
-                continue;
-            }
-            memset(p->used, 0, sizeof p->used);
-            p->start_time = g_my_start;
-            p->pid_ns = g_my_ns;
-            p->host_pid = host_pid_guess();
-            __atomic_store_n(&p->pid, (int32_t)me, __ATOMIC_RELEASE);
-            r->slot = (int)i;
-            break;
+    for (unsigned i = 0; i < n; i++) {
+        carve_region_proc_t *p = &r->map->procs[i];
+        int32_t zero = 0;
+        if (__atomic_load_n(&p->pid, __ATOMIC_RELAXED) != 0 ||
+            !__atomic_compare_exchange_n(&p->pid, &zero, CARVE_SLOT_BUSY, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_RELAXED))
+            continue;
+        if (r->locks && lock_slot(r, (int)i, F_WRLCK, F_OFD_SETLK) != 0) {
+            __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE); /* a dying owner still holds it */
+            continue;
         }
+        memset(p->used, 0, sizeof p->used);
+        p->start_time = g_my_start;
+        p->pid_ns = g_my_ns;
+        p->host_pid = host_pid_guess();
+        __atomic_store_n(&p->pid, (int32_t)me, __ATOMIC_RELEASE);
+        r->slot = (int)i;
+        return;
+    }
+}
+
+static void claim_slot(carve_open_region_t *r)
+{
+    take_free_slot(r);
+    if (r->slot < 0) {
+        /* Dead processes' slots are reclaimed only when none is free: a process's start reclaims them
+         * anyway (carve_region_join), and a forked child is spared a scan of every slot's lock. */
+        carve_reclaim_dead(r);
+        take_free_slot(r);
     }
     if (r->slot < 0)
         CARVE_LOG(CARVE_LOG_WARN, "region %s: all %u process slots are taken; this process's usage is "
-                  "counted but cannot be reclaimed if it dies", r->path, n);
+                  "counted but cannot be reclaimed if it dies", r->path, r->map->max_procs);
 }
 
 /* Map a claim's region file. 0 on success; otherwise one log line naming the file and the problem, and

@@ -31,10 +31,11 @@
  *   exitalloc BYTES       allocate BYTES and free them, then exit; an atexit handler registered before the first
  *                         CUDA call (it runs after the limiter's own) allocates BYTES and keeps them, then
  *                         allocates and frees BYTES once more, printing each result
- *   exitgraph N           instantiate a graph of one 8-block kernel and launch it N times, then exit; an atexit
+ *   exitgraph N [LIVE]    instantiate a graph of one 8-block kernel and launch it N times, then exit; an atexit
  *                         handler registered before the first CUDA call (it runs after the limiter's own)
  *                         launches it N times more; each prints the blocks the limiter charged device 0 for
- *                         its N launches
+ *                         its N launches. LIVE: first allocate LIVE buffers of 4 KiB and keep them, so that past
+ *                         the limiter's table the graph's record is on its overflow list
  * CLIENT_ORDINAL=<n> makes the commands above that use one device use ordinal n (default 0).
  * Exit status 0 = every check held; failures print "FAIL: ..." on stderr. Every entry point called all three
  * ways (direct, dlsym, cuGetProcAddress) is limiter_paths_cuda_nvml's job.
@@ -433,11 +434,18 @@ static void graph_at_exit(void)
     fflush(stdout);
 }
 
-static int cmd_exitgraph(unsigned n)
+static int cmd_exitgraph(unsigned n, unsigned live)
 {
     g_exit_launches = n;
     atexit(graph_at_exit);
     setup();
+    for (unsigned i = 0; i < live; i++) {
+        CUdeviceptr p;
+        if (cuMemAlloc_v2(&p, 4096) != CUDA_SUCCESS) {
+            fprintf(stderr, "FAIL: live buffer %u of %u refused\n", i, live);
+            exit(2);
+        }
+    }
     CUDA_KERNEL_NODE_PARAMS np = {.func = carveFakeKernel(1000), .gridDimX = 8, .gridDimY = 1, .gridDimZ = 1,
                                   .blockDimX = 32, .blockDimY = 1, .blockDimZ = 1};
     CUgraph graph;
@@ -507,7 +515,7 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "exitalloc") == 0)
         return cmd_exitalloc(strtoull(argv[2], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "exitgraph") == 0)
-        return cmd_exitgraph((unsigned)atoi(argv[2]));
+        return cmd_exitgraph((unsigned)atoi(argv[2]), argc >= 4 ? (unsigned)atoi(argv[3]) : 0);
     if (argc >= 3 && strcmp(argv[1], "relimit") == 0)
         return cmd_relimit(strtoull(argv[2], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "fork") == 0)

@@ -23,3 +23,16 @@ def test_a_graph_launched_after_the_limiters_exit_handler_is_charged_its_blocks(
     in_main, at_exit = (int(line) for line in out.stdout.split())
     assert in_main == LAUNCHES * KERNEL_BLOCKS, out.stdout
     assert at_exit == LAUNCHES * KERNEL_BLOCKS, out.stdout
+
+
+# past the limiter's table (65,536 slots, a 512-slot probe), records go to its overflow list: with twice the
+# table's size held live, every slot is taken before the graph is instantiated, so its record is on the list
+LIVE_PAST_THE_TABLE = 140_000
+
+
+def test_a_graph_whose_record_overflowed_the_table_is_charged_after_the_exit_handler_too(claim):
+    c = claim().create(cores=50)
+    out = c.run("exitgraph", str(LAUNCHES), str(LIVE_PAST_THE_TABLE), CARVE_TICK_MS="10", timeout=120)
+    in_main, at_exit = (int(line) for line in out.stdout.split())
+    assert in_main == LAUNCHES * KERNEL_BLOCKS, out.stdout
+    assert at_exit == LAUNCHES * KERNEL_BLOCKS, out.stdout

@@ -1,0 +1,60 @@
+"""Live allocations within the limiter's table cost the process no heap: the table is fixed (65,536 slots,
+native/src/table.c) and its hot path takes no lock; only past it do entries go to an overflow list, which
+is allocated and guarded by a mutex (test_limiter_spill_list_shrinks.py). A table that lost its slots (an
+entry left half-written, never published) would send every allocation to that list: right answers, but a
+heap that grows with every live buffer and a lock on every allocation and free.
+
+Measured with glibc's mallinfo2 (the bytes malloc has handed out, mmap'd blocks included) around the
+allocation of 20,000 buffers held live (their pointers go to an array made before the measurement), once
+with the limiter and once without: the fake driver's own bookkeeping is the same in both runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from limiter_harness import CUDA_CONTEXT
+
+MIB = 1 << 20
+LIVE = 20_000  # well within the table's 65,536 slots
+PAGE = 4096
+
+SCRIPT = CUDA_CONTEXT + textwrap.dedent(
+    f"""
+    import json
+    libc = ctypes.CDLL("libc.so.6")
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                    "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    libc.mallinfo2.restype = Mallinfo2
+    def heap():
+        m = libc.mallinfo2()
+        return m.uordblks + m.hblkhd  # in use: from the heap, and in blocks of their own
+    alloc, size = cuda.cuMemAlloc_v2, ctypes.c_size_t({PAGE})
+    pointers = (ctypes.c_uint64 * {LIVE})()
+    p = ctypes.c_uint64()
+    assert alloc(ctypes.byref(p), size) == 0 and cuda.cuMemFree_v2(p) == 0  # the first call's own setup
+    before = heap()
+    for i in range({LIVE}):
+        assert alloc(ctypes.byref(pointers, 8 * i), size) == 0
+    print(json.dumps({{"grew": heap() - before}}))
+    """
+)
+
+
+def heap_growth(env: dict[str, str]) -> int:
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])["grew"]
+
+
+def test_live_buffers_within_the_table_take_no_heap(claim):
+    c = claim(gpus="1xA100-80GB").create(memory=60 * 1024 * MIB)
+    with_limiter, without = heap_growth(c.env()), heap_growth(c.env(preload=False))
+    # an overflow list holding them would have taken at least LIVE entries of 24 bytes (480 KB)
+    assert with_limiter - without < 64 * 1024, (with_limiter, without)
