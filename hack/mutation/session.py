@@ -91,6 +91,14 @@ def _run(packages: list[Package], queue: list[Drawn], tallies: dict[str, Tally],
                 or (limits.max_mutants and ran >= limits.max_mutants)):
             t.not_run += 1
             continue
+        # An owner whose measured baseline no longer fits the budget runs none of its mutants: they are not
+        # run, whether an entry would allow them or not (counting them allowed over-reported the entries,
+        # and making each took minutes).
+        known = baselines.get(owner.tests)
+        if (not limits.no_baseline and known is not None
+                and time.monotonic() - limits.started + known > limits.budget):
+            t.not_run += 1
+            continue
         made = materialize(m)
         if made is None:
             continue

@@ -54,3 +54,29 @@ def test_an_operator_that_fails_is_still_a_skipped_mutant(repo, monkeypatch, cap
     m = Mutant("pkg/calc.py", 2, "core/NumberReplacer#0", "return used > limit", "", "")
     assert cosmic.materialize(m) is None
     assert "NumberReplacer could not mutate (AttributeError: dotted name); skipped" in capsys.readouterr().err
+
+
+def test_an_owner_whose_baseline_no_longer_fits_counts_its_mutants_not_run_not_allowed(repo, monkeypatch):  # noqa: F811
+    from mutation import config
+
+    (pkg,) = config.load_packages()
+    made = []
+    monkeypatch.setattr(session, "materialize", lambda m: made.append(m) or m)
+    # the owner's unmutated run takes 50 s; a 60 s budget of which 20 s are gone leaves room for none
+    monkeypatch.setattr(
+        session, "_baseline", lambda owner, baselines, python: baselines.setdefault(owner.tests, 50.0)
+    )
+    monkeypatch.setattr(session, "run_mutant", lambda *a: pytest.fail("a mutant ran past the budget"))
+
+    class AllButTheFirst:  # an entry that would allow every mutant but the first drawn
+        def matches(self, made) -> bool:
+            return not made.operator.endswith("#0")
+
+    tally = score.Tally()
+    limits = session.Limits(
+        sample=0, budget=60, max_mutants=0, no_baseline=False, started=time.monotonic() - 20
+    )
+    session.run(_drawn(pkg, 4), {"pkg": tally}, [AllButTheFirst()], limits, sys.executable)
+    # the first is made, its owner's baseline measured and found too long; the others are then neither made
+    # nor counted allowed: none of them would have run
+    assert (tally.allowed, tally.not_run, len(made)) == (0, 4, 1)
