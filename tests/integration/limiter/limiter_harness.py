@@ -29,6 +29,21 @@ ctx, dev = ctypes.c_void_p(), ctypes.c_int()
 assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
 assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cuda.cuCtxSetCurrent(ctx) == 0
 """
+# CUDA_CONTEXT and what a client script needs to read its own heap: heap() is the bytes malloc has handed
+# out and not taken back (mallinfo2: from the heap, and in blocks of their own), so a test can tell the
+# limiter's table from its spill list by what the process holds.
+HEAP_CLIENT = (
+    CUDA_CONTEXT
+    + """libc = ctypes.CDLL("libc.so.6")
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc.mallinfo2.restype = Mallinfo2
+def heap():
+    m = libc.mallinfo2()
+    return m.uordblks + m.hblkhd
+"""
+)
 # CUDA_CONTEXT and what a client script needs to launch graphs of kernels and read what the limiter charged:
 # graph_exec(grids, empty_first) instantiates a graph of one kernel node per (x, y, z) grid (after an empty
 # node if asked), and settled_blocks() waits for the feedback thread to fold the launches into device 0's

@@ -16,23 +16,15 @@ import subprocess
 import sys
 import textwrap
 
-from limiter_harness import CUDA_CONTEXT
+from limiter_harness import HEAP_CLIENT
 
 MIB = 1 << 20
 LIVE = 20_000  # well within the table's 65,536 slots
 PAGE = 4096
 
-SCRIPT = CUDA_CONTEXT + textwrap.dedent(
+SCRIPT = HEAP_CLIENT + textwrap.dedent(
     f"""
     import json
-    libc = ctypes.CDLL("libc.so.6")
-    class Mallinfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
-                    "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-    libc.mallinfo2.restype = Mallinfo2
-    def heap():
-        m = libc.mallinfo2()
-        return m.uordblks + m.hblkhd  # in use: from the heap, and in blocks of their own
     alloc, size = cuda.cuMemAlloc_v2, ctypes.c_size_t({PAGE})
     pointers = (ctypes.c_uint64 * {LIVE})()
     p = ctypes.c_uint64()
