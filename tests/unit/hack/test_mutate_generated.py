@@ -152,6 +152,33 @@ def test_each_c_mutant_of_a_line_has_a_place_of_its_own_and_a_respaced_line_is_n
     assert all("".join(m.mutated_line.split()) != squeezed for m in mutants)
 
 
+@pytest.mark.skipif(not shutil.which("mutate", path=str(Path(sys.executable).parent)), reason="make venv")
+def test_a_c_line_that_ends_in_a_block_comment_is_mutated_and_keeps_its_comment(mg, tmp_path, root):
+    # universalmutator itself makes no mutant of a line holding a /* */ comment: the runner hides the comment
+    root(tmp_path)
+    source = (
+        "int over(int used, int limit)\n{\n"
+        "    int s = used > limit; /* why: a reason */\n"
+        '    const char *k = "/* x */"; /* a string that looks like one */\n'
+        "    return s; /* the last */\n}\n"
+    )
+    (tmp_path / "q.c").write_text(source)
+    mutants = list(mg.c_mutants("q.c", {3, 5}))
+    on = {n: [m for m in mutants if m.line == n] for n in (3, 5)}
+    assert on[3] and on[5]
+    assert "int s = used >= limit; /* why: a reason */" in {m.mutated_line.strip() for m in on[3]}
+    for m in mutants:
+        assert m.original_line.rstrip().endswith("*/") and m.mutated_line.rstrip().endswith("*/")
+        lines, mutated = source.splitlines(), m.text.splitlines()
+        # every other line as it was, comments and all; the mutated line keeps its own comment
+        assert [x for i, x in enumerate(mutated) if i != m.line - 1] == [
+            x for i, x in enumerate(lines) if i != m.line - 1
+        ] or mutated[m.line].strip() in ("break;", "continue;")
+        assert mutated[m.line - 1].endswith(lines[m.line - 1][lines[m.line - 1].index(" /*") :])
+    # a line whose code holds a quote is given whole (only a lexer could split it): as before, no mutant
+    assert not list(mg.c_mutants("q.c", {4}))
+
+
 def test_a_mutant_of_a_type_annotation_only_is_never_drawn(mg, tmp_path, root):
     root(tmp_path)
     (tmp_path / "a.py").write_text(
