@@ -4,9 +4,11 @@ by the next one, and a lock keeps a second run of the same package in the same t
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -60,16 +62,30 @@ def run_tests(tests: tuple[str, ...], timeout: float, python: str) -> tuple[str,
     # the same size restored within the same second would be run again from it by every later test.
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=config.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)
     try:
-        r = subprocess.run(cmd, cwd=config.ROOT, capture_output=True, text=True, timeout=timeout, check=False,
-                           start_new_session=True, env=env)
+        out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        proc.communicate()
         return "timeout", f"timed out after {timeout:.0f}s", time.monotonic() - start
+    finally:
+        # What the tests started and left behind goes with pytest: a client a mutant made loop forever, whose
+        # test timed out or failed first, would otherwise spin on a core through every later mutant's run.
+        _kill_group(proc.pid)
     took = time.monotonic() - start
-    if r.returncode == 0:
+    if proc.returncode == 0:
         return "passed", "", took
-    failed = [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
-    return "failed", failed[0] if failed else f"pytest exit {r.returncode}", took
+    failed = [ln for ln in out.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    return "failed", failed[0] if failed else f"pytest exit {proc.returncode}", took
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL pytest's process group (its session: start_new_session), if anything is left in it. A process
+    that made a session of its own (a plugin process a test starts that way) is its test's to stop."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def _drop_bytecode(target: Path) -> None:
