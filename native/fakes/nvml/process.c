@@ -5,6 +5,8 @@
  * GPU spent running kernels (fakes/common/kernels.c), for the whole GPU or per process. Process samples
  * carry wall-clock microseconds, as NVML's do, so callers can pass time.time() based lastSeenTimeStamp.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -111,6 +113,29 @@ static uint64_t wall_us(void)
     return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+#define FIXED_MAX 64
+
+/* CARVE_FAKE_UTIL_FILE: lines `<gpu index> <pid> <smUtil>`, returned for that GPU in their order instead of the
+ * modelled samples, read at every call. A real driver may return several samples of one pid, in any order of
+ * pids; the model gives one per pid, so a test of how a caller reads such a list names it here. Returns how
+ * many lines name `index` (0: the file is unset, unreadable or names another GPU: the model answers). */
+static unsigned fixed_samples(unsigned int index, unsigned *pids, unsigned *utils)
+{
+    const char *path = getenv("CARVE_FAKE_UTIL_FILE");
+    FILE *f = path && *path ? fopen(path, "r") : NULL;
+    if (!f)
+        return 0;
+    unsigned n = 0, gpu, pid, util;
+    while (n < FIXED_MAX && fscanf(f, " %u %u %u", &gpu, &pid, &util) == 3) {
+        if (gpu != index)
+            continue;
+        pids[n] = pid;
+        utils[n++] = util;
+    }
+    fclose(f);
+    return n;
+}
+
 NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
                                                       unsigned int *processSamplesCount,
                                                       unsigned long long lastSeenTimeStamp)
@@ -123,6 +148,22 @@ NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlP
         return NVML_ERROR_INVALID_ARGUMENT;
     if (device->is_mig)
         return NVML_ERROR_NOT_SUPPORTED;
+    unsigned fixed_pids[FIXED_MAX], fixed_utils[FIXED_MAX];
+    unsigned fixed = fixed_samples(g->index, fixed_pids, fixed_utils);
+    if (fixed) {
+        if (!utilization || *processSamplesCount < fixed) {
+            *processSamplesCount = fixed;
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        for (unsigned i = 0; i < fixed; i++) {
+            memset(&utilization[i], 0, sizeof utilization[i]);
+            utilization[i].pid = fixed_pids[i];
+            utilization[i].timeStamp = wall_us();
+            utilization[i].smUtil = fixed_utils[i];
+        }
+        *processSamplesCount = fixed;
+        return NVML_SUCCESS;
+    }
     struct util_op op = {.now = fake_now_ns()};
     uint64_t wall = wall_us();
     /* lastSeenTimeStamp is wall-clock us: map it onto the monotonic kernel clock, at most a window back. */
