@@ -9,12 +9,22 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from driver.limits import ClaimLimits, ClaimRuntime, DeviceLimit, create_region, limits_path_for, write_limits
+from driver.limits import (
+    ClaimLimits,
+    ClaimRuntime,
+    DeviceLimit,
+    Region,
+    create_region,
+    limits_path_for,
+    write_limits,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 BUILD = REPO / "native" / "build"
@@ -165,3 +175,34 @@ class Claim:
 
     def json(self, *args: str, **env: str) -> dict:
         return json.loads(self.run(*args, **env).stdout.strip().splitlines()[-1])
+
+    def popen_sampled(self, samples: Path, rows: list[str], *args: str, **env: str) -> subprocess.Popen:
+        """The client, with the fake NVML's per-process utilization a fixed list (CARVE_FAKE_UTIL_FILE):
+        `rows` are `<gpu> <pid> <smUtil>` lines, `{pid}` the client's own pid. The list must name that pid
+        before the limiter's first tick, so a shell writes it with its own pid ($$) and execs the client,
+        which keeps the pid; the limiter is preloaded into the client, not into the shell."""
+        text = "\n".join(rows).replace("{pid}", "$$")
+        script = f'cat > "$SAMPLES" <<EOF\n{text}\nEOF\nexec env LD_PRELOAD="$PRELOAD" "$CLIENT" "$@"'
+        environment = self.env(
+            preload=False,
+            CARVE_FAKE_UTIL_FILE=str(samples),
+            SAMPLES=str(samples),
+            PRELOAD=str(LIMITER),
+            CLIENT=str(CLIENT),
+            **env,
+        )
+        return subprocess.Popen(
+            ["sh", "-c", script, "sh", *args], env=environment, stdout=subprocess.PIPE, text=True
+        )
+
+    def region_values_while(self, client: subprocess.Popen, read: Callable[[Region], int]) -> set[int]:
+        """Every value `read` found in the claim's region, polled until the client ended (its output read)."""
+        seen: set[int] = set()
+        try:
+            while client.poll() is None:
+                with Region.open(self.region) as r:
+                    seen.add(read(r))
+                time.sleep(0.02)
+        finally:
+            client.communicate(timeout=60)
+        return seen
