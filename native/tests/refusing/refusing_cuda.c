@@ -22,6 +22,8 @@
  *   REFUSING_CUDA_NODE_TYPE=R    cuGraphNodeGetType fails with the CUresult R after the fake has written the
  *                                node's type: the outputs of a failed call are undefined, and a driver may
  *                                leave them set (the caller must not read them)
+ *   REFUSING_CUDA_PROCADDR_V1=R  cuGetProcAddress (the first, unversioned one) fails with the CUresult R: a
+ *                                driver that resolves only through cuGetProcAddress_v2, which it forwards
  *   REFUSING_CUDA_DESTROY=N      the first N calls of cuArrayDestroy and of cuMipmappedArrayDestroy (counted
  *                                together) fail with CUDA_ERROR_ILLEGAL_ADDRESS, the array left in place
  * refusingCudaRefusals() returns how many calls it refused (tests check the refusal happened).
@@ -119,6 +121,20 @@ EXPORT CUresult cuDeviceGetCount(int *count)
         return (CUresult)rc;
     }
     return real(count);
+}
+
+#undef cuGetProcAddress
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    static CUresult (*real)(const char *, void **, int, cuuint64_t);
+    if (!real)
+        real = (CUresult(*)(const char *, void **, int, cuuint64_t))fake("cuGetProcAddress");
+    uint64_t rc = env_u64("REFUSING_CUDA_PROCADDR_V1", 0);
+    if (rc) {
+        __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+        return (CUresult)rc;
+    }
+    return real(symbol, pfn, version, flags);
 }
 
 EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)

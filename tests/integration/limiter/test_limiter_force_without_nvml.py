@@ -30,13 +30,39 @@ SCRIPT = CUDA_CONTEXT + textwrap.dedent(
 )
 
 
-def test_a_forced_limit_without_nvml_still_lets_launches_through(claim, tmp_path: Path) -> None:
-    c = claim().create(cores=50, core_policy="force")
+# The limits arrive while the process is idle (the plugin gives the claim its share after it started): the
+# tick that reads them saw no launch to estimate from, so the budget is the default, 1000 blocks a second.
+# 50 launches of 10 blocks: half a second at that budget.
+IDLE_FIRST = CUDA_CONTEXT + textwrap.dedent(
+    f"""
+    import sys, time
+    cuda.carveFakeKernel.restype = ctypes.c_void_p
+    f = ctypes.c_void_p(cuda.carveFakeKernel(ctypes.c_uint64({KERNEL_NS})))
+    assert cuda.cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, None, None, None) == 0  # no limit yet: not counted
+    print("ready", flush=True)
+    sys.stdin.readline()  # the limits file now gives the claim a share
+    time.sleep(0.5)  # ticks of 20 ms read the new limits while nothing launches
+    for _ in range(50):
+        assert cuda.cuLaunchKernel(f, 10, 1, 1, 128, 1, 1, 0, None, None, None) == 0
+    assert cuda.cuCtxSynchronize() == 0
+    print("launched", 50)
+    """
+)
+
+
+def without_nvml(tmp_path: Path) -> str:
+    """A library directory for LD_LIBRARY_PATH: the fake libcuda, and a libnvidia-ml.so.1 that loads but has
+    no nvmlInit_v2 (it is the fake libcuda too): NVML cannot start, whatever the host has installed."""
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "libcuda.so.1").symlink_to(FAKES / "libcuda.so.1")
-    # loads, but has no nvmlInit_v2 (it is the fake libcuda): NVML cannot start, whatever the host has
     (lib / "libnvidia-ml.so.1").symlink_to(FAKES / "libcuda.so.1")
+    return str(lib)
+
+
+def test_a_forced_limit_without_nvml_still_lets_launches_through(claim, tmp_path: Path) -> None:
+    c = claim().create(cores=50, core_policy="force")
+    lib = without_nvml(tmp_path)
     # held for good, the client would never end: the timeout is the failure, far past the run's second
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT],
@@ -49,3 +75,26 @@ def test_a_forced_limit_without_nvml_still_lets_launches_through(claim, tmp_path
     assert proc.stdout.split() == ["launched", str(LAUNCHES)], proc.stdout
     # the limiter did run without NVML
     assert "NVML is unavailable" in proc.stderr, proc.stderr
+
+
+def test_a_limit_that_arrives_while_idle_still_lets_launches_through(claim, tmp_path: Path) -> None:
+    c = claim().create(core_policy="force")  # no compute limit yet
+    env = c.env(LD_LIBRARY_PATH=without_nvml(tmp_path), CARVE_TICK_MS="20")
+    client = subprocess.Popen(
+        [sys.executable, "-c", IDLE_FIRST],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert client.stdout is not None and client.stdout.readline().strip() == "ready"
+        c.rewrite_limits(shares=(50,))  # the plugin's effective share for the claim's GPU
+        # at a budget of one block a second the 500 blocks would take minutes: the timeout is the failure
+        out, err = client.communicate("go\n", timeout=60)
+    finally:
+        client.kill()
+    assert client.returncode == 0, err
+    assert out.split() == ["launched", "50"], out
+    assert "NVML is unavailable" in err, err
