@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 SLICE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-0"},
@@ -204,3 +205,14 @@ def test_a_class_whose_spec_or_metadata_is_not_an_object_is_one_line_exit_2(tmp_
         r = carve("--slices", slices, "--classes", write(tmp_path, name, bad), "--claims", claims)
         assert r.returncode == 2, r.stderr
         assert r.stderr == f"carve allocate: {tmp_path / name} document 1: {words}\n"
+
+
+@pytest.mark.parametrize("flag", ["--slices", "--classes", "--claims"])
+def test_each_input_flag_is_required_and_named_when_missing(tmp_path, flag):
+    given = {"--slices": write(tmp_path, "s.yaml", SLICE), "--classes": write(tmp_path, "c.yaml", CLASS),
+             "--claims": write(tmp_path, "k.yaml", claim("a", "1Gi"))}
+    del given[flag]
+    r = carve(*[arg for pair in given.items() for arg in pair])
+    assert r.returncode == 2
+    assert f"the following arguments are required: {flag}" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -42,3 +42,24 @@ def test_a_device_whose_counters_do_not_fit_leaves_nothing_counted_for_the_next_
     allocator = Allocator([slice_("a", devices, counters=COUNTERS)], CLASSES)
     out = allocator.allocate(claim("c", exactly("r", count=2)))
     assert sorted(d for _, _, d in devices_of(out)) == ["m0", "m1"]
+
+
+def test_a_new_generation_counts_a_recorded_claims_counters_once():
+    # 7 slices: the shared device's 4 and a small device's 3 fit together before and after a new
+    # generation (a survivor of generated mutants in allocator.py: the rebuild counted each recorded
+    # device's counters twice, 8 of 7, and the small device no longer fit)
+    def devices_at(generation):
+        def slices(n):
+            return [{"counterSet": "gpu-0", "counters": {"slices": {"value": str(n)}}}]
+
+        shared = dev("shared", "mig", multi=True, consumes=slices(4))
+        small = dev("small", "mig", consumes=slices(3))
+        return [slice_("a", [shared, small], generation=generation, counters=COUNTERS)]
+
+    a = Allocator(devices_at(1), CLASSES)
+    first = claim("s", exactly("r", cls="mig", selectors=[UUID.format("shared")]), uid="u-s")
+    a.add_allocated({**first, "status": {"allocation": a.allocate(first)}})
+    want_small = claim("m", exactly("r", cls="mig", selectors=[UUID.format("small")]))
+    assert devices_of(a.allocate(want_small)) == [("r", "n1", "small")]
+    a.replace_slices(devices_at(2))
+    assert devices_of(a.allocate(want_small)) == [("r", "n1", "small")]

@@ -11,7 +11,9 @@ REFUSED = ["a: !!str [x]\n", "a: !!timestamp [x]\n", "a: !!set [x]\n", "a: !!bin
            "a: !!python/tuple [x]\n", "a: !!str {b: 1}\n", "a: !!omap {b: 1}\n", "a: !!binary {b: 1}\n",
            "a: !!int {b: 1}\n", "--- !!str [x]\n", "--- !!str {b: 1}\n",
            # a plain collection's tag on the other kind of collection
-           "a: !!map [x]\n", "a: !!seq {b: 1}\n", "--- !!map [x]\n", "--- !!seq {b: 1}\n"]
+           "a: !!map [x]\n", "a: !!seq {b: 1}\n", "--- !!map [x]\n", "--- !!seq {b: 1}\n",
+           # a document's own mapping tagged with a tag sorting before `!!map`, or a local tag
+           "--- !!binary {b: 1}\n", "--- !!int {b: 1}\n", "--- !local {b: 1}\n"]
 READ = ["a: !!omap [{b: 1}]\n", "a: !!pairs [{b: 1}, {c: 2}]\n", "a: !!seq [x]\nb: !!map {c: 1}\n",
         "a: !!set {x: null}\n", "--- !!seq [x]\n--- !!map {c: 1}\n"]
 
