@@ -3,6 +3,7 @@ instances on one GPU, a match by GPU alone keeps or destroys the wrong one after
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -89,3 +90,21 @@ def test_an_instance_below_the_claims_own_placement_is_destroyed_not_kept():
     _reconcile_journal(p)
     assert p.migs.destroyed == [orphan]
     assert p.state["claim-a"].devices[0].mig.uuid == "MIG-at-4"
+
+
+def test_an_instance_at_the_same_placement_of_another_gpu_is_destroyed_not_kept():
+    # The claim holds start 0 of GPU-0000; the journal has it there and at start 0 of a GPU whose UUID sorts
+    # below and of one that sorts above (a crash in the middle of a prepare redone on another GPU). The GPU
+    # must be the same, not merely ordered before or after. The journal's UUIDs are read back from its JSON
+    # file, as recovery reads them: equal strings, not the checkpoint's own objects.
+    def read_back(uuid: str) -> str:
+        return json.loads(json.dumps({"gpu": uuid}))["gpu"]
+
+    below = Entry("claim-a", 0, "MIG-below", gpu_uuid=read_back("GPU-000"))  # a prefix: sorts below
+    above = Entry("claim-a", 0, "MIG-above", gpu_uuid=read_back("GPU-0001"))
+    kept = Entry("claim-a", 0, "MIG-kept", gpu_uuid=read_back(GPU))
+    assert below.gpu_uuid < GPU < above.gpu_uuid and kept.gpu_uuid is not GPU
+    p = preparer([device("mig-0-1g-0", 0)], [below, kept, above])
+    _reconcile_journal(p)
+    assert p.migs.destroyed == [below, above]
+    assert p.state["claim-a"].devices[0].mig.uuid == "MIG-kept"
