@@ -7,10 +7,9 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
-import subprocess
-import sys
-import textwrap
 import threading
+
+from support.flock_probe import other_process_gets_lock
 
 from driver.plugin.state.locks import ClaimLocks, NodeLock
 
@@ -29,29 +28,13 @@ def test_the_lock_file_is_created_for_its_owner_only(tmp_path):
 
 def test_another_process_cannot_take_the_lock_while_it_is_held_even_reentered(tmp_path):
     path = tmp_path / "plugin.lock"
-    probe = textwrap.dedent(
-        f"""
-        import fcntl, os, sys
-        fd = os.open({str(path)!r}, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            sys.exit(3)
-        """
-    )
-
-    def other_process_gets_it() -> bool:
-        rc = subprocess.run([sys.executable, "-c", probe], timeout=60).returncode
-        assert rc in (0, 3), rc
-        return rc == 0
-
     lock = NodeLock(path)
     with lock.hold():
-        assert not other_process_gets_it()
+        assert not other_process_gets_lock(path)
         with lock.hold():  # reentered by the same thread: no deadlock, still held
-            assert not other_process_gets_it()
-        assert not other_process_gets_it()  # the inner release keeps the outer hold
-    assert other_process_gets_it()
+            assert not other_process_gets_lock(path)
+        assert not other_process_gets_lock(path)  # the inner release keeps the outer hold
+    assert other_process_gets_lock(path)
     fd = os.open(path, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released in this process too

@@ -9,40 +9,23 @@ file's is taken alike."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
+from support.flock_probe import other_process_gets_lock
+
 from driver.plugin.state.locks import NodeLock
-
-
-def _other_process_gets_it(path) -> bool:
-    probe = textwrap.dedent(
-        f"""
-        import fcntl, os, sys
-        fd = os.open({str(path)!r}, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            sys.exit(3)
-        """
-    )
-    rc = subprocess.run([sys.executable, "-c", probe], timeout=60, capture_output=True, text=True)
-    assert rc.returncode in (0, 3), rc.stderr  # 1: the path has no lock file
-    return rc.returncode == 0
 
 
 def test_a_hold_after_the_lock_file_was_removed_locks_a_new_file_at_the_path(tmp_path):
     path = tmp_path / "plugin.lock"
     lock = NodeLock(path)
     with lock.hold():
-        assert not _other_process_gets_it(path)
+        assert not other_process_gets_lock(path)
     path.unlink()
     with lock.hold():
         assert path.exists()
-        assert not _other_process_gets_it(path)
-    assert _other_process_gets_it(path)
+        assert not other_process_gets_lock(path)
+    assert other_process_gets_lock(path)
 
 
 def test_the_same_file_is_locked_again_after_a_release(tmp_path):
@@ -50,8 +33,8 @@ def test_the_same_file_is_locked_again_after_a_release(tmp_path):
     lock = NodeLock(path)
     for _ in range(2):
         with lock.hold():
-            assert not _other_process_gets_it(path)
-        assert _other_process_gets_it(path)
+            assert not other_process_gets_lock(path)
+        assert other_process_gets_lock(path)
 
 
 def test_a_hold_after_the_lock_file_was_replaced_locks_the_new_file(tmp_path: Path) -> None:
@@ -64,9 +47,9 @@ def test_a_hold_after_the_lock_file_was_replaced_locks_the_new_file(tmp_path: Pa
     os.rename(first, path)
     lock = NodeLock(path)
     with lock.hold():
-        assert not _other_process_gets_it(path)
+        assert not other_process_gets_lock(path)
     for replacement in (lower, higher):
         os.rename(replacement, path)  # the path never goes missing: only its inode changes
         with lock.hold():
-            assert not _other_process_gets_it(path)
-        assert _other_process_gets_it(path)
+            assert not other_process_gets_lock(path)
+        assert other_process_gets_lock(path)
