@@ -1,12 +1,13 @@
-"""A driver root's library directory may hold names that match a library pattern but are no library file:
-a link left dangling by a driver upgrade (its target removed) and a directory whose name ends like a
-library. scan_driver lists neither as a library the container mounts (a missing file fails the container's
-start; a directory would be bind-mounted whole), and finds the real libraries beside them, the driver's
-version included."""
+"""A driver root's library (or firmware) directory may hold names that match a library (or firmware)
+pattern but are no such file: a link left dangling by a driver upgrade (its target removed) and a directory
+whose name ends like one. scan_driver lists neither as a file the container mounts (a missing file fails
+the container's start; a directory would be bind-mounted whole), and finds the real files beside them, the
+driver's version included."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from support.driverroot import LAYOUTS, VERSION, build_driver_root
 
@@ -27,3 +28,12 @@ def test_dangling_links_and_directories_are_not_libraries(tmp_path, stub_cache) 
     assert f"{LIB}/libcuda.so.{VERSION}" in paths and f"{LIB}/libnvidia-ml.so.{VERSION}" in paths
     assert not [p for p in paths if "libnvidia-gone" in p or "libnvidia-adir" in p]
     assert all((root / p).is_file() for p in paths)
+
+
+def test_dangling_links_and_directories_are_not_firmware(tmp_path, stub_cache) -> None:
+    root = build_driver_root(tmp_path / "host", LAYOUTS["rhel"], stub_cache)
+    firmware = root / "lib/firmware/nvidia" / VERSION
+    os.symlink("gsp_gone.bin.old", firmware / "gsp_aaa_gone.bin")
+    (firmware / "gsp_aab_dir.bin").mkdir()
+    found = scan_driver(root, VERSION, "6.1.0")
+    assert sorted(Path(f.path).name for f in found.firmware) == ["gsp_ga10x.bin", "gsp_tu10x.bin"]
