@@ -122,8 +122,10 @@ def _k8s_version(cluster, configured: str) -> str:
     wanted = f"{major}.{minor}"
     if wanted in LIMITS:
         return wanted
-    # Newer than any version we know: its limits are at least those of the newest one we know.
-    return known[-1] if (major, minor) > tuple(int(x) for x in known[-1].split(".")) else known[0]
+    # Newer than any version we know: its limits are at least those of the newest one we know. (The newest
+    # is named once, so that the version compared with is always the one returned.)
+    newest = known[-1]
+    return newest if (major, minor) > tuple(int(x) for x in newest.split(".")) else known[0]
 
 
 def _fake_dir() -> Path:

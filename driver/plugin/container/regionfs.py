@@ -93,10 +93,10 @@ def _is_mount(directory: Path) -> bool:
     return st.st_dev != parent.st_dev or st.st_ino == parent.st_ino
 
 
-def cap(directory: Path, force: bool = False) -> bool:
+def cap(directory: Path, force: bool) -> bool:
     """Mount a size-capped tmpfs at `directory` (an empty directory of the plugin's, mode 0755) unless one
     is there already, where the container runtime will see it (`force`: --region-fs on, the operator says
-    it does). True when the directory is capped."""
+    it does; no default: its one caller always says). True when the directory is capped."""
     directory = Path(directory)
     if _is_mount(directory):
         return True
