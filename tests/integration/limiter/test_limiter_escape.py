@@ -233,13 +233,22 @@ def test_rewriting_the_environment_before_the_first_cuda_call_changes_nothing(cl
     assert out.stdout.split() == ["rc", "2"], out.stderr  # still CUDA_ERROR_OUT_OF_MEMORY at 8 MiB
 
 
-def test_a_child_with_a_rewritten_environment_is_held_by_the_plugins_mounted_regions(claim, tmp_path):
+# Directories other than the plugin's /var/run/carve: one under the test's own, and two a character away
+# from it, one sorting before and one after (glibc's strcmp answers -1 and 1 for them: the limiter asks
+# only whether the two differ, never which sorts first).
+ELSEWHERE = ["tmp", "/var/run/carvd", "/var/run/carvf"]
+
+
+@pytest.mark.parametrize("elsewhere", ELSEWHERE)
+def test_a_child_with_a_rewritten_environment_is_held_by_the_plugins_mounted_regions(
+    claim, tmp_path, elsewhere: str
+):
     # The child's environment has no CARVE_REGION and points CARVE_REGION_DIR elsewhere, as
     # `env -i CARVE_REGION_DIR=/x app` would (ld.so.preload, not the environment, loads the limiter in a
     # container: LD_PRELOAD stands in for it here).
     require_mount_namespace()
     c = claim()
-    c.extra = {"CARVE_REGION_DIR": str(tmp_path / "elsewhere")}
+    c.extra = {"CARVE_REGION_DIR": str(tmp_path / "elsewhere") if elsewhere == "tmp" else elsewhere}
     out = contained(c, tmp_path, "pass", 9 * MIB, CARVE_REGION="")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2", out.stderr  # OUT_OF_MEMORY: the mounted claim's 8 MiB hold
