@@ -233,6 +233,20 @@ def test_rewriting_the_environment_before_the_first_cuda_call_changes_nothing(cl
     assert out.stdout.split() == ["rc", "2"], out.stderr  # still CUDA_ERROR_OUT_OF_MEMORY at 8 MiB
 
 
+def test_limits_set_by_a_process_that_started_without_any_change_nothing(claim):
+    # The snapshot is what the process started with, even when that is none of the limiter's variables (a
+    # process outside any claim, on a driver that needs no configuration): a limit it sets itself before its
+    # first CUDA call is not read, any more than a lifted one is. (The fake driver needs none of its
+    # CARVE_FAKE_* variables: one private GPU by default.)
+    c = claim()
+    env = {k: v for k, v in c.env().items() if not k.startswith(("CARVE_", "CUDA_DEVICE_"))}
+    assert env["LD_PRELOAD"]  # the limiter is loaded
+    script = 'import os\nos.environ["CARVE_MEMORY_LIMIT"] = str(1 << 20)  # putenv\n'
+    out = run_python(script + ALLOC_9_MIB, env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["rc", "0"], out.stderr  # no limit: the 1 MiB set at run time is not read
+
+
 # Directories other than the plugin's /var/run/carve: one under the test's own, and two a character away
 # from it, one sorting before and one after (glibc's strcmp answers -1 and 1 for them: the limiter asks
 # only whether the two differ, never which sorts first).
