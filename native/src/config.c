@@ -68,8 +68,8 @@ void carve_log(int level, const char *fmt, ...)
     if (n > 0 && (size_t)n < sizeof line)
         n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
+    /* n is never negative: the prefix always prints (a pid and a level name), and a vsnprintf that fails
+     * (-1) only takes one off it */
     if ((size_t)n >= sizeof line - 1)
         n = (int)sizeof line - 2;
     line[n++] = '\n';

@@ -167,7 +167,6 @@ static void control(int d, double elapsed_s)
     __atomic_add_fetch(&g->total, launched, __ATOMIC_RELAXED);
     if (!rd) { /* no claim limits this device */
         __atomic_store_n(&g->mode, CARVE_GATE_IDLE, __ATOMIC_RELEASE);
-        set_tokens(g, 0);
         return;
     }
     /* limits, policy and priority are those the plugin wrote for the claim this device belongs to */
@@ -193,8 +192,9 @@ static void control(int d, double elapsed_s)
 
     if (!throttle) {
         int counting = policy != CARVE_CORE_DISABLE && (target < 100 || low);
+        /* waiters see the mode change and go; the bank is read only while throttling, and emptied when that
+         * starts again (below) */
         __atomic_store_n(&g->mode, counting ? CARVE_GATE_COUNT : CARVE_GATE_IDLE, __ATOMIC_RELEASE);
-        set_tokens(g, 0); /* waiters see the mode change and go */
         return;
     }
     double launched_rate = elapsed_s > 0 ? (double)launched / elapsed_s : 0;

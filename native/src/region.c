@@ -176,6 +176,14 @@ static off_t slot_offset(int i)
     return (off_t)(offsetof(carve_region_t, procs) + (size_t)i * sizeof(carve_region_proc_t));
 }
 
+/* 1 when the region file open on `fd` takes OFD locks (each slot's lock tells a live owner from a dead one),
+ * 0 when its filesystem has none or `fd` is no descriptor (fcntl fails with EBADF). */
+static int has_ofd_locks(int fd)
+{
+    struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    return fcntl(fd, F_OFD_GETLK, &probe) == 0;
+}
+
 static int lock_slot(carve_open_region_t *r, int i, short type, int cmd)
 {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = slot_offset(i), .l_len = 1};
@@ -327,8 +335,7 @@ int carve_region_open(carve_open_region_t *r, const char *path, const carve_conf
     r->fd = fd;
     r->region_dev = (uint64_t)st.st_dev;
     r->region_ino = (uint64_t)st.st_ino;
-    struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
-    r->locks = fcntl(fd, F_OFD_GETLK, &probe) == 0;
+    r->locks = has_ofd_locks(fd);
     return 0;
 }
 
@@ -407,7 +414,8 @@ void carve_region_after_fork(void)
                 CARVE_LOG(CARVE_LOG_WARN, "region %s: cannot map it again after fork (%s)", r->path, strerror(errno));
         }
         r->fd = fd;
-        r->locks = r->locks && fd >= 0;
+        /* the same file the parent probed: the same answer, and none when the child could not open it */
+        r->locks = has_ofd_locks(fd);
         if (fd >= 0 && r->bound)
             claim_slot(r);
     }

@@ -24,6 +24,9 @@
  *                                leave them set (the caller must not read them)
  *   REFUSING_CUDA_PROCADDR_V1=R  cuGetProcAddress (the first, unversioned one) fails with the CUresult R: a
  *                                driver that resolves only through cuGetProcAddress_v2, which it forwards
+ *   REFUSING_CUDA_PROCADDR_V2_BELOW=V  cuGetProcAddress_v2 asked for a CUDA version below V fails with
+ *                                CUDA_ERROR_NOT_FOUND after the fake has written its answer (outputs of a
+ *                                failed call are undefined); at V or above it is forwarded unchanged
  *   REFUSING_CUDA_DESTROY=N      the first N calls of cuArrayDestroy and of cuMipmappedArrayDestroy (counted
  *                                together) fail with CUDA_ERROR_ILLEGAL_ADDRESS, the array left in place
  * refusingCudaRefusals() returns how many calls it refused (tests check the refusal happened).
@@ -135,6 +138,20 @@ EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cu
         return (CUresult)rc;
     }
     return real(symbol, pfn, version, flags);
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                   CUdriverProcAddressQueryResult *status)
+{
+    static CUresult (*real)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+    if (!real)
+        real = (CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))fake(
+            "cuGetProcAddress_v2");
+    CUresult rc = real(symbol, pfn, version, flags, status);
+    if (rc != CUDA_SUCCESS || (uint64_t)version >= env_u64("REFUSING_CUDA_PROCADDR_V2_BELOW", 0))
+        return rc;
+    __atomic_add_fetch(&g_refusals, 1, __ATOMIC_RELAXED);
+    return CUDA_ERROR_NOT_FOUND; /* *pfn keeps the fake's answer */
 }
 
 EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)

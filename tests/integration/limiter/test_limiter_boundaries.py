@@ -71,15 +71,16 @@ def test_an_allocation_that_fills_the_quota_exactly_is_granted(claim, allocs, ex
     assert c.json("multi", *(f"0:{n}" for n in allocs))["rc"] == expected
 
 
-def _slot_of(region_path, pid: int, start: int, used: int) -> None:
-    """A slot as a process that took it and died would leave it: pid, start time, namespace, usage."""
+def _slot_of(region_path, pid: int, start: int, used: int, index: int = 7) -> None:
+    """A slot as a process that took it and died would leave it: pid, start time, namespace, usage (added
+    to the claim's)."""
     with Region.open(region_path) as r:
         s = r._struct
-        slot = s.procs[7]
+        slot = s.procs[index]
         slot.pid, slot.host_pid, slot.start_time = pid, pid, start
         slot.pid_ns = os.stat("/proc/self/ns/pid").st_ino
         slot.used[0] = used
-        s.devices[0].memory_used = used
+        s.devices[0].memory_used += used
         del slot, s
 
 
@@ -98,6 +99,21 @@ def test_without_ofd_locks_a_live_process_keeps_its_usage(claim, no_ofd):
     assert c.run("alloc", str(6 * MIB), LD_PRELOAD=no_ofd).stdout.strip() == "2"
     with Region.open(c.region) as r:
         assert r.used_bytes(0) == 6 * MIB
+
+
+def test_without_ofd_locks_a_live_process_after_a_gone_one_keeps_its_usage(claim, no_ofd):
+    # The scan reaches the gone process's slot first: its kill(pid, 0) fails with ESRCH and leaves errno so.
+    # The live process's kill succeeds, and leaves errno as it was: only the call's result says it lives.
+    c = claim().create(memory=8 * MIB)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    _slot_of(c.region, gone.pid, 12345, 2 * MIB, index=6)
+    _slot_of(c.region, os.getpid(), start_time(os.getpid()), 4 * MIB, index=7)  # this very process
+    assert c.run("alloc", str(2 * MIB), LD_PRELOAD=no_ofd).stdout.strip() == "0"
+    with Region.open(c.region) as r:
+        # the gone process's 2 MiB came back, the live one's 4 MiB stay (the client's went when it exited)
+        assert r.used_bytes(0) == 4 * MIB
+        assert [p.pid for p in r.processes() if p.pid > 0] == [os.getpid()]
 
 
 def test_without_ofd_locks_a_pid_that_is_gone_is_reclaimed(claim, no_ofd):

@@ -38,6 +38,8 @@ SCRIPT = textwrap.dedent(
         "count": limiter.carveLimiterRegionCount(),
         "regions": regions,
         "no_buffer": limiter.carveLimiterDeviceRegion(0, None, 0),
+        # no buffer, whatever length comes with it: the index alone, nothing written
+        "no_buffer_sized": limiter.carveLimiterDeviceRegion(0, None, 4096),
     }}))
     """
 )
@@ -55,7 +57,7 @@ def test_a_claims_process_sees_its_shared_region_and_which_ordinal_it_limits(cla
     c = claim(gpus="2xT4").create(memory=8 * MIB)  # the claim's limits name one device: ordinal 0
     out, _ = diagnostics(c)
     assert out["version"].startswith("carve-limiter ")
-    assert (out["shared"], out["count"], out["no_buffer"]) == (1, 1, 0)
+    assert (out["shared"], out["count"], out["no_buffer"], out["no_buffer_sized"]) == (1, 1, 0, 0)
     none = [-1, "unchanged"]
     assert out["regions"] == {"-1": none, "0": [0, str(c.region)], "1": none, "16": none}
 

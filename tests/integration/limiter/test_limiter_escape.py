@@ -233,13 +233,36 @@ def test_rewriting_the_environment_before_the_first_cuda_call_changes_nothing(cl
     assert out.stdout.split() == ["rc", "2"], out.stderr  # still CUDA_ERROR_OUT_OF_MEMORY at 8 MiB
 
 
-def test_a_child_with_a_rewritten_environment_is_held_by_the_plugins_mounted_regions(claim, tmp_path):
+def test_limits_set_by_a_process_that_started_without_any_change_nothing(claim):
+    # The snapshot is what the process started with, even when that is none of the limiter's variables (a
+    # process outside any claim, on a driver that needs no configuration): a limit it sets itself before its
+    # first CUDA call is not read, any more than a lifted one is. (The fake driver needs none of its
+    # CARVE_FAKE_* variables: one private GPU by default.)
+    c = claim()
+    env = {k: v for k, v in c.env().items() if not k.startswith(("CARVE_", "CUDA_DEVICE_"))}
+    assert env["LD_PRELOAD"]  # the limiter is loaded
+    script = 'import os\nos.environ["CARVE_MEMORY_LIMIT"] = str(1 << 20)  # putenv\n'
+    out = run_python(script + ALLOC_9_MIB, env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["rc", "0"], out.stderr  # no limit: the 1 MiB set at run time is not read
+
+
+# Directories other than the plugin's /var/run/carve: one under the test's own, and two a character away
+# from it, one sorting before and one after (glibc's strcmp answers -1 and 1 for them: the limiter asks
+# only whether the two differ, never which sorts first).
+ELSEWHERE = ["tmp", "/var/run/carvd", "/var/run/carvf"]
+
+
+@pytest.mark.parametrize("elsewhere", ELSEWHERE)
+def test_a_child_with_a_rewritten_environment_is_held_by_the_plugins_mounted_regions(
+    claim, tmp_path, elsewhere: str
+):
     # The child's environment has no CARVE_REGION and points CARVE_REGION_DIR elsewhere, as
     # `env -i CARVE_REGION_DIR=/x app` would (ld.so.preload, not the environment, loads the limiter in a
     # container: LD_PRELOAD stands in for it here).
     require_mount_namespace()
     c = claim()
-    c.extra = {"CARVE_REGION_DIR": str(tmp_path / "elsewhere")}
+    c.extra = {"CARVE_REGION_DIR": str(tmp_path / "elsewhere") if elsewhere == "tmp" else elsewhere}
     out = contained(c, tmp_path, "pass", 9 * MIB, CARVE_REGION="")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2", out.stderr  # OUT_OF_MEMORY: the mounted claim's 8 MiB hold
