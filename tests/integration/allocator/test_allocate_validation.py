@@ -2,13 +2,12 @@
 request fields, and warns about HAMi-style MiB memory amounts."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from allocate_cli import carve_allocate
 
-REPO = Path(__file__).resolve().parents[3]
 UUID = "GPU-11111111-2222-3333-4444-555555555555"
 SLICE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-0"},
          "spec": {"driver": "gpu.carve.dev", "nodeName": "n1",
@@ -30,12 +29,7 @@ def claim(config: dict | None = None, exactly_extra: dict | None = None, memory:
 
 
 def allocate(tmp_path: Path, obj: dict) -> subprocess.CompletedProcess:
-    (tmp_path / "s.yaml").write_text(yaml.safe_dump(SLICE))
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(obj))
-    entry = "import sys; from driver.cli import main; sys.exit(main())"
-    return subprocess.run([sys.executable, "-c", entry, "allocate", "--slices", str(tmp_path / "s.yaml"),
-                           "--classes", str(REPO / "deviceclasses"), "--claims", str(tmp_path / "c.yaml")],
-                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    return carve_allocate(tmp_path, [SLICE], [obj])
 
 
 def test_a_valid_opaque_config_allocates(tmp_path) -> None:

@@ -99,6 +99,32 @@ def settled_blocks():
 )
 
 
+# CUDA_CONTEXT and an application that resolves cuMemAlloc as the CUDA runtime does (cuGetProcAddress_v2 at
+# CUDA 12.0) and allocates 64 MiB through the address it was given; its last line is
+# {"resolve": <cuGetProcAddress_v2's result>, "over": <the allocation's>}. For the tests of the limiter's hook
+# hand-out under the refusing driver's cuGetProcAddress variants.
+PROCADDR_ALLOC_CLIENT = (
+    CUDA_CONTEXT
+    + """import json
+pfn, status, flags = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_uint64(0)
+rc = cuda.cuGetProcAddress_v2(b"cuMemAlloc", ctypes.byref(pfn), 12000, flags, ctypes.byref(status))
+alloc = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)(pfn.value)
+p = ctypes.c_uint64()
+print(json.dumps({"resolve": rc, "over": alloc(ctypes.byref(p), ctypes.c_size_t(64 << 20))}))
+"""
+)
+
+
+def without_nvml(tmp_path: Path) -> str:
+    """A library directory for LD_LIBRARY_PATH: the fake libcuda, and a libnvidia-ml.so.1 that loads but has
+    no nvmlInit_v2 (it is the fake libcuda too): NVML cannot start, whatever the host has installed."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libcuda.so.1").symlink_to(FAKES / "libcuda.so.1")
+    (lib / "libnvidia-ml.so.1").symlink_to(FAKES / "libcuda.so.1")
+    return str(lib)
+
+
 def require_native() -> None:
     needed = (LIMITER, FAKES / "libcuda.so.1", FAKES / "libnvidia-ml.so.1", CLIENT, PATHS)
     missing = [p for p in needed if not p.exists()]

@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from limiter_harness import CUDA_CONTEXT, FAKES
+from limiter_harness import CUDA_CONTEXT, without_nvml
 
 KERNEL_NS = 1_000_000
 LAUNCHES = 300
@@ -48,16 +48,6 @@ IDLE_FIRST = CUDA_CONTEXT + textwrap.dedent(
     print("launched", 50)
     """
 )
-
-
-def without_nvml(tmp_path: Path) -> str:
-    """A library directory for LD_LIBRARY_PATH: the fake libcuda, and a libnvidia-ml.so.1 that loads but has
-    no nvmlInit_v2 (it is the fake libcuda too): NVML cannot start, whatever the host has installed."""
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "libcuda.so.1").symlink_to(FAKES / "libcuda.so.1")
-    (lib / "libnvidia-ml.so.1").symlink_to(FAKES / "libcuda.so.1")
-    return str(lib)
 
 
 def test_a_forced_limit_without_nvml_still_lets_launches_through(claim, tmp_path: Path) -> None:

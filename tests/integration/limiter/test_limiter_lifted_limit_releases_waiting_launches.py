@@ -16,7 +16,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from limiter_harness import CUDA_CONTEXT, FAKES
+from limiter_harness import CUDA_CONTEXT, without_nvml
 
 SCRIPT = CUDA_CONTEXT + textwrap.dedent(
     """
@@ -30,16 +30,6 @@ SCRIPT = CUDA_CONTEXT + textwrap.dedent(
     print("launched", flush=True)
     """
 )
-
-
-def without_nvml(tmp_path: Path) -> str:
-    """A library directory for LD_LIBRARY_PATH: the fake libcuda, and a libnvidia-ml.so.1 that loads but has
-    no nvmlInit_v2 (it is the fake libcuda too): NVML cannot start, whatever the host has installed."""
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "libcuda.so.1").symlink_to(FAKES / "libcuda.so.1")
-    (lib / "libnvidia-ml.so.1").symlink_to(FAKES / "libcuda.so.1")
-    return str(lib)
 
 
 def test_launches_waiting_for_budget_go_when_the_limit_is_lifted(claim, tmp_path: Path) -> None:

@@ -13,25 +13,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 
-from limiter_harness import BUILD, CUDA_CONTEXT, FAKES
+from limiter_harness import BUILD, FAKES, PROCADDR_ALLOC_CLIENT
 
 MIB = 1 << 20
 REFUSING = BUILD / "refusing"
 CUDA_ERROR_NOT_SUPPORTED = 801
 CUDA_ERROR_OUT_OF_MEMORY = 2
-
-SCRIPT = CUDA_CONTEXT + textwrap.dedent(
-    f"""
-    import json
-    pfn, status, flags = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_uint64(0)
-    rc = cuda.cuGetProcAddress_v2(b"cuMemAlloc", ctypes.byref(pfn), 12000, flags, ctypes.byref(status))
-    alloc = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)(pfn.value)
-    p = ctypes.c_uint64()
-    print(json.dumps({{"resolve": rc, "over": alloc(ctypes.byref(p), ctypes.c_size_t({64 * MIB}))}}))
-    """
-)
 
 
 def test_a_driver_without_cugetprocaddress_v1_still_gets_the_hooks(claim) -> None:
@@ -41,7 +29,9 @@ def test_a_driver_without_cugetprocaddress_v1_still_gets_the_hooks(claim) -> Non
         REFUSING_CUDA_PROCADDR_V1=str(CUDA_ERROR_NOT_SUPPORTED),
         CARVE_FAKE_PROCADDR_THUNKS="1",
     )
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROCADDR_ALLOC_CLIENT], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     # 64 MiB against a 32 MiB quota: refused by the limiter's hook

@@ -15,24 +15,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 
-from limiter_harness import BUILD, CUDA_CONTEXT, FAKES
+from limiter_harness import BUILD, FAKES, PROCADDR_ALLOC_CLIENT
 
 MIB = 1 << 20
 REFUSING = BUILD / "refusing"
 CUDA_ERROR_NOT_SUPPORTED = 801
-
-SCRIPT = CUDA_CONTEXT + textwrap.dedent(
-    f"""
-    import json
-    pfn, status, flags = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_uint64(0)
-    rc = cuda.cuGetProcAddress_v2(b"cuMemAlloc", ctypes.byref(pfn), 12000, flags, ctypes.byref(status))
-    alloc = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)(pfn.value)
-    p = ctypes.c_uint64()
-    print(json.dumps({{"resolve": rc, "over": alloc(ctypes.byref(p), ctypes.c_size_t({64 * MIB}))}}))
-    """
-)
 
 
 def test_an_address_the_driver_could_not_confirm_is_handed_out_untouched(claim) -> None:
@@ -43,7 +31,9 @@ def test_an_address_the_driver_could_not_confirm_is_handed_out_untouched(claim) 
         REFUSING_CUDA_PROCADDR_V2_BELOW="12000",
         CARVE_FAKE_PROCADDR_THUNKS="1",
     )
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROCADDR_ALLOC_CLIENT], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     # the driver's own cuMemAlloc: 64 MiB placed whatever the quota (the hook would refuse it), and logged
