@@ -228,10 +228,9 @@ def _symlinks(root: Path, libraries: tuple[DriverFile, ...]) -> tuple[tuple[str,
 
 
 def _is_lib_name(name: str) -> bool:
-    if not fnmatch.fnmatchcase(name, "lib?*.so*"):
-        return False
-    tail = name.split(".so")[-1]
-    return tail == "" or tail.startswith(".")
+    # Asked only of the libraries scan_driver lists, each <x>.so.<version> (or libnvidia-nvvm70.so.<n>): a
+    # versioned name starting "lib" is the whole test (an unversioned lib<x>.so is never among them).
+    return fnmatch.fnmatchcase(name, "lib?*.so.*")
 
 
 def _unique(items) -> tuple:

@@ -115,8 +115,9 @@ def _plain_name(what: str, value: object) -> str:
     return value
 
 
-def _typed(what: str, value: object, kind: type | tuple[type, ...]) -> object:
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+def _typed(what: str, value: object, kind: type) -> object:
+    # kind is dict, list or str: no bool is one (bool subclasses int only), so no bool check is needed here
+    if not isinstance(value, kind):
         raise ValueError(f"{what}: {type(value).__name__} where {getattr(kind, '__name__', kind)} belongs")
     return value
 

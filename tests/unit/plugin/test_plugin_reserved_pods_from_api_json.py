@@ -11,7 +11,7 @@ from driver.plugin.enforcement.attribution import reserved_pods
 
 POD_A = "0b4a7c1e-58a3-4f7e-9d2c-6a1b2c3d4e5f"
 POD_B = "1c5b8d2f-69b4-4a8f-8e3d-7b2c3d4e5f60"
-OTHER = "2d6c9e3a-7ac5-4b9a-9f4e-8c3d4e5f6071"  # a core object that is not a pod, and an apps one
+OTHER = "2d6c9e3a-7ac5-4b9a-9f4e-8c3d4e5f6071"  # core objects, not pods (after, before), an apps one
 
 CLAIM = f"""
 {{"metadata": {{"name": "c", "namespace": "ml"}},
@@ -19,7 +19,8 @@ CLAIM = f"""
     {{"resource": "pods", "name": "p", "uid": "{POD_A}"}},
     {{"apiGroup": "", "resource": "pods", "name": "q", "uid": "{POD_B}"}},
     {{"apiGroup": "apps", "resource": "statefulsets", "name": "s", "uid": "{OTHER}"}},
-    {{"resource": "services", "name": "v", "uid": "{OTHER}"}}
+    {{"resource": "services", "name": "v", "uid": "{OTHER}"}},
+    {{"resource": "nodes", "name": "n", "uid": "{OTHER}"}}
   ]}}}}
 """
 
