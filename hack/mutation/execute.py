@@ -55,6 +55,18 @@ def package_lock(pkg: Package) -> Iterator[bool]:
         os.close(fd)  # the lock goes with the descriptor (and with the process, SIGKILLed or not)
 
 
+# Signals a runner may inherit ignored (nohup: SIGHUP; a script's background job: SIGINT and SIGQUIT) and
+# would pass on, ignored, to every process the tests start: a mutant that sends one to a live process (the
+# limiter's `kill(pid, 0)` liveness probe as `kill(pid, 1)`) would then survive. The owner tests run with each
+# at its default, as on a terminal or in CI. (subprocess's restore_signals resets only SIGPIPE and SIGXFSZ.)
+DEFAULT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
+
+
+def _default_signals() -> None:
+    for sig in DEFAULT_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def run_tests(tests: tuple[str, ...], timeout: float, python: str) -> tuple[str, str, float]:
     """('passed' | 'failed' | 'timeout', detail, seconds)."""
     cmd = [python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
@@ -63,7 +75,7 @@ def run_tests(tests: tuple[str, ...], timeout: float, python: str) -> tuple[str,
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=config.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=env)
+                            start_new_session=True, env=env, preexec_fn=_default_signals)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
