@@ -79,10 +79,10 @@ static void add_claim(const char *region_path, const carve_config_t *cfg)
         CARVE_LOG(CARVE_LOG_WARN, "more than %d claim regions; %s is not limited", CARVE_MAX_REGIONS, region_path);
         return;
     }
+    /* set by carve_limits_read when it returns 1 (a file found), the only case in which they are read */
     carve_limits_t limits;
-    int trusted = 0;
-    uint64_t dev = 0, ino = 0;
-    int limits_fd = -1;
+    int trusted, limits_fd;
+    uint64_t dev, ino;
     const char *problem;
     int found = carve_limits_read(limits_path, &limits, &trusted, &dev, &ino, &limits_fd, &problem);
     if (found < 0) {
@@ -307,8 +307,11 @@ static int resolve(void)
         fill(b, region, index);
         if (region)
             region->bound = 1;
-        CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): %s%s%d", o, uuid[0] ? uuid : "uuid unknown",
-                  region ? region->path : "no limit", region ? " device " : "", region ? index : -1);
+        if (region)
+            CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): %s device %d", o, uuid[0] ? uuid : "uuid unknown",
+                      region->path, index);
+        else
+            CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): no limit", o, uuid[0] ? uuid : "uuid unknown");
     }
     for (int i = 0; i < carve_region_count; i++)
         if (carve_regions[i].bound)

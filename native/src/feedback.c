@@ -152,11 +152,6 @@ static int measure(int d, uint64_t launched, sample_t *out)
     return 1;
 }
 
-static void set_tokens(carve_gate_t *g, int64_t v)
-{
-    __atomic_store_n(&g->tokens, v, __ATOMIC_RELEASE);
-}
-
 static void control(int d, double elapsed_s)
 {
     carve_gate_t *g = &carve_gates[d];
@@ -205,7 +200,9 @@ static void control(int d, double elapsed_s)
         else if (c->rate <= 0)
             c->rate = launched_rate > 0 ? launched_rate * target / 100.0 : 1000.0;
         c->frac = 0;
-        set_tokens(g, 0);
+        /* the bank starts empty: relaxed, since the store publishes nothing (launches take from the bank with
+         * an atomic read-modify-write, and nothing a waiter reads after its acquire load was written here) */
+        __atomic_store_n(&g->tokens, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&g->mode, CARVE_GATE_THROTTLE, __ATOMIC_RELEASE);
         return;
     }

@@ -107,9 +107,10 @@ static int limits_source(unsigned *major_out, unsigned *minor_out, char *root, s
 {
     const char *v = carve_getenv("CARVE_LIMITS_SOURCE");
     unsigned ma, mi;
+    /* without the second colon %n is not reached and `used` stays 0: v[0] then begins the first number
+     * (sscanf matched it), never a '/' */
     int used = 0;
-    if (!v || sscanf(v, "%u:%u:%n", &ma, &mi, &used) != 2 || used == 0 || v[used] != '/' ||
-        strlen(v + used) >= len)
+    if (!v || sscanf(v, "%u:%u:%n", &ma, &mi, &used) != 2 || v[used] != '/' || strlen(v + used) >= len)
         return 0;
     snprintf(root, len, "%s", v + used);
     unescape(root);
