@@ -307,8 +307,11 @@ static int resolve(void)
         fill(b, region, index);
         if (region)
             region->bound = 1;
-        CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): %s%s%d", o, uuid[0] ? uuid : "uuid unknown",
-                  region ? region->path : "no limit", region ? " device " : "", region ? index : -1);
+        const char *name = uuid[0] ? uuid : "uuid unknown";
+        if (region)
+            CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): %s device %d", o, name, region->path, index);
+        else
+            CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): no limit", o, name);
     }
     for (int i = 0; i < carve_region_count; i++)
         if (carve_regions[i].bound)
