@@ -3,29 +3,14 @@
  * with ENOMEM, as when the address space is exhausted (RLIMIT_AS) at that call and no other: a seccomp
  * filter on the call's length and flags. tests/integration/limiter checks the limiter's own regions then.
  */
-#include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 
-#if defined(__x86_64__)
-#define ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define ARCH AUDIT_ARCH_AARCH64
-#else
-#error "no_mmap_of: unknown architecture"
-#endif
+#include "seccomp_exec.h"
 
-/* the low and high 32 bits of a 64-bit argument (both architectures above are little-endian) */
+/* the low and high 32 bits of a 64-bit argument (x86_64 and aarch64, the architectures seccomp_exec.h knows, are little-endian) */
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + (i) * sizeof(uint64_t))
 #define ARG_HI(i) (ARG_LO(i) + sizeof(uint32_t))
 
@@ -40,7 +25,7 @@ int main(int argc, char **argv)
     /* each failed test jumps to the last instruction, ALLOW: jf = 11 - (its index) - 1 */
     struct sock_filter filter[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 0, 9),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_EXEC_ARCH, 0, 9),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 7),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)), /* length */
@@ -52,12 +37,5 @@ int main(int argc, char **argv)
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    struct sock_fprog prog = {.len = sizeof filter / sizeof *filter, .filter = filter};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
-        fprintf(stderr, "no_mmap_of: seccomp: %s\n", strerror(errno));
-        return 2;
-    }
-    execv(argv[2], argv + 2);
-    fprintf(stderr, "no_mmap_of: %s: %s\n", argv[2], strerror(errno));
-    return 127;
+    return seccomp_exec("no_mmap_of", filter, sizeof filter / sizeof *filter, argv + 2);
 }
