@@ -98,7 +98,7 @@ static void add_claim(const char *region_path, const carve_config_t *cfg)
             return; /* (nothing was read: no limits_fd to close) */
         /* The plugin's claim without usable accounting fails closed: per-process accounting would let each
          * process take the whole quota. Only the container could have broken it; it only hurts itself. */
-        carve_region_private(r, g_cfg);
+        carve_region_for_closed(r, g_cfg);
         snprintf(r->path, sizeof r->path, "%s (unusable: closed)", region_path);
         CARVE_LOG(CARVE_LOG_ERROR, "region %s is unusable: allocations on this claim's GPUs are refused", region_path);
         closed = 1;
@@ -155,7 +155,7 @@ static void discover(const char *root)
 
 static void setup_closed(const carve_config_t *cfg)
 {
-    carve_region_private(&carve_closed, cfg);
+    carve_region_for_closed(&carve_closed, cfg);
     snprintf(carve_closed.path, sizeof carve_closed.path, "(closed: a claim's limits are unusable)");
     carve_limits_t *l = &carve_closed.limits;
     l->core_policy = cfg->core_policy == CARVE_CORE_DISABLE ? CARVE_CORE_FORCE : cfg->core_policy;
@@ -307,11 +307,11 @@ static int resolve(void)
         fill(b, region, index);
         if (region)
             region->bound = 1;
+        const char *name = uuid[0] ? uuid : "uuid unknown";
         if (region)
-            CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): %s device %d", o, uuid[0] ? uuid : "uuid unknown",
-                      region->path, index);
+            CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): %s device %d", o, name, region->path, index);
         else
-            CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): no limit", o, uuid[0] ? uuid : "uuid unknown");
+            CARVE_LOG(CARVE_LOG_DEBUG, "device %d (%s): no limit", o, name);
     }
     for (int i = 0; i < carve_region_count; i++)
         if (carve_regions[i].bound)

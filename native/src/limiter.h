@@ -125,6 +125,7 @@ void carve_region_exit(void);        /* release this process's usage and slots *
 void carve_region_after_fork(void);  /* child: forget the parent's slots, take new ones */
 int carve_region_open(carve_open_region_t *r, const char *path, const carve_config_t *cfg, int create);
 void carve_region_private(carve_open_region_t *r, const carve_config_t *cfg);
+void carve_region_for_closed(carve_open_region_t *r, const carve_config_t *cfg);
 void carve_region_close(carve_open_region_t *r);
 void carve_region_join(carve_open_region_t *r); /* take a slot and reclaim the dead (slow path, once) */
 int carve_charge_slow(int dev, uint64_t bytes);

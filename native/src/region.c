@@ -106,23 +106,35 @@ static void fill_from_config(carve_region_t *r, const carve_config_t *cfg, uint3
     }
 }
 
-/* The environment's limits for this process alone (no CARVE_REGION, or one that cannot be used). */
-void carve_region_private(carve_open_region_t *r, const carve_config_t *cfg)
+/* A region of the limiter's own with the environment's limits, in memory mapped for it; when the kernel refuses
+ * even 160 KiB, in `fallback`, static storage, so hooks still work. */
+static void own_region(carve_open_region_t *r, const carve_config_t *cfg, carve_region_t *fallback)
 {
     void *p = mmap(NULL, sizeof(carve_region_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        /* cannot even map 160 KiB: keep a static fallback so hooks still work */
-        static carve_region_t fallback;
-        p = &fallback;
-    }
     memset(r, 0, sizeof *r);
-    r->map = p;
+    r->map = p == MAP_FAILED ? fallback : p;
     fill_from_config(r->map, cfg, 0);
     r->fd = -1;
     r->slot = 0; /* the private region has exactly one process */
     snprintf(r->path, sizeof r->path, "(environment)");
     carve_limits_from_config(&r->limits, cfg);
     r->limits_from = CARVE_LIMITS_ENV;
+}
+
+/* The environment's limits for this process alone (no CARVE_REGION, or one that cannot be used). */
+void carve_region_private(carve_open_region_t *r, const carve_config_t *cfg)
+{
+    static carve_region_t fallback;
+    own_region(r, cfg, &fallback);
+}
+
+/* What the caller closes (a claim whose limits or region are unusable: a byte "in use" against a 1-byte quota).
+ * The closed regions may share one fallback, as nothing fits in any; the private one may not, or it would start
+ * with that byte in use. */
+void carve_region_for_closed(carve_open_region_t *r, const carve_config_t *cfg)
+{
+    static carve_region_t fallback;
+    own_region(r, cfg, &fallback);
 }
 
 /* Create the file whole under a temporary name, then link it into place: readers see nothing or all. */

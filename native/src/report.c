@@ -55,7 +55,7 @@ CARVE_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
  * zeroed (not limited), which is what a handle whose UUID NVML cannot give stays. */
 static void resolve_device(nvmlDevice_t handle, carve_binding_t *out)
 {
-    char uuid[96];
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE]; /* what nvmlDeviceGetUUID documents for any UUID, MIG ones included */
     if (!REAL(nvmlDeviceGetUUID) || REAL(nvmlDeviceGetUUID)(handle, uuid, sizeof uuid) != NVML_SUCCESS)
         return;
     if (carve_binding_for_uuid(uuid, out))

@@ -19,6 +19,10 @@
 #define K_TOMB 1ull
 #define K_BUSY 2ull
 #define K_OFFSET 3ull /* stored key = key + 3, so no real key collides with the markers */
+/* A slot's state is its key word alone: two markers alike would let a second thread take a slot the first is
+ * still filling (BUSY read as TOMB), and a race is what no test can be relied on to make. */
+_Static_assert(K_EMPTY != K_TOMB && K_TOMB != K_BUSY && K_BUSY != K_EMPTY, "the slot markers must differ");
+_Static_assert(K_OFFSET > K_EMPTY && K_OFFSET > K_TOMB && K_OFFSET > K_BUSY, "a stored key must be no marker");
 
 typedef struct obj {
     uint64_t key;

@@ -232,3 +232,41 @@ class Claim:
         finally:
             client.communicate(timeout=60)
         return seen
+
+
+class Relimit:
+    """The client's `relimit BYTES`: one allocation per rewrite, the process kept between them."""
+
+    def __init__(self, c, nbytes: int):
+        env = c.env(CARVE_TICK_MS="10")
+        self.proc = subprocess.Popen(
+            [str(CLIENT), "relimit", str(nbytes)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.first = self._read()
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()
+        assert line, f"client ended ({self.proc.wait()}): {self.proc.stderr.read()}"
+        return json.loads(line)
+
+    def after_rewrite(self, step: str = "go") -> dict:
+        self.proc.stdin.write(f"{step}\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def __enter__(self) -> Relimit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()  # a no-op once close() saw it end
+        self.proc.wait()
+
+    def close(self) -> tuple[int, str]:
+        self.proc.stdin.close()
+        rc = self.proc.wait(timeout=60)
+        return rc, self.proc.stderr.read()

@@ -185,7 +185,7 @@ def test_a_claim_whose_region_is_gone_or_broken_fails_closed(claim, damage):
 
 @pytest.mark.parametrize(
     "damage",
-    ["missing", "truncated", "symlink", "fifo", "bad-version"],
+    ["missing", "truncated", "symlink", "fifo", "bad-version", "not-a-directory"],
 )
 def test_a_missing_or_malformed_limits_file_fails_closed(claim, damage):
     c = claim().create(memory=64 * MIB)
@@ -201,9 +201,21 @@ def test_a_missing_or_malformed_limits_file_fails_closed(claim, damage):
         os.mkfifo(limits)
     elif damage == "bad-version":
         limits.write_bytes(data[:8] + (99).to_bytes(4, "little") + data[12:])
+    elif damage == "not-a-directory":  # open(2) fails with neither ENOENT nor ELOOP: ENOTDIR
+        limits.parent.rmdir()
+        limits.parent.write_bytes(data)
     out = c.run("alloc", str(1 * MIB), CARVE_MEMORY_LIMIT="1T", timeout=20)
     assert out.stdout.strip() == "2", out.stderr  # never open: nothing can be allocated
-    assert f"limits {limits}" in out.stderr and "refused" in out.stderr
+    # the line names the file and what is wrong with it: the admin's one clue to which damage it was
+    problem = {
+        "missing": "is missing",
+        "truncated": "size does not match this layout",
+        "symlink": "is a symlink",
+        "fifo": "is not a regular file",
+        "bad-version": "foreign limits version",
+        "not-a-directory": "cannot be opened",
+    }[damage]
+    assert f"limits {limits} {problem}: " in out.stderr and "refused" in out.stderr, out.stderr
 
 
 def test_the_limits_file_wins_over_the_environment_and_the_region(claim):
