@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -270,3 +271,15 @@ class Relimit:
         self.proc.stdin.close()
         rc = self.proc.wait(timeout=60)
         return rc, self.proc.stderr.read()
+
+
+def python_client(script: str, env: dict[str, str]) -> subprocess.Popen:
+    """`script` run by this Python under `env`, each stream a text pipe: a client a test talks to."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from limiter_harness import CUDA_CONTEXT, without_nvml
+from limiter_harness import CUDA_CONTEXT, python_client, without_nvml
 
 KERNEL_NS = 1_000_000
 LAUNCHES = 300
@@ -70,14 +70,7 @@ def test_a_forced_limit_without_nvml_still_lets_launches_through(claim, tmp_path
 def test_a_limit_that_arrives_while_idle_still_lets_launches_through(claim, tmp_path: Path) -> None:
     c = claim().create(core_policy="force")  # no compute limit yet
     env = c.env(LD_LIBRARY_PATH=without_nvml(tmp_path), CARVE_TICK_MS="20")
-    client = subprocess.Popen(
-        [sys.executable, "-c", IDLE_FIRST],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    client = python_client(IDLE_FIRST, env)
     try:
         assert client.stdout is not None and client.stdout.readline().strip() == "ready"
         c.rewrite_limits(shares=(50,))  # the plugin's effective share for the claim's GPU

@@ -13,13 +13,12 @@ NOT_FOUND at every tick while the process waits."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from limiter_harness import CUDA_CONTEXT
+from limiter_harness import CUDA_CONTEXT, python_client
 
 from driver.limits import Region
 
@@ -54,14 +53,7 @@ def test_a_claim_that_stops_launching_is_written_as_idle(claim, tmp_path: Path) 
     c = claim().create(cores=50)
     samples = tmp_path / "samples"
     env = c.env(CARVE_FAKE_UTIL_FILE=str(samples), SAMPLES=str(samples), CARVE_TICK_MS="20")
-    client = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    client = python_client(SCRIPT, env)
     try:
         assert client.stdout is not None and client.stdout.readline().strip() == "launched"
         busy = wait_for_utilization(c.region, client, lambda u: u == 60)

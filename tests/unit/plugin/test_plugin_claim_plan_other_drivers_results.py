@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.other_drivers import OTHER_DRIVERS
 
 from driver import names
 from driver.plugin.claims.catalog import catalog_from_slices
@@ -34,11 +35,7 @@ def _catalog() -> dict:
 
 @pytest.mark.parametrize(
     "other",
-    [
-        "dra.example.com",  # sorts before gpu.carve.dev
-        "gpu.carve.de",  # a prefix of it: sorts before
-        "net.example.com",  # sorts after
-    ],
+    OTHER_DRIVERS,
 )
 def test_only_carves_results_are_planned(other: str) -> None:
     results = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.other_drivers import OTHER_DRIVERS
 
 from driver import names
 from driver.cluster import LocalCluster
@@ -27,11 +28,7 @@ def _cluster_with_claim(devices: list[dict]) -> LocalCluster:
 
 @pytest.mark.parametrize(
     "other_driver",
-    [
-        "dra.example.com",  # sorts before gpu.carve.dev
-        "gpu.carve.de",  # a prefix of it: sorts before
-        "net.example.com",  # sorts after
-    ],
+    OTHER_DRIVERS,
 )
 def test_every_other_drivers_entry_is_kept(other_driver: str) -> None:
     other = {"driver": other_driver, "pool": "node-a", "device": "nic-0"}
