@@ -196,7 +196,7 @@ void carve_config_from_env(carve_config_t *cfg)
     const char *region = carve_getenv("CARVE_REGION");
     if (!region || !*region)
         region = carve_getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
-    if (region && *region)
+    if (region) /* an empty one copies as the empty path the memset left */
         snprintf(cfg->region_path, sizeof cfg->region_path, "%s", region);
 
     /* every claim's region directory is mounted under one root; tests point it elsewhere */
