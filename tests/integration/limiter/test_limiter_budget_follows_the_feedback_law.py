@@ -17,6 +17,7 @@ samples, the others summed), as is the target the claim's limits and priority gi
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -166,7 +167,9 @@ class Run:
 
 
 def run(claim, tmp_path: Path, limits: Limits, phases: list[dict]) -> Run:
-    c = claim().create(cores=limits.cores, core_policy=limits.policy, priority="low" if limits.low else "high")
+    c = claim().create(
+        cores=limits.cores, core_policy=limits.policy, priority="low" if limits.low else "high"
+    )
     if limits.high_neighbours:
         c.rewrite_limits(high_neighbours=(1,))
     env = c.env(
@@ -238,7 +241,9 @@ def test_over_its_target_the_budget_is_cut_at_most_eightfold_a_tick_down_to_one_
     assert throttled[-1].rate == 1.0, ticks
 
 
-def test_under_its_target_a_starved_claims_budget_grows_at_most_eightfold_a_tick(claim, tmp_path: Path) -> None:
+def test_under_its_target_a_starved_claims_budget_grows_at_most_eightfold_a_tick(
+    claim, tmp_path: Path
+) -> None:
     """Measured at 10% against a forced 50%: the budget is left alone while no launch waits, and raised
     from what the claim launched when launches wait for it."""
     limits = Limits(cores=50, policy="force")
@@ -288,7 +293,9 @@ def test_a_claim_without_a_cores_limit_is_never_throttled(claim, tmp_path: Path)
     assert 100 in ran.held, ran.held
 
 
-def test_throttling_that_starts_with_nothing_launched_starts_at_a_thousand_blocks(claim, tmp_path: Path) -> None:
+def test_throttling_that_starts_with_nothing_launched_starts_at_a_thousand_blocks(
+    claim, tmp_path: Path
+) -> None:
     """A neighbour that turns busy while the claim launches nothing: no launch rate to calibrate on and no
     budget from an earlier throttling, so the budget starts at 1,000 blocks a second and is then cut."""
     limits = Limits(cores=30, policy="default")
@@ -296,7 +303,7 @@ def test_throttling_that_starts_with_nothing_launched_starts_at_a_thousand_block
     ran = run(claim, tmp_path, limits, phases)
     ticks = ran.ticks
     check(limits, phases, ticks)
-    switched = [b for a, b in zip(ticks, ticks[1:]) if a.mode != "throttle" and b.mode == "throttle"]
+    switched = [b for a, b in itertools.pairwise(ticks) if a.mode != "throttle" and b.mode == "throttle"]
     assert switched and switched[0].launched == 0, ticks
 
 
@@ -312,7 +319,9 @@ def test_a_low_priority_claim_yields_to_no_neighbour_of_its_own_priority(claim, 
 
 
 @pytest.mark.parametrize("cores", [0, 60, 5])
-def test_a_low_priority_claim_yields_to_a_busy_high_priority_neighbour(claim, tmp_path: Path, cores: int) -> None:
+def test_a_low_priority_claim_yields_to_a_busy_high_priority_neighbour(
+    claim, tmp_path: Path, cores: int
+) -> None:
     """While a high-priority neighbour is busy the claim is held to 10% (or its own share when lower); when
     none is, it is counted (a neighbour may come back) and throttled only as its own share says."""
     limits = Limits(cores=cores, policy="default", low=True, high_neighbours=True)
