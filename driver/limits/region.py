@@ -280,6 +280,10 @@ class Region:
         """The claim's SM utilization (percent) the limiter measured at its last tick."""
         return self._device(device).utilization
 
+    def target(self, device: int) -> int:
+        """The share (percent) the limiter held the claim to at its last tick: 100 while not throttled."""
+        return self._device(device).target
+
     def processes(self) -> list[ProcessUsage]:
         """Processes currently holding a slot (possibly dead ones not reclaimed yet)."""
         n = self._struct.device_count

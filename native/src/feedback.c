@@ -152,14 +152,69 @@ static int measure(int d, uint64_t launched, sample_t *out)
     return 1;
 }
 
+/* One tick of one device: what was measured and what the claim asks for. */
+typedef struct tick {
+    uint64_t launched; /* blocks launched since the last tick */
+    int starved;       /* a launch waited for budget since the last tick */
+    int fresh;         /* NVML had a new measurement: m holds it */
+    sample_t m;
+    unsigned target;   /* percent of SM time the claim is held to while throttled */
+    int throttle;
+    int counting;      /* not throttled: still count launches (a limit or a low priority that may apply) */
+} tick_t;
+
+static double within(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* The law: the gate's mode and the budget from one tick's measurement (see the top of this file). */
+static void steer(carve_gate_t *g, ctl_t *c, const tick_t *t, double elapsed_s)
+{
+    if (!t->throttle) {
+        /* waiters see the mode change and go; the bank is read only while throttling, and emptied when that
+         * starts again (below) */
+        __atomic_store_n(&g->mode, t->counting ? CARVE_GATE_COUNT : CARVE_GATE_IDLE, __ATOMIC_RELEASE);
+        return;
+    }
+    const sample_t *m = &t->m;
+    double launched_rate = elapsed_s > 0 ? (double)t->launched / elapsed_s : 0;
+    if (__atomic_load_n(&g->mode, __ATOMIC_RELAXED) != CARVE_GATE_THROTTLE) {
+        /* switching on: what the claim launched for what it measured, scaled to the target */
+        if (t->fresh && m->claim > 0 && launched_rate > 0)
+            c->rate = launched_rate * t->target / m->claim;
+        else if (c->rate <= 0)
+            c->rate = launched_rate > 0 ? launched_rate * t->target / 100.0 : 1000.0;
+        c->frac = 0;
+        /* the bank starts empty: relaxed, since the store publishes nothing (launches take from the bank with
+         * an atomic read-modify-write, and nothing a waiter reads after its acquire load was written here) */
+        __atomic_store_n(&g->tokens, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&g->mode, CARVE_GATE_THROTTLE, __ATOMIC_RELEASE);
+        return;
+    }
+    if (!t->fresh)
+        return;
+    double rate = c->rate;
+    if (m->claim > 0) {
+        double ratio = (double)t->target / m->claim;
+        if (ratio < 1 || t->starved) /* the correction, at most eightfold either way in one tick */
+            rate = within(launched_rate * (1 + GAIN * (ratio - 1)), rate / 8, rate * 8);
+    } else if (t->starved) {
+        rate *= 2; /* launches waited yet nothing ran: the budget is far too small */
+    }
+    c->rate = rate > 1 ? rate : 1;
+}
+
 static void control(int d, double elapsed_s)
 {
+    static const char *const modes[] = {"idle", "count", "throttle"};
     carve_gate_t *g = &carve_gates[d];
     ctl_t *c = &g_ctl[d];
     carve_region_device_t *rd = carve_bind[d].dev;
-    uint64_t launched = __atomic_exchange_n(&g->launched, 0, __ATOMIC_ACQ_REL);
-    int starved = __atomic_exchange_n(&g->starved, 0, __ATOMIC_ACQ_REL);
-    __atomic_add_fetch(&g->total, launched, __ATOMIC_RELAXED);
+    tick_t t;
+    t.launched = __atomic_exchange_n(&g->launched, 0, __ATOMIC_ACQ_REL);
+    t.starved = __atomic_exchange_n(&g->starved, 0, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&g->total, t.launched, __ATOMIC_RELAXED);
     if (!rd) { /* no claim limits this device */
         __atomic_store_n(&g->mode, CARVE_GATE_IDLE, __ATOMIC_RELEASE);
         return;
@@ -172,57 +227,26 @@ static void control(int d, double elapsed_s)
     unsigned policy = __atomic_load_n(&claim->core_policy, __ATOMIC_RELAXED);
     int low = __atomic_load_n(&claim->priority, __ATOMIC_RELAXED) == CARVE_PRIORITY_LOW;
     int high_neighbours = __atomic_load_n(&lim->high_neighbours, __ATOMIC_RELAXED) > 0;
-    sample_t m;
-    int fresh = measure(d, launched, &m);
+    t.fresh = measure(d, t.launched, &t.m);
 
-    unsigned target = limit == 0 || limit > 100 ? 100 : limit;
-    int yield = low && high_neighbours && m.neighbour;
-    if (yield && target > LOW_SHARE)
-        target = LOW_SHARE;
-    int throttle = policy != CARVE_CORE_DISABLE && target < 100 &&
-                   (policy == CARVE_CORE_FORCE || m.neighbour || yield);
-    if (fresh)
-        __atomic_store_n(&rd->utilization, m.claim, __ATOMIC_RELAXED);
-    __atomic_store_n(&rd->target, throttle ? target : 100, __ATOMIC_RELAXED);
-
-    if (!throttle) {
-        int counting = policy != CARVE_CORE_DISABLE && (target < 100 || low);
-        /* waiters see the mode change and go; the bank is read only while throttling, and emptied when that
-         * starts again (below) */
-        __atomic_store_n(&g->mode, counting ? CARVE_GATE_COUNT : CARVE_GATE_IDLE, __ATOMIC_RELEASE);
-        return;
-    }
-    double launched_rate = elapsed_s > 0 ? (double)launched / elapsed_s : 0;
-    if (__atomic_load_n(&g->mode, __ATOMIC_RELAXED) != CARVE_GATE_THROTTLE) {
-        /* switching on: what the claim launched for what it measured, scaled to the target */
-        if (fresh && m.claim > 0 && launched_rate > 0)
-            c->rate = launched_rate * target / m.claim;
-        else if (c->rate <= 0)
-            c->rate = launched_rate > 0 ? launched_rate * target / 100.0 : 1000.0;
-        c->frac = 0;
-        /* the bank starts empty: relaxed, since the store publishes nothing (launches take from the bank with
-         * an atomic read-modify-write, and nothing a waiter reads after its acquire load was written here) */
-        __atomic_store_n(&g->tokens, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&g->mode, CARVE_GATE_THROTTLE, __ATOMIC_RELEASE);
-        return;
-    }
-    if (!fresh)
-        return;
-    double rate = c->rate;
-    if (m.claim > 0) {
-        double ratio = (double)target / m.claim;
-        if (ratio < 1 || starved) {
-            double next = launched_rate * (1 + GAIN * (ratio - 1));
-            if (next < rate / 8)
-                next = rate / 8;
-            if (next > rate * 8)
-                next = rate * 8;
-            rate = next;
-        }
-    } else if (starved) {
-        rate *= 2; /* launches waited yet nothing ran: the budget is far too small */
-    }
-    c->rate = rate > 1 ? rate : 1;
+    t.target = limit == 0 || limit > 100 ? 100 : limit;
+    int yield = low && high_neighbours && t.m.neighbour;
+    if (yield && t.target > LOW_SHARE)
+        t.target = LOW_SHARE;
+    t.throttle = policy != CARVE_CORE_DISABLE && t.target < 100 &&
+                 (policy == CARVE_CORE_FORCE || t.m.neighbour || yield);
+    t.counting = policy != CARVE_CORE_DISABLE && (t.target < 100 || low);
+    if (t.fresh)
+        __atomic_store_n(&rd->utilization, t.m.claim, __ATOMIC_RELAXED);
+    __atomic_store_n(&rd->target, t.throttle ? t.target : 100, __ATOMIC_RELAXED);
+    steer(g, c, &t, elapsed_s);
+    /* every input of the law and what it decided, exactly (%.17g round-trips a double): what an operator reads
+     * to see why a claim is held where it is, and what a test checks the law against */
+    CARVE_LOG(CARVE_LOG_DEBUG,
+              "device %d tick: launched %llu in %.17g s, starved %d; %s claim %u other %u neighbour %d; "
+              "target %u; %s at %.17g blocks/s",
+              d, (unsigned long long)t.launched, elapsed_s, t.starved, t.fresh ? "sample" : "no sample", t.m.claim,
+              t.m.other, t.m.neighbour, t.target, modes[__atomic_load_n(&g->mode, __ATOMIC_RELAXED)], c->rate);
 }
 
 static void refill(int d, double dt_s)
