@@ -30,3 +30,11 @@ def test_exactly_the_environments_quota_fits_and_one_byte_more_does_not(claim):
     ]
     assert not c.region.exists()  # no claim: nothing shared was created
 
+
+def test_without_carve_region_no_region_file_is_looked_for(claim):
+    """No CARVE_REGION: the environment's limits, per process, with one info line saying so; no region file is
+    opened or created (an empty path would be, and logged as an error at every start)."""
+    c = claim()
+    proc = c.run("multi", f"0:{MIB}", CARVE_REGION="", CARVE_MEMORY_LIMIT_0="8M", CARVE_LOG="info")
+    assert "no CARVE_REGION: the environment's limits are enforced per process" in proc.stderr, proc.stderr
+    assert "cannot open or create" not in proc.stderr, proc.stderr
