@@ -85,6 +85,8 @@ static void add_claim(const char *region_path, const carve_config_t *cfg)
     uint64_t dev, ino;
     const char *problem;
     int found = carve_limits_read(limits_path, &limits, &trusted, &dev, &ino, &limits_fd, &problem);
+    if (!found && !have_r && !cfg)
+        return; /* a directory of the root that is no claim's (an MPS claim's pipe directory, .../carve/mps) */
     if (found < 0) {
         CARVE_LOG(CARVE_LOG_ERROR, "limits %s %s: allocations on GPUs no valid limits file names are refused",
                   limits_path, problem);

@@ -53,7 +53,7 @@ static uint64_t start_time_of(pid_t pid)
     char *p = strrchr(buf, ')'); /* the command name may contain spaces */
     if (!p)
         return 0;
-    unsigned long long v = 0;
+    unsigned long long v; /* read only where sscanf set it */
     /* after ") ": state(3) ... starttime is the 20th field from here */
     int field = 2;
     for (p++; *p && field < 22; p++)

@@ -25,9 +25,10 @@
  *                         a line `closeall` first closes every descriptor past 2, as a daemon does, and opens a
  *                         pipe of its own (it takes the lowest numbers); the JSON then says whether both of the
  *                         pipe's descriptors are still open after the tick ("mine": 1)
- *   exitfree BYTES [N]    allocate BYTES (N times: N buffers of BYTES / N) and exit, freeing them in an atexit
- *                         handler registered before the first CUDA call (so it runs after the limiter's own: a
- *                         C++ static destructor's order)
+ *   exitfree BYTES [N] [again]  allocate BYTES (N times: N buffers of BYTES / N) and exit, freeing them in an
+ *                         atexit handler registered before the first CUDA call (so it runs after the limiter's
+ *                         own: a C++ static destructor's order); `again`: that handler then allocates BYTES once
+ *                         more and prints the result
  *   exitalloc BYTES       allocate BYTES and free them, then exit; an atexit handler registered before the first
  *                         CUDA call (it runs after the limiter's own) allocates BYTES and keeps them, then
  *                         allocates and frees BYTES once more, printing each result
@@ -350,15 +351,20 @@ static int cmd_fork(uint64_t parent_bytes, uint64_t child_bytes, const char *end
 
 static CUdeviceptr *g_kept;
 static unsigned g_kept_n;
+static uint64_t g_again_bytes; /* exitfree ... again: allocated after the frees at exit */
 
 static void free_at_exit(void)
 {
     for (unsigned i = 0; i < g_kept_n; i++)
         CHECK(cuMemFree_v2(g_kept[i]) == CUDA_SUCCESS, "the free at exit failed");
+    CUdeviceptr p;
+    if (g_again_bytes)
+        printf("%d\n", (int)cuMemAlloc_v2(&p, g_again_bytes));
 }
 
-static int cmd_exitfree(uint64_t bytes, unsigned n)
+static int cmd_exitfree(uint64_t bytes, unsigned n, int again)
 {
+    g_again_bytes = again ? bytes : 0;
     g_kept = calloc(n, sizeof *g_kept);
     if (!g_kept)
         return 1;
@@ -511,7 +517,8 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "nvml2") == 0)
         return cmd_nvml2();
     if (argc >= 3 && strcmp(argv[1], "exitfree") == 0)
-        return cmd_exitfree(strtoull(argv[2], NULL, 10), argc >= 4 ? (unsigned)atoi(argv[3]) : 1);
+        return cmd_exitfree(strtoull(argv[2], NULL, 10), argc >= 4 ? (unsigned)atoi(argv[3]) : 1,
+                            argc >= 5 && strcmp(argv[4], "again") == 0);
     if (argc >= 3 && strcmp(argv[1], "exitalloc") == 0)
         return cmd_exitalloc(strtoull(argv[2], NULL, 10));
     if (argc >= 3 && strcmp(argv[1], "exitgraph") == 0)

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -166,7 +167,7 @@ class Run:
     held: set[int]  # every target the claim's region showed while the client ran (the plugin reads it)
 
 
-def run(claim, tmp_path: Path, limits: Limits, phases: list[dict]) -> Run:
+def run(claim, tmp_path: Path, limits: Limits, phases: list[dict], wrapper: tuple[str, ...] = ()) -> Run:
     c = claim().create(
         cores=limits.cores, core_policy=limits.policy, priority="low" if limits.low else "high"
     )
@@ -182,7 +183,7 @@ def run(claim, tmp_path: Path, limits: Limits, phases: list[dict]) -> Run:
     log = tmp_path / "stderr"
     held: set[int] = set()
     with log.open("w") as stderr:  # a file: a pipe nobody reads while the region is polled could fill
-        client = subprocess.Popen([sys.executable, "-c", CLIENT], env=env, stderr=stderr, text=True)
+        client = subprocess.Popen([*wrapper, sys.executable, "-c", CLIENT], env=env, stderr=stderr, text=True)
         try:
             while client.poll() is None:
                 with Region.open(c.region) as r:
@@ -199,10 +200,12 @@ def run(claim, tmp_path: Path, limits: Limits, phases: list[dict]) -> Run:
     return Run(ticks, held)
 
 
-def check(limits: Limits, phases: list[dict], ticks: list[Tick]) -> None:
+def check(limits: Limits, phases: list[dict], ticks: list[Tick], own_pid: bool | None = None) -> None:
     """Each tick against the model: its measurement is one the client's lists give, its target the claim's,
-    and its mode and budget what the law makes of the mode and budget the tick before left."""
-    own_pid = os.stat("/proc/self/ns/pid").st_ino == INIT_PID_NS
+    and its mode and budget what the law makes of the mode and budget the tick before left. `own_pid`: the
+    limiter knows its host pid (by default, where this test runs in the host's pid namespace)."""
+    if own_pid is None:
+        own_pid = os.stat("/proc/self/ns/pid").st_ino == INIT_PID_NS
     lists = {measured(p["rows"], own_pid) for p in phases}
     mode = "count" if limits.cores > 0 or limits.low else "idle"  # set at the first launch
     rate = 0.0
@@ -333,3 +336,23 @@ def test_a_low_priority_claim_yields_to_a_busy_high_priority_neighbour(
     ticks = ran.ticks
     check(limits, phases, ticks)
     assert {t.target for t in ticks} == {min(cores or 100, LOW_SHARE), cores or 100}, ticks
+
+
+def test_without_its_host_pid_the_claim_is_the_whole_gpu_and_busy_pids_beyond_its_own_a_neighbour(
+    claim, tmp_path: Path
+) -> None:
+    """In a pid namespace with its own /proc the limiter cannot tell its host pid (test_limiter_host_pid.py)
+    and no pid NVML names is known as the claim's: the whole GPU's measurement counts as the claim's, and a
+    neighbour is guessed from more pids busy than the claim has processes (one here; an idle pid is none)."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--pid", "--fork", "--mount-proc", "true"]).returncode:
+        pytest.fail("this test runs the client in a pid namespace: it needs root and unshare(1)")
+    limits = Limits(cores=30, policy="default")
+    phases = [
+        phase([(ME, 40), (7, 20), (8, 0)], launches=4, pause=0.15),
+        phase([(ME, 40), (8, 0)], launches=20, pause=0.1),
+    ]
+    ran = run(claim, tmp_path, limits, phases, wrapper=(unshare, "--pid", "--fork", "--mount-proc"))
+    check(limits, phases, ran.ticks, own_pid=False)
+    assert {(t.claim, t.neighbour) for t in ran.ticks if t.fresh} == {(60, True), (40, False)}, ran.ticks
+    assert {t.mode for t in ran.ticks} == {"count", "throttle"}, ran.ticks
