@@ -33,12 +33,14 @@ def on_a_filesystem_of_its_own(
     claims_mount: str = "rw",
     limits_mount: str = "ro",
     source_tail: str = "",
+    source_root: str | None = None,
 ) -> subprocess.CompletedProcess:
     """Allocate `alloc` bytes in a "container" whose claim's limits directory is the plugin's mount of
     <claims>/<uid>/limits, <claims> being a tmpfs's root remounted `claims_mount` (its superblock's
     read-only flag) and the claim's limits mount remounted `limits_mount` (its per-mount flag). The pod
-    brings a limits directory of its own naming the GPU with 4 MiB. CARVE_LIMITS_SOURCE is computed inside,
-    by the plugin's code, `source_tail` appended. The shell prints on stderr what the limiter will read:
+    brings a limits directory of its own naming the GPU with 4 MiB. CARVE_LIMITS_SOURCE is computed
+    inside, by the plugin's code, its root replaced by `source_root` where given, `source_tail` appended.
+    The shell prints on stderr what the limiter will read:
     `source <CARVE_LIMITS_SOURCE>`, `options <the limits mount's per-mount options>` and `st_rdonly <0|1>`
     (the limits file's fstatvfs flag), so a test can check it made the case it means."""
     uuid = json.loads(c.run("uuids").stdout)[0]
@@ -50,7 +52,10 @@ def on_a_filesystem_of_its_own(
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     claims = shlex.quote(str(tmp_path / "claims"))
     mounted = f"/var/run/carve/{UID}"
-    source = f'from driver.limits.mounts import limits_source; print(limits_source("{tmp_path / "claims"}"))'
+    source = f'from driver.limits.mounts import limits_source; s = limits_source("{tmp_path / "claims"}")'
+    if source_root is not None:  # the plugin's device, another root
+        source += f"; s = ':'.join(s.split(':', 2)[:2] + [{source_root!r}])"
+    source += "; print(s)"
     st_rdonly = f'import os; print("st_rdonly", int(bool(os.statvfs("{mounted}/limits/limits").f_flag & 1)))'
     script = f"""
 set -e
@@ -64,11 +69,11 @@ mount --bind {shlex.quote(str(staging / "region"))} {mounted}/region
 mount --bind {claims}/{UID}/limits {mounted}/limits
 mount -o remount,bind,{limits_mount} {mounted}/limits
 mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/
-CARVE_LIMITS_SOURCE="$(env -u LD_PRELOAD "{sys.executable}" -c '{source}'){source_tail}"
+CARVE_LIMITS_SOURCE="$(env -u LD_PRELOAD "{sys.executable}" -c {shlex.quote(source)}){source_tail}"
 export CARVE_LIMITS_SOURCE
 echo "source $CARVE_LIMITS_SOURCE" >&2
 grep -F ' /run/carve/{UID}/limits ' /proc/self/mountinfo | cut -d' ' -f6 | sed 's/^/options /' >&2
-env -u LD_PRELOAD "{sys.executable}" -c '{st_rdonly}' >&2
+env -u LD_PRELOAD "{sys.executable}" -c {shlex.quote(st_rdonly)} >&2
 exec "{CLIENT}" alloc {alloc}
 """
     # no primary claim (CARVE_REGION empty) and the default regions root, /var/run/carve: the limiter
