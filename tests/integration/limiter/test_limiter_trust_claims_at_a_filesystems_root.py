@@ -34,15 +34,18 @@ def on_a_filesystem_of_its_own(
     limits_mount: str = "ro",
     source_tail: str = "",
     source_root: str | None = None,
+    minor_shift: int = 0,
+    pod_mounts: str = "",
 ) -> subprocess.CompletedProcess:
     """Allocate `alloc` bytes in a "container" whose claim's limits directory is the plugin's mount of
     <claims>/<uid>/limits, <claims> being a tmpfs's root remounted `claims_mount` (its superblock's
     read-only flag) and the claim's limits mount remounted `limits_mount` (its per-mount flag). The pod
     brings a limits directory of its own naming the GPU with 4 MiB. CARVE_LIMITS_SOURCE is computed
-    inside, by the plugin's code, its root replaced by `source_root` where given, `source_tail` appended.
-    The shell prints on stderr what the limiter will read:
-    `source <CARVE_LIMITS_SOURCE>`, `options <the limits mount's per-mount options>` and `st_rdonly <0|1>`
-    (the limits file's fstatvfs flag), so a test can check it made the case it means."""
+    inside, by the plugin's code, its root replaced by `source_root` where given, `source_tail` appended,
+    its minor number moved by `minor_shift`. `pod_mounts` (shell) runs after the plugin's mounts. The
+    shell prints on stderr what the limiter will read: `source <CARVE_LIMITS_SOURCE>`, `options <the
+    limits mount's per-mount options>` and `st_rdonly <0|1>` (the limits file's fstatvfs flag), so a test
+    can check it made the case it means."""
     uuid = json.loads(c.run("uuids").stdout)[0]
     staging = tmp_path / "staging"  # the claim's files, copied into the tmpfs inside the namespace
     staging.mkdir()
@@ -55,6 +58,8 @@ def on_a_filesystem_of_its_own(
     source = f'from driver.limits.mounts import limits_source; s = limits_source("{tmp_path / "claims"}")'
     if source_root is not None:  # the plugin's device, another root
         source += f"; s = ':'.join(s.split(':', 2)[:2] + [{source_root!r}])"
+    if minor_shift:  # the plugin's root, a device one minor number off
+        source += f"; ma, mi, r = s.split(':', 2); s = f'{{ma}}:{{int(mi) + {minor_shift}}}:{{r}}'"
     source += "; print(s)"
     st_rdonly = f'import os; print("st_rdonly", int(bool(os.statvfs("{mounted}/limits/limits").f_flag & 1)))'
     script = f"""
@@ -69,6 +74,7 @@ mount --bind {shlex.quote(str(staging / "region"))} {mounted}/region
 mount --bind {claims}/{UID}/limits {mounted}/limits
 mount -o remount,bind,{limits_mount} {mounted}/limits
 mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/
+{pod_mounts}
 CARVE_LIMITS_SOURCE="$(env -u LD_PRELOAD "{sys.executable}" -c {shlex.quote(source)}){source_tail}"
 export CARVE_LIMITS_SOURCE
 echo "source $CARVE_LIMITS_SOURCE" >&2
