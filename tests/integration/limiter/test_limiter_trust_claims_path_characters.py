@@ -1,8 +1,9 @@
 """The plugin's mount is recognised whatever characters its claims directory's path and the claim's uid
 hold: those mountinfo escapes (tab, newline, space and backslash, each written as \\ooo by the kernel's
 mangle in fs/proc_namespace.c), a literal backslash followed by digits (written \\134 then the digits), a
-percent sign (which the limiter must copy, never read as a format), and a name that ends in a character
-sorting before "/" (only trailing slashes are dropped from the root, limits.c: limits_source).
+percent sign (which the limiter must copy, never read as a format), a name that ends in a character
+sorting before "/" (only trailing slashes are dropped from the root, limits.c: limits_source), and octal
+digits after another character than a backslash (no escape: limits.c, unescape).
 
 CARVE_LIMITS_SOURCE is what the plugin computes (driver.limits.mounts.limits_source), its root escaped as
 mountinfo escapes it; the limiter unescapes it and the mountinfo entry of the claim's mount, and compares
@@ -30,6 +31,13 @@ PATHS = {
     "backslash-then-digits": ("plugin\\040dir/claims", "0f0e0d0c\\134claim"),  # \134 then "040"
     "percent": ("plugin%d%s%%dir/claims", UID),  # printf's directives, copied as they are
     "ends-before-slash": ("plugin dir/claims-. ", UID),  # "-", "." and " " sort before "/"
+    # in the uid, which the mount point holds and the limiter compares with the real path (a root is
+    # unescaped on both sides, the anchor's and mountinfo's): an escape right after a character below "0",
+    # whatever comes before the backslash
+    "escape-after-a-low-character": ("claims", "0f0e0d0c- claim"),
+    # three octal digits after a character that is not a backslash, below it ("-") and above it ("a"):
+    # no escape, copied as they are
+    "digits-not-escaped": ("claims", "0f0e0d0c-123a123"),
 }
 
 
