@@ -38,6 +38,8 @@ PATHS = {
     # three octal digits after a character that is not a backslash, below it ("-") and above it ("a"):
     # no escape, copied as they are
     "digits-not-escaped": ("claims", "0f0e0d0c-123a123"),
+    # an escape the last character of the uid, followed in the mount point by "/" (below "0")
+    "escape-last-in-uid": ("claims", "0f0e0d0c-claim "),
 }
 
 
