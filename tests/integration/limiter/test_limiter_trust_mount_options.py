@@ -22,10 +22,11 @@ from test_limiter_escape import MIB, UID, contained, forged_limits, require_moun
 
 CUDA_SUCCESS = 0
 
-# remount options for the plugin's limits mount, and the per-mount options mountinfo then shows
+# remount options for the plugin's limits mount, and how the per-mount options mountinfo then shows begin
+# (the atime flag a mount shows after the others depends on the system's defaults)
 OPTIONS = {
-    "ro-alone": ("ro,strictatime", "ro"),  # no atime flag: nothing after "ro"
-    "ro-then-others": ("ro,nosuid,nodev,noexec", "ro,nosuid,nodev,noexec,relatime"),
+    "ro-alone": ("ro,strictatime", "ro\n"),  # no atime flag: nothing after "ro"
+    "ro-then-others": ("ro,nosuid,nodev,noexec", "ro,nosuid,nodev,noexec"),
 }
 
 
@@ -47,5 +48,5 @@ def test_the_plugins_mount_is_trusted_with_ro_alone_or_ro_then_other_options(
     )
     out = contained(c, tmp_path, "pass", 6 * MIB, pod_mounts=setup, CARVE_REGION="")
     assert out.returncode == 0, out.stderr
-    assert f"options {shown}\n" in out.stderr, out.stderr  # the mount carries the options meant
+    assert f"options {shown}" in out.stderr, out.stderr  # the mount carries the options meant
     assert out.stdout.strip() == str(CUDA_SUCCESS), out.stderr  # trusted: the plugin's 8 MiB hold
