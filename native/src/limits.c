@@ -133,9 +133,10 @@ static int mount_is_plugins(const char *path, dev_t dev)
     unsigned want_major, want_minor;
     if (!limits_source(&want_major, &want_minor, source_root, sizeof source_root))
         return 0;
+    /* `path` is <dir>/limits/limits (carve_limits_path) in a buffer of 4096 bytes (both callers'), and a file
+     * was opened at it: it has a slash (cut before its first one, it would be a name of 4095 bytes, which no
+     * file has), and its directory fits `dir` */
     const char *slash = strrchr(path, '/');
-    if (!slash || (size_t)(slash - path) >= sizeof dir)
-        return 0;
     snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     if (!realpath(dir, mount_point))
         return 0;
