@@ -69,6 +69,11 @@ LIMITER_LIBRARY = "libcarve-limiter.so"
 LIMITER_BUILD_PATH = "native/build/libcarve-limiter.so"
 LIMITER_CONTAINER_DIR = "/usr/local/carve/lib"
 LIMITER_CONTAINER_PATH = f"{LIMITER_CONTAINER_DIR}/{LIMITER_LIBRARY}"
+# The limiter's trust anchor (CARVE_LIMITS_SOURCE's value) as a file of the claim's directory, mounted
+# read-only beside the limiter: a process chooses its children's environment, not the container's mounts,
+# so where the file is the limiter does not read the variable (native/src/limits.c, LIMITS_SOURCE_FILE)
+LIMITS_SOURCE_FILE = "limits-source"
+LIMITS_SOURCE_CONTAINER_PATH = f"{LIMITER_CONTAINER_DIR}/{LIMITS_SOURCE_FILE}"
 
 # The CDI createContainer hook (native/hook) and the static ldconfig it runs: installed next to the limiter
 # (--limiter-dir) by the chart's init container; in the image under /usr/local/carve/bin.

@@ -102,10 +102,32 @@ static int read_only(const char *options)
     return strncmp(options, "ro", 2) == 0 && (options[2] == ',' || options[2] == '\0');
 }
 
-/* CARVE_LIMITS_SOURCE, parsed: 0 when absent or malformed (then nothing is trusted). */
+/* Where the plugin's CDI spec mounts the anchor, read-only, beside the limiter (driver/names.py,
+ * LIMITS_SOURCE_CONTAINER_PATH). A process chooses its children's environment, not the container's mounts:
+ * where this file is, CARVE_LIMITS_SOURCE is not read (docs/security.md, "The limits file"). */
+#define LIMITS_SOURCE_FILE "/usr/local/carve/lib/limits-source"
+
+/* The anchor's text: the file's first line; without the file (an older plugin, a test's own mounts)
+ * CARVE_LIMITS_SOURCE; NULL where the file is there but cannot be read (then nothing is trusted). */
+static const char *anchor(char *buf, size_t len)
+{
+    int fd = open(LIMITS_SOURCE_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return errno == ENOENT ? carve_getenv("CARVE_LIMITS_SOURCE") : NULL;
+    ssize_t n = read(fd, buf, len);
+    close(fd);
+    if (n <= 0 || (size_t)n == len)
+        return NULL; /* empty, or longer than any anchor: never cut to another root */
+    buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
+/* The plugin's anchor (above), parsed: 0 when absent or malformed (then nothing is trusted). */
 static int limits_source(unsigned *major_out, unsigned *minor_out, char *root, size_t len)
 {
-    const char *v = carve_getenv("CARVE_LIMITS_SOURCE");
+    char text[PATH_MAX + 64]; /* two numbers, two colons and a root shorter than PATH_MAX (below) */
+    const char *v = anchor(text, sizeof text - 1);
     unsigned ma, mi;
     /* without the second colon %n is not reached and `used` stays 0: v[0] then begins the first number
      * (sscanf matched it), never a '/' */

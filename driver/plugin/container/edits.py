@@ -16,6 +16,7 @@ from pathlib import Path
 
 from driver import names
 from driver.cdi.spec import CdiDevice, ContainerEdits, DeviceNode, Hook, Mount
+from driver.fsutil import PER_BOOT, write_atomic
 from driver.limits import ClaimLimits, limiter_env
 from driver.limits.mounts import MountError, limits_source
 from driver.plugin.container.driverfiles import DriverFilesError
@@ -65,6 +66,11 @@ class ClaimFiles:
     def limits(self) -> Path:
         return self.limits_dir / LIMITS_FILE
 
+    @property
+    def limits_source(self) -> Path:
+        """The limiter's trust anchor, mounted read-only at names.LIMITS_SOURCE_CONTAINER_PATH."""
+        return self.root / names.LIMITS_SOURCE_FILE
+
 
 _LIMITS_SOURCES: dict[tuple, str] = {}
 
@@ -93,7 +99,9 @@ def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> 
     only the file, so a container gets no writable host directory and cannot delete or replace it (a mount
     point). The limits directory goes next to it, read-only: the limiter reads <region dir>/limits/limits.
     A directory, not the file, so the plugin's atomic rewrites (a new inode) reach running containers.
-    CARVE_LIMITS_SOURCE (driver/limits/mounts.py) lets the limiter tell this mount from one the pod made.
+    CARVE_LIMITS_SOURCE (driver/limits/mounts.py) lets the limiter tell this mount from one the pod made; it
+    also goes in a file of the claim's directory, mounted read-only beside the limiter, which the limiter
+    reads instead of the variable (a process chooses its children's environment, not its mounts).
     The image's own /etc/ld.so.preload is kept: carve-cdi-hook (installed in `limiter_dir`) puts the
     limiter's line first in the container's file instead of a mount hiding the image's lines.
     """
@@ -104,8 +112,13 @@ def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> 
         raise ValueError(
             f"limiter_edits: {limits.region_path} is not under a directory named {files.root.name}"
         )
+    read_only = ("ro", "nosuid", "nodev", "noexec", "bind")
+    anchor: tuple[Mount, ...] = ()
     try:
-        env[names.ENV_LIMITS_SOURCE] = _limits_source(files.root.parent)
+        source = env[names.ENV_LIMITS_SOURCE] = _limits_source(files.root.parent)
+        if files.root.is_dir():  # the claim's directory is made (edits built without it have no anchor file)
+            write_atomic(files.limits_source, f"{source}\n".encode(), mode=0o444, durable=PER_BOOT)
+            anchor = (Mount(str(files.limits_source), names.LIMITS_SOURCE_CONTAINER_PATH, read_only),)
     except MountError as e:
         # Without it the limiter trusts no limits file: the plugin's still holds among untrusted ones (the
         # tightest wins), but a read-only file of the pod's own could not be told from it.
@@ -114,8 +127,9 @@ def limiter_edits(files: ClaimFiles, limiter_dir: Path, limits: ClaimLimits) -> 
         env=(*(f"{k}={v}" for k, v in sorted(env.items())), DEVICE_ORDER_ENV),
         mounts=(
             Mount(str(Path(limiter_dir) / names.LIMITER_LIBRARY), names.LIMITER_CONTAINER_PATH),
+            *anchor,
             Mount(str(files.region), limits.region_path, ("rw", "nosuid", "nodev", "noexec", "bind")),
-            Mount(str(files.limits_dir), str(limits_at), ("ro", "nosuid", "nodev", "noexec", "bind")),
+            Mount(str(files.limits_dir), str(limits_at), read_only),
         ),
         hooks=(preload_hook(limiter_dir),),
     )

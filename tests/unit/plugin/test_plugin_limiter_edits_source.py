@@ -42,6 +42,20 @@ def test_the_edits_mount_the_region_and_limits_and_name_the_claims_directorys_mo
     assert f"{names.ENV_LIMITS_SOURCE}={limits_source(tmp_path / 'claims')}" in got.env
 
 
+def test_the_anchor_is_a_read_only_file_of_the_claim_mounted_beside_the_limiter(tmp_path):
+    # the limiter reads the anchor from this file, not from the variable a process can change for its children
+    files = _files(tmp_path)
+    got = limiter_edits(files, tmp_path / "lib", _limits(region_container_path("uid-1")))
+    mounts = {m.container_path: (m.host_path, m.options) for m in got.mounts}
+    assert mounts[names.LIMITS_SOURCE_CONTAINER_PATH] == (
+        str(files.root / "limits-source"),
+        ("ro", "nosuid", "nodev", "noexec", "bind"),
+    )
+    assert names.LIMITS_SOURCE_CONTAINER_PATH == "/usr/local/carve/lib/limits-source"  # limits.c's path
+    assert (files.root / "limits-source").read_text() == limits_source(tmp_path / "claims") + "\n"
+    assert (files.root / "limits-source").stat().st_mode & 0o777 == 0o444
+
+
 def test_a_region_path_outside_a_directory_named_like_the_claim_is_refused(tmp_path):
     files = _files(tmp_path)
     with pytest.raises(ValueError) as e:
@@ -61,7 +75,8 @@ def test_a_claims_directory_whose_mount_is_unknown_gives_edits_without_the_ancho
     with caplog.at_level(logging.WARNING):
         got = limiter_edits(files, tmp_path / "lib", _limits(region_container_path("uid-1")))
     assert not [e for e in got.env if e.startswith(f"{names.ENV_LIMITS_SOURCE}=")]
-    assert len(got.mounts) == 3 and got.hooks  # the limiter still goes in
+    assert len(got.mounts) == 3 and got.hooks  # the limiter still goes in; no anchor file to mount
+    assert not (files.root / "limits-source").exists()
     (r,) = [r for r in caplog.records if r.getMessage() == "limits.source-unknown"]
     assert r.fields["claims_dir"] == str(tmp_path / "claims")
     assert r.fields["error"] == f"/proc/self/mountinfo: no mount holds {tmp_path / 'claims'}"
