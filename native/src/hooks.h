@@ -57,9 +57,11 @@
     H(cuGraphLaunch, cuGraphLaunch, 10000, 0)                                                              \
     H(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1)
 
+/* NVML's: the symbol alone (cuGetProcAddress, the one reader of a row's base, version and variant, never
+ * hands out NVML's) */
 #define CARVE_NVML_HOOKS(H)                                                                                \
-    H(nvmlDeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo, 0, 0)                                              \
-    H(nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetMemoryInfo_v2, 0, 0)
+    H(nvmlDeviceGetMemoryInfo)                                                                             \
+    H(nvmlDeviceGetMemoryInfo_v2)
 
 /* Real functions the limiter calls but does not intercept. */
 #define CARVE_CUDA_CALLS(R)                                                                                \

@@ -29,9 +29,10 @@
  *                         atexit handler registered before the first CUDA call (so it runs after the limiter's
  *                         own: a C++ static destructor's order); `again`: that handler then allocates BYTES once
  *                         more and prints the result
- *   exitalloc BYTES       allocate BYTES and free them, then exit; an atexit handler registered before the first
+ *   exitalloc BYTES [O]   allocate BYTES and free them, then exit; an atexit handler registered before the first
  *                         CUDA call (it runs after the limiter's own) allocates BYTES and keeps them, then
- *                         allocates and frees BYTES once more, printing each result
+ *                         allocates and frees BYTES once more, printing each result; with ordinal O, it then
+ *                         allocates BYTES on that device too (its primary context) and keeps them
  *   exitgraph N [LIVE]    instantiate a graph of one 8-block kernel and launch it N times, then exit; an atexit
  *                         handler registered before the first CUDA call (it runs after the limiter's own)
  *                         launches it N times more; each prints the blocks the limiter charged device 0 for
@@ -378,6 +379,7 @@ static int cmd_exitfree(uint64_t bytes, unsigned n, int again)
 }
 
 static uint64_t g_late_bytes;
+static int g_late_other = -1; /* exitalloc ... O: a second device the handler allocates on */
 
 static void alloc_at_exit(void)
 {
@@ -387,11 +389,20 @@ static void alloc_at_exit(void)
     printf("%d\n", (int)rc);
     if (rc == CUDA_SUCCESS)
         CHECK(cuMemFree_v2(freed) == CUDA_SUCCESS, "the free at exit failed");
+    CUdevice dev;
+    CUcontext ctx;
+    if (g_late_other < 0)
+        return;
+    CHECK(cuDeviceGet(&dev, g_late_other) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS &&
+              cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+          "no context on the other device");
+    printf("%d\n", (int)cuMemAlloc_v2(&kept, g_late_bytes));
 }
 
-static int cmd_exitalloc(uint64_t bytes)
+static int cmd_exitalloc(uint64_t bytes, int other)
 {
     g_late_bytes = bytes;
+    g_late_other = other;
     atexit(alloc_at_exit);
     setup();
     CUdeviceptr p;
@@ -520,7 +531,7 @@ int main(int argc, char **argv)
         return cmd_exitfree(strtoull(argv[2], NULL, 10), argc >= 4 ? (unsigned)atoi(argv[3]) : 1,
                             argc >= 5 && strcmp(argv[4], "again") == 0);
     if (argc >= 3 && strcmp(argv[1], "exitalloc") == 0)
-        return cmd_exitalloc(strtoull(argv[2], NULL, 10));
+        return cmd_exitalloc(strtoull(argv[2], NULL, 10), argc >= 4 ? atoi(argv[3]) : -1);
     if (argc >= 3 && strcmp(argv[1], "exitgraph") == 0)
         return cmd_exitgraph((unsigned)atoi(argv[2]), argc >= 4 ? (unsigned)atoi(argv[3]) : 0);
     if (argc >= 3 && strcmp(argv[1], "relimit") == 0)

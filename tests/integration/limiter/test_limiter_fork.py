@@ -68,6 +68,18 @@ def test_a_free_after_the_limiters_exit_handler_does_not_release_the_claims_usag
         holder.wait()
 
 
+def test_allocations_after_the_exit_handler_on_two_devices_of_a_claim_take_one_slot(claim):
+    # The first allocation after the exit handler takes the process a slot again; one on the claim's other
+    # device joins the same slot (carve_region_join: a process holds one slot per region), not a second.
+    c = claim(gpus="2xT4")
+    two = (DeviceLimit(8 * MIB, 0), DeviceLimit(8 * MIB, 0))
+    write_claim(c.region, ClaimLimits(devices=two, region_path=str(c.region)))
+    done = c.run("exitalloc", str(3 * MIB), "1", CLIENT_ORDINAL="0")
+    assert done.stdout.split() == ["0", "0", "0", "0"] and "FAIL" not in done.stderr
+    with Region.open(c.region) as r:
+        assert [p.used[:2] for p in r.processes()] == [(3 * MIB, 3 * MIB)]
+
+
 @pytest.mark.parametrize("ordinal", [0, 1])
 def test_an_allocation_after_the_limiters_exit_handler_comes_back_when_the_process_is_gone(claim, ordinal):
     # An exit handler that runs after the limiter's (a C++ static destructor) allocates and keeps the
