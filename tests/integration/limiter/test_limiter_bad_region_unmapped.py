@@ -70,3 +70,15 @@ def test_each_header_field_out_of_its_range_makes_the_region_refused(claim, fiel
     else:  # refused, named, and the claim fails closed
         assert out.stdout.strip() == "2", out.stderr
         assert f"region {c.region}: {problem}; skipped" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("delta", [4096, -8], ids=["a-page-longer", "shorter"])
+def test_a_region_file_of_another_length_is_refused(claim, delta):
+    # the layout's length exactly: a longer file (a newer layout, bytes appended) is refused, as a shorter is
+    c = claim().create(memory=64 * MIB)
+    data = c.region.read_bytes()
+    c.region.unlink()
+    c.region.write_bytes(data + bytes(delta) if delta > 0 else data[:delta])
+    out = c.run("alloc", str(1 * MIB))
+    assert out.stdout.strip() == "2", out.stderr  # refused, and the claim fails closed
+    assert f"region {c.region}: file size does not match this layout" in out.stderr, out.stderr
