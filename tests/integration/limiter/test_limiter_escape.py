@@ -22,7 +22,7 @@ import sys
 import textwrap
 
 import pytest
-from limiter_harness import CLIENT, LIMITER, REPO, write_claim
+from limiter_harness import CLIENT, LIMITER, REPO, Claim, write_claim
 
 from driver.limits import ClaimLimits, DeviceLimit, create_region, limits_path_for, write_limits
 from driver.limits.mounts import limits_source
@@ -103,6 +103,14 @@ def require_mount_namespace() -> None:
         or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode
     ):
         pytest.fail("these tests build the plugin's read-only mounts: they need root and unshare -m")
+
+
+def contained_claim(claim) -> tuple[Claim, str]:
+    """A claim on the fake GPUs for a test that builds mounts (the namespace checked first), and its GPU's
+    UUID, which the claim's limits name."""
+    require_mount_namespace()
+    c = claim()
+    return c, json.loads(c.run("uuids").stdout)[0]
 
 
 def contained(
@@ -336,9 +344,7 @@ def test_a_read_only_mount_the_pod_made_is_not_trusted(claim, tmp_path, kind):
     # A process that dropped CARVE_REGION (keeping the rest of the CDI environment) has no primary claim:
     # the limiter meets the pod's forged limits first. On a read-only mount with the right mode it used to
     # be "trusted" and lift the quota; only the plugin's own mount is trusted now.
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 0)  # no memory limit
     mounts = POD_MOUNTS[kind].format(forged=forged, claims=str(tmp_path / "claims"), uuid="{uuid}")
     out = contained(c, tmp_path, "pass", 9 * MIB, pod_mounts=mounts, CARVE_REGION="")
@@ -363,9 +369,7 @@ def test_the_plugins_own_mount_is_trusted_over_a_tighter_file_of_the_pods(
     # The pod's own (writable) limits directory names the GPU with 4 MiB; the plugin's mount says 8 MiB.
     # Trusted, the plugin's wins: 6 MiB fits. (Were the plugin's mount not recognised, the tightest of the
     # untrusted files would hold: 4 MiB.)
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     mounts = f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"
     source = limits_source(tmp_path / claims_dir) + source_tail
@@ -387,9 +391,7 @@ def test_a_mount_made_after_the_plugins_at_another_point_does_not_decide_its_tru
     # Only the last entry at the plugin's own mount point decides (an over-mount): a pod's volume mounted
     # after it at a point that sorts before it (/run/a < /run/carve/...) is another mount point, not one on
     # top of the plugin's, so the plugin's mount stays trusted and its 8 MiB win over the pod's 4 MiB.
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     mounts = (
         f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"
@@ -401,9 +403,7 @@ def test_a_mount_made_after_the_plugins_at_another_point_does_not_decide_its_tru
 
 def test_without_the_plugins_anchor_the_tightest_limits_file_holds(claim, tmp_path):
     # a process that cleared its environment (no CARVE_LIMITS_SOURCE) trusts no file: the pod's 4 MiB hold
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     mounts = f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"
     blind = contained(
@@ -428,9 +428,7 @@ def test_a_plugins_anchor_on_another_device_trusts_no_file(claim, tmp_path, shif
     # CARVE_LIMITS_SOURCE names the plugin's claims directory by its device (major:minor) and root: the same
     # root on a device one number off, either way, is not the plugin's mount, so the pod's 4 MiB hold.
     # "below": the minor number below, or the major one when the minor is 0 (no device is 0:0).
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     mounts = f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"
     major, minor, root = limits_source(tmp_path / "claims").split(":", 2)

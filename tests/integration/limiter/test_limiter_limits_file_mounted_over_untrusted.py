@@ -10,10 +10,9 @@ missing limit would win over every untrusted file."""
 
 from __future__ import annotations
 
-import json
 import shlex
 
-from test_limiter_escape import MIB, UID, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained, contained_claim, forged_limits
 
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
 
@@ -21,9 +20,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 def test_a_file_mounted_read_write_over_the_plugins_limits_file_is_not_trusted(claim, tmp_path) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     pods = forged_limits(tmp_path, uuid, 4 * MIB)
     # on the same filesystem as the plugin's claims directory (tmp_path), so its device matches; mode 0444
     unlimited = tmp_path / "unlimited" / "limits"

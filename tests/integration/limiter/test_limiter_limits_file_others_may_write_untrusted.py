@@ -10,11 +10,10 @@ test_limiter_escape.py's `test_the_plugins_own_mount_is_trusted_over_a_tighter_f
 
 from __future__ import annotations
 
-import json
 import shlex
 
 import pytest
-from test_limiter_escape import MIB, UID, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained, contained_claim, forged_limits
 
 CUDA_SUCCESS = 0
 CUDA_ERROR_OUT_OF_MEMORY = 2
@@ -33,9 +32,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 def test_the_plugins_limits_file_is_trusted_only_when_no_one_else_may_write_it(
     claim, tmp_path, mode: int, expected: int
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     plugins_file = tmp_path / "claims" / UID / "limits" / "limits"  # written by `contained`, on the host
     # run in the namespace before the process starts: the pod's own writable limits directory, and the

@@ -14,14 +14,13 @@ by a tmpfs whose entries are bound back from the real one, so nothing is written
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from limiter_harness import Claim
-from test_limiter_escape import MIB, contained, require_mount_namespace
+from test_limiter_escape import MIB, contained, contained_claim
 
 from driver.limits import ClaimLimits, DeviceLimit, create_region, write_limits
 from driver.limits.mounts import limits_source
@@ -49,9 +48,7 @@ def plugins_file_mounted(anchor: Path, keep: Path) -> str:
 def test_a_childs_own_anchor_does_not_make_a_pod_volume_trusted(
     claim: Callable[..., Claim], tmp_path: Path, region: str, plugins_file: bool
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     pods = tmp_path / "evil" / "000-forged"  # a volume of the pod's, on the plugin's disk
     unlimited = ClaimLimits((DeviceLimit(0, 0, uuid=uuid),), "/x")
     write_limits(pods / "limits" / "limits", unlimited)  # mode 0444
@@ -85,9 +82,7 @@ def test_a_childs_own_anchor_does_not_make_a_pod_volume_trusted(
 def test_the_plugins_file_anchors_the_plugins_own_mount(claim: Callable[..., Claim], tmp_path: Path) -> None:
     """The file, not the environment, names the plugin's mount: with no CARVE_LIMITS_SOURCE at all the
     plugin's 8 MiB are trusted over a tighter file of the pod's (4 MiB), so 6 MiB fit."""
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     pods = tmp_path / "pods" / "000-forged"
     tighter = ClaimLimits((DeviceLimit(4 * MIB, 0, uuid=uuid),), "/x")
     write_limits(pods / "limits" / "limits", tighter)

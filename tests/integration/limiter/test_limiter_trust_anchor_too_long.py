@@ -13,14 +13,13 @@ would name the sibling and trust the pod's file: no limit."""
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from limiter_harness import Claim
-from test_limiter_escape import MIB, UID, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained, contained_claim, forged_limits
 
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
 from driver.limits.mounts import limits_source
@@ -53,9 +52,7 @@ def claims_with_root_of(tmp_path: Path, escaped_length: int) -> tuple[str, str]:
 def test_an_anchor_too_long_for_the_limiter_trusts_no_file(
     claim: Callable[..., Claim], tmp_path: Path, length: int
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     claims, cut = claims_with_root_of(tmp_path, length)
     source = limits_source(tmp_path / claims)
     assert len(source.split(":", 2)[2]) == length and source.endswith("\\040")  # the case meant
@@ -89,9 +86,7 @@ def test_an_anchor_as_long_as_the_limiter_holds_is_trusted(
 ) -> None:
     # the other side of the bound: an escaped root of 4,095 characters fits with its NUL and is the
     # plugin's anchor like any other; the plugin's 8 MiB win over the pod's own 4 MiB and 6 MiB fit
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     claims, _ = claims_with_root_of(tmp_path, BUFFER - 1)
     source = limits_source(tmp_path / claims)
     assert len(source.split(":", 2)[2]) == BUFFER - 1  # the case meant

@@ -12,13 +12,12 @@ file 8 MiB: 6 MiB fit only where the plugin's mount is recognised and trusted.""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from limiter_harness import Claim
-from test_limiter_escape import MIB, UID, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained, contained_claim, forged_limits
 
 from driver.limits.mounts import limits_source
 
@@ -47,9 +46,7 @@ PATHS = {
 def test_the_plugins_mount_is_recognised_whatever_its_paths_characters(
     claim: Callable[..., Claim], tmp_path: Path, case: str
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     claims_dir, uid = PATHS[case]
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     mounts = f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"

@@ -12,13 +12,12 @@ at 8 MiB and 9 MiB do not fit; trusted, the pod's file would come first and lift
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from limiter_harness import Claim
-from test_limiter_escape import MIB, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, contained, contained_claim, forged_limits
 
 CUDA_ERROR_OUT_OF_MEMORY = 2
 
@@ -55,9 +54,7 @@ if libc.realpath(b"/run/carve/000-deep/limits", buf) is None:
 def test_a_limits_directory_beyond_path_max_is_not_trusted(
     claim: Callable[..., Claim], tmp_path: Path
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 0)  # no memory limit, mode 0444 (write_limits)
     script = tmp_path / "make_deep.py"
     script.write_text(MAKE_DEEP.format(forged=forged))

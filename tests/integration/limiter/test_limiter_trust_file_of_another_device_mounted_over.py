@@ -15,12 +15,11 @@ passes."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from limiter_harness import Claim
-from test_limiter_escape import MIB, UID, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained, contained_claim, forged_limits
 from test_limiter_trust_claims_at_a_filesystems_root import on_a_filesystem_of_its_own
 
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
@@ -31,9 +30,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 def test_a_file_of_another_device_mounted_read_only_over_the_plugins_is_not_trusted(
     claim: Callable[..., Claim], tmp_path: Path
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     pods = forged_limits(tmp_path, uuid, 4 * MIB)
     unlimited = tmp_path / "unlimited" / "limits"
     write_limits(unlimited, ClaimLimits((DeviceLimit(0, 0, uuid=uuid),), "/x"))  # mode 0444
@@ -60,9 +57,7 @@ def test_a_file_of_another_device_mounted_read_only_over_the_plugins_is_not_trus
 def test_a_file_of_the_disk_mounted_read_only_over_the_plugins_on_a_tmpfs_is_not_trusted(
     claim: Callable[..., Claim], tmp_path: Path
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     unlimited = tmp_path / "unlimited" / "limits"  # on the disk
     write_limits(unlimited, ClaimLimits((DeviceLimit(0, 0, uuid=uuid),), "/x"))
     plugins_file = f"/var/run/carve/{UID}/limits/limits"

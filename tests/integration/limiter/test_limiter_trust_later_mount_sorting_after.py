@@ -10,13 +10,12 @@ win over the pod's own 4 MiB, and 6 MiB fit."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from limiter_harness import Claim
-from test_limiter_escape import MIB, UID, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained, contained_claim, forged_limits
 
 CUDA_SUCCESS = 0
 
@@ -25,9 +24,7 @@ CUDA_SUCCESS = 0
 def test_a_later_mount_at_a_point_sorting_after_the_plugins_does_not_decide_its_trust(
     claim: Callable[..., Claim], tmp_path: Path, point: str
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     mounts = (
         f"mkdir -p /run/carve/000-forged && cp -r {forged} {forged}/../region /run/carve/000-forged/"

@@ -11,14 +11,13 @@ not fit; the process must run to its end, which it does not where the uid is rea
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from limiter_harness import CLIENT, REPO, Claim, write_claim
-from test_limiter_escape import MIB, UID, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained_claim
 
 from driver.limits import ClaimLimits, DeviceLimit
 from driver.limits.mounts import limits_source
@@ -29,9 +28,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 def test_a_limits_directory_at_the_root_is_not_trusted_and_breaks_nothing(
     claim: Callable[..., Claim], tmp_path: Path
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     host = tmp_path / "claims" / UID
     host.mkdir(parents=True)
     write_claim(host / "region", ClaimLimits((DeviceLimit(8 * MIB, 0, uuid=uuid),), "/region"))

@@ -12,13 +12,12 @@ and its file is untrusted: the trusted 8 MiB hold and 9 MiB do not fit. The name
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from limiter_harness import Claim
-from test_limiter_escape import MIB, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, contained, contained_claim, forged_limits
 
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
 
@@ -30,9 +29,7 @@ OTHER = "1e1d1c1b-other"  # another claim of the plugin's
 def test_a_limits_directory_whose_real_name_is_not_limits_is_not_trusted(
     claim: Callable[..., Claim], tmp_path: Path, name: str
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     # the other claim's limits file in the plugin's claims directory (contained adds the claim's own)
     other = tmp_path / "claims" / OTHER / "limits"
     write_limits(other / "limits", ClaimLimits((DeviceLimit(0, 0, uuid=uuid),), "/x"))

@@ -11,12 +11,11 @@ mount of its own, as a region must be), named before the plugin's claim. Untrust
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from limiter_harness import Claim
-from test_limiter_escape import MIB, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, contained, contained_claim, forged_limits
 
 CUDA_ERROR_OUT_OF_MEMORY = 2
 
@@ -24,9 +23,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 def test_a_limits_directory_inside_a_read_only_mount_is_not_trusted(
     claim: Callable[..., Claim], tmp_path: Path
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 0)  # <tmp>/forged/{limits/limits,region}: no memory limit
     writable_region = tmp_path / "writable-region"
     mounts = (

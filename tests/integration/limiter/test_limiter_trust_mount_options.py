@@ -12,13 +12,12 @@ where the plugin's mount is trusted (untrusted, the tightest file holds)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from limiter_harness import Claim
-from test_limiter_escape import MIB, UID, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained, contained_claim, forged_limits
 
 CUDA_SUCCESS = 0
 
@@ -34,9 +33,7 @@ OPTIONS = {
 def test_the_plugins_mount_is_trusted_with_ro_alone_or_ro_then_other_options(
     claim: Callable[..., Claim], tmp_path: Path, options: str
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 4 * MIB)
     remount, shown = OPTIONS[options]
     mount_point = f"/run/carve/{UID}/limits"

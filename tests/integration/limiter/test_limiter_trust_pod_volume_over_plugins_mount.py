@@ -9,12 +9,11 @@ Untrusted, the tightest file holds and 6 MiB do not fit."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from limiter_harness import Claim
-from test_limiter_escape import MIB, UID, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained, contained_claim, forged_limits
 
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
 
@@ -24,9 +23,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 def test_a_pod_volume_mounted_over_the_plugins_limits_directory_is_not_trusted(
     claim: Callable[..., Claim], tmp_path: Path
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     pods = forged_limits(tmp_path, uuid, 4 * MIB)
     volume = tmp_path / "volume" / "limits"
     write_limits(volume / "limits", ClaimLimits((DeviceLimit(0, 0, uuid=uuid),), "/x"))  # mode 0444

@@ -11,13 +11,12 @@ trusted, it would come first and lift the limit."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from limiter_harness import Claim
-from test_limiter_escape import MIB, contained, require_mount_namespace
+from test_limiter_escape import MIB, contained, contained_claim
 
 from driver.limits import ClaimLimits, DeviceLimit, create_region, write_limits
 
@@ -28,9 +27,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 def test_a_pod_volume_of_the_plugins_device_is_not_trusted_whichever_way_its_root_sorts(
     claim: Callable[..., Claim], tmp_path: Path, name: str
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     pods = tmp_path / name / "000-x"  # beside the plugin's claims directory, on the same disk
     unlimited = ClaimLimits((DeviceLimit(0, 0, uuid=uuid),), "/x")
     write_limits(pods / "limits" / "limits", unlimited)  # mode 0444

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from limiter_harness import CLIENT, Claim, write_claim
-from test_limiter_escape import MIB, UID, require_mount_namespace
+from test_limiter_escape import MIB, UID, contained_claim
 
 from driver.limits import ClaimLimits, DeviceLimit, write_limits
 from driver.limits.mounts import limits_source
@@ -31,9 +31,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 def test_rechecking_a_rewritten_trusted_limits_file_leaks_no_descriptor(
     claim: Callable[..., Claim], tmp_path: Path
 ) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     host = tmp_path / "claims" / UID
     mounted = f"/var/run/carve/{UID}"
 

@@ -9,20 +9,17 @@ not fit; were the files trusted without the check, the pod's would come first an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from limiter_harness import Claim
-from test_limiter_escape import MIB, POD_MOUNTS, contained, forged_limits, require_mount_namespace
+from test_limiter_escape import MIB, POD_MOUNTS, contained, contained_claim, forged_limits
 
 CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 def test_without_mountinfo_no_limits_file_is_trusted(claim: Callable[..., Claim], tmp_path: Path) -> None:
-    require_mount_namespace()
-    c = claim()
-    uuid = json.loads(c.run("uuids").stdout)[0]
+    c, uuid = contained_claim(claim)
     forged = forged_limits(tmp_path, uuid, 0)  # no memory limit
     mounts = (
         POD_MOUNTS["read-only-volume"].format(forged=forged)
