@@ -340,9 +340,9 @@ void carve_bind_after_fork(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     g_bind_lock = fresh;
+    /* the child's slots are new (carve_region_after_fork); the private and closed regions keep slot 0 */
     for (int o = 0; o < CARVE_MAX_DEVICES; o++)
-        if (carve_bind[o].region && carve_bind[o].region != &carve_private)
-            set_mine(&carve_bind[o]);
+        set_mine(&carve_bind[o]);
 }
 
 /* Diagnostics: the region file (or "(environment)") and device index that limit CUDA ordinal `ordinal`;

@@ -55,3 +55,28 @@ def test_live_buffers_within_the_table_take_no_heap(claim):
     # few a table that probes badly gives up on (its linear probe stuck on one slot: a thousand or so
     # here) takes 24 KB; a table that works takes nothing
     assert with_limiter - without < 4096, (with_limiter, without)
+
+
+CHURN = HEAP_CLIENT + textwrap.dedent(
+    """
+    import json
+    p, size = ctypes.c_uint64(), ctypes.c_size_t(4096)
+    assert cuda.cuMemAlloc_v2(ctypes.byref(p), size) == 0 and cuda.cuMemFree_v2(p) == 0
+    before = heap()
+    for _ in range(2000):
+        assert cuda.cuMemAlloc_v2(ctypes.byref(p), size) == 0 and cuda.cuMemFree_v2(p) == 0
+    print(json.dumps({"grew": heap() - before}))
+    """
+)
+
+
+def test_a_buffer_allocated_and_freed_over_and_over_takes_no_heap(claim):
+    # A free leaves its slot a tombstone, which the next allocation reuses. A table that did not would walk
+    # one slot further at each round (the fake driver hands the same address back, the same first slot)
+    # and, past its 512-slot probe, put every allocation on the overflow list: 24 KB of heap here.
+    c = claim(gpus="1xA100-80GB").create(memory=1024 * MIB)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHURN], env=c.env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["grew"] < 4096, proc.stdout
