@@ -35,7 +35,8 @@ typedef struct hook {
 } hook_t;
 
 #define CUDA_ROW(symbol, base, version, pt) {#symbol, #base, version, pt, 0, (void **)&carve_real_##symbol},
-#define NVML_ROW(symbol) {#symbol, "", 0, 0, 1, (void **)&carve_real_##symbol},
+/* an NVML row's base, version and variant are never read (cuGetProcAddress skips NVML's rows): left zero */
+#define NVML_ROW(name) {.symbol = #name, .base = "", .nvml = 1, .real = (void **)&carve_real_##name},
 static const hook_t g_hooks[] = {CARVE_CUDA_HOOKS(CUDA_ROW, CUDA_ROW) CARVE_NVML_HOOKS(NVML_ROW)};
 #define N_HOOKS (sizeof g_hooks / sizeof g_hooks[0])
 static void *g_hook_fn[N_HOOKS]; /* this library's own definition of each row's symbol */
